@@ -1,0 +1,299 @@
+"""Facts: everything the probes read about one machine, gathered once, judged by pure rules.
+
+Every field that can be missing is ``Probed`` so that its reason travels with it into the
+report, the snapshot and the findings.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from envdoctor.model.probed import Probed
+
+SNAPSHOT_SCHEMA_VERSION = 1
+
+
+class NvmlErrorKind:
+    """NVML failure kinds, as strings so they serialise and read well in evidence.
+
+    They mirror pynvml's ``NVMLError_*`` classes that matter on real machines.
+    """
+
+    LIBRARY_NOT_FOUND = "LibraryNotFound"
+    DRIVER_NOT_LOADED = "DriverNotLoaded"
+    LIB_RM_VERSION_MISMATCH = "LibRmVersionMismatch"
+    NO_PERMISSION = "NoPermission"
+    GPU_IS_LOST = "GPUIsLost"
+    UNKNOWN = "Unknown"
+    NOT_SUPPORTED = "NotSupported"
+    TIMEOUT = "Timeout"
+    FUNCTION_NOT_FOUND = "FunctionNotFound"
+    OTHER = "Other"
+
+
+# --- the host -------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class PciDevice:
+    """An NVIDIA PCI function seen in sysfs, whatever driver (if any) is bound to it."""
+
+    address: str
+    device_id: str
+    pci_class: str
+    driver: Probed[str]
+
+
+@dataclass(frozen=True, slots=True)
+class HostFacts:
+    """Operating system, kernel, container and the user envdoctor runs as."""
+
+    os_name: Probed[str]
+    kernel: Probed[str]
+    machine: str
+    hostname: Probed[str]
+    user: str
+    uid: int
+    containers: tuple[str, ...]
+    wsl: bool
+    cgroup_version: Probed[int]
+    nvidia_pci: Probed[tuple[PciDevice, ...]]
+
+
+# --- the kernel side ------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class KernelModule:
+    """A line of /proc/modules."""
+
+    name: str
+    refcount: int
+    used_by: tuple[str, ...]
+
+
+@dataclass(frozen=True, slots=True)
+class KernelDriver:
+    """The NVIDIA kernel module as /proc/driver/nvidia/version reports it."""
+
+    version: str
+    flavor: str  # "open" or "proprietary"
+    raw: str
+
+
+@dataclass(frozen=True, slots=True)
+class DeviceNode:
+    """One /dev/nvidia* node and what the current user may do with it."""
+
+    path: str
+    is_char_device: bool
+    mode: str
+    readable: bool
+    writable: bool
+
+
+@dataclass(frozen=True, slots=True)
+class KernelFacts:
+    """Loaded modules, the kernel driver version and the device nodes."""
+
+    modules: Probed[tuple[KernelModule, ...]]
+    driver: Probed[KernelDriver]
+    device_nodes: Probed[tuple[DeviceNode, ...]]
+
+
+# --- NVML -----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class MemoryInfo:
+    """Bytes, as NVML reports them."""
+
+    total: int
+    used: int
+    free: int
+
+
+@dataclass(frozen=True, slots=True)
+class MigMode:
+    current: bool
+    pending: bool
+
+
+@dataclass(frozen=True, slots=True)
+class EccErrors:
+    """Uncorrectable ECC error counts since the last driver load (volatile) and ever (aggregate)."""
+
+    volatile_uncorrectable: int
+    aggregate_uncorrectable: int
+
+
+@dataclass(frozen=True, slots=True)
+class RowRemap:
+    """Ampere+ memory row remapping: ``pending`` means a GPU reset is needed."""
+
+    correctable: int
+    uncorrectable: int
+    pending: bool
+    failure: bool
+
+
+@dataclass(frozen=True, slots=True)
+class GpuProcess:
+    """A process with a context on a GPU; ``name`` may be unreadable (other PID namespace)."""
+
+    pid: int
+    name: Probed[str]
+    used_memory: Probed[int]
+
+
+@dataclass(frozen=True, slots=True)
+class PcieLink:
+    gen: int
+    width: int
+    max_gen: int
+    max_width: int
+
+
+@dataclass(frozen=True, slots=True)
+class GpuFacts:
+    """One physical GPU as NVML sees it. A field NVML refused keeps NVML's reason."""
+
+    index: int
+    name: Probed[str]
+    uuid: Probed[str]
+    pci_bus_id: Probed[str]
+    compute_capability: Probed[str]
+    memory: Probed[MemoryInfo]
+    persistence_mode: Probed[bool]
+    compute_mode: Probed[str]
+    mig_mode: Probed[MigMode]
+    mig_devices: Probed[int]
+    ecc: Probed[EccErrors]
+    retired_pages_pending: Probed[bool]
+    row_remap: Probed[RowRemap]
+    processes: Probed[tuple[GpuProcess, ...]]
+    throttle_reasons: Probed[tuple[str, ...]]
+    pcie: Probed[PcieLink]
+
+    def failure_kinds(self) -> frozenset[str]:
+        """The NVML error kinds any field of this GPU failed with (e.g. {"GPUIsLost"})."""
+        kinds = set()
+        for name in self.__dataclass_fields__:
+            value = getattr(self, name)
+            error = getattr(value, "error", None)
+            if isinstance(error, str):
+                kinds.add(error)
+        return frozenset(kinds)
+
+
+@dataclass(frozen=True, slots=True)
+class NvmlSystem:
+    """What NVML reported once it initialised."""
+
+    driver_version: Probed[str]
+    cuda_driver_version: Probed[str]
+    gpus: tuple[GpuFacts, ...]
+    device_count_error: str = ""
+
+
+# --- user-space libraries -------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryCopy:
+    """One file that the dynamic loader could pick for a library family."""
+
+    path: str
+    realpath: str
+    version: str
+    origin: str  # "LD_LIBRARY_PATH", "ldconfig", "pip-wheel", "CUDA_HOME"
+
+
+@dataclass(frozen=True, slots=True)
+class LibraryFamily:
+    """All copies of one library (libcuda, libcudnn …) in loader search order."""
+
+    name: str
+    copies: tuple[LibraryCopy, ...]
+
+
+# --- environment ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Nvcc:
+    path: str
+    version: str
+
+
+@dataclass(frozen=True, slots=True)
+class EnvFacts:
+    """The variables that change how CUDA and torch behave, and the local CUDA toolkit."""
+
+    variables: tuple[tuple[str, str], ...]
+    nvcc: Probed[Nvcc]
+
+    def get(self, name: str) -> str | None:
+        """The variable's value, or None when it is unset (unset is itself the fact)."""
+        for key, value in self.variables:
+            if key == name:
+                return value
+        return None
+
+
+# --- torch ----------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class TorchBuild:
+    """The torch that the target interpreter imports, as the child probe saw it."""
+
+    version: str
+    location: str
+    cuda: str  # "" for a build without CUDA
+    hip: str
+    cudnn_version: Probed[str]
+    nccl_version: Probed[str]
+    arch_list: tuple[str, ...]
+    cuda_available: bool
+    unavailable_reason: str
+    device_count: Probed[int]
+    loaded_libraries: tuple[tuple[str, str], ...]
+    nvidia_wheels: tuple[tuple[str, str], ...]
+
+    @property
+    def is_cpu_build(self) -> bool:
+        return not self.cuda and not self.hip
+
+
+@dataclass(frozen=True, slots=True)
+class TorchBroken:
+    """torch is installed but ``import torch`` raised."""
+
+    version: Probed[str]
+    error: str
+    traceback: str
+
+
+@dataclass(frozen=True, slots=True)
+class TorchFacts:
+    python: str
+    torch: Probed[TorchBuild | TorchBroken]
+
+
+# --- everything -----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Facts:
+    """One machine, probed once."""
+
+    host: HostFacts
+    kernel: KernelFacts
+    nvml: Probed[NvmlSystem]
+    libraries: Probed[tuple[LibraryFamily, ...]]
+    env: EnvFacts
+    torch: TorchFacts
+    envdoctor_version: str = ""
+    collected_at: str = ""
+    notes: tuple[str, ...] = field(default=())

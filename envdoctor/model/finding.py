@@ -1,0 +1,59 @@
+"""Findings: what a rule concluded, why (evidence) and what to do (remediation)."""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+
+_CODE = re.compile(r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+$")
+
+
+def is_valid_code(code: str) -> bool:
+    """Codes are dotted kebab-case ("driver.version-mismatch"): stable, greppable, documented."""
+    return bool(_CODE.match(code))
+
+
+class Severity(enum.IntEnum):
+    """Ordered so that ``max()`` over findings gives the overall verdict."""
+
+    OK = 0
+    INFO = 1
+    WARNING = 2
+    ERROR = 3
+
+    @property
+    def label(self) -> str:
+        return self.name.lower()
+
+
+@dataclass(frozen=True, slots=True)
+class Remediation:
+    """How to fix it: one imperative summary and the ordered steps a person can follow."""
+
+    summary: str
+    steps: tuple[str, ...] = ()
+    needs_root: bool = False
+    needs_reboot: bool = False
+    docs: str | None = None
+
+
+@dataclass(frozen=True, slots=True)
+class Finding:
+    """One conclusion about the machine.
+
+    ``inconclusive`` marks findings that say "could not determine" (a probe timed out or
+    crashed): without an error they make the overall status *unknown* (exit 2), not healthy.
+    """
+
+    code: str
+    severity: Severity
+    title: str
+    evidence: tuple[tuple[str, str], ...] = ()
+    remediation: Remediation | None = None
+    inconclusive: bool = False
+    subject: str = field(default="")
+
+    def __post_init__(self) -> None:
+        if not is_valid_code(self.code):
+            raise ValueError(f"finding code {self.code!r} is not dotted kebab-case")

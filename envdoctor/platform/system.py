@@ -1,0 +1,161 @@
+"""SystemHost: the real machine behind the Host seam."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import stat as statmod
+import subprocess
+import sys
+import time
+from collections.abc import Mapping, Sequence
+
+from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed
+from envdoctor.platform.host import MAX_READ_BYTES, CommandResult, FileInfo, Identity
+from envdoctor.platform.nvml import NvmlSession, open_pynvml
+
+MAX_OUTPUT_CHARS = 4 << 20
+
+
+class SystemHost:
+    """Reads the live machine. ``root`` lets a whole tree (e.g. a chroot) stand in for ``/``."""
+
+    def __init__(self, root: str = "/", environ: Mapping[str, str] | None = None) -> None:
+        self._root = root.rstrip("/")
+        self._env = dict(os.environ if environ is None else environ)
+
+    def _path(self, path: str) -> str:
+        return self._root + path if self._root else path
+
+    def read_text(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[str]:
+        try:
+            with open(self._path(path), "rb") as handle:
+                return Found(handle.read(limit).decode("utf-8", errors="replace"))
+        except FileNotFoundError:
+            return Absent(f"{path} does not exist")
+        except NotADirectoryError:
+            return Absent(f"{path} does not exist")
+        except PermissionError:
+            return ProbeFailed(f"permission denied reading {path}")
+        except OSError as exc:
+            return ProbeFailed(f"cannot read {path}: {exc.strerror or exc}")
+
+    def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
+        try:
+            return Found(tuple(sorted(os.listdir(self._path(path)))))
+        except (FileNotFoundError, NotADirectoryError):
+            return Absent(f"{path} does not exist")
+        except PermissionError:
+            return ProbeFailed(f"permission denied listing {path}")
+        except OSError as exc:
+            return ProbeFailed(f"cannot list {path}: {exc.strerror or exc}")
+
+    def stat(self, path: str) -> Probed[FileInfo]:
+        full = self._path(path)
+        try:
+            st = os.stat(full)
+        except FileNotFoundError:
+            return Absent(f"{path} does not exist")
+        except OSError as exc:
+            return ProbeFailed(f"cannot stat {path}: {exc.strerror or exc}")
+        return Found(
+            FileInfo(
+                is_char_device=statmod.S_ISCHR(st.st_mode),
+                is_dir=statmod.S_ISDIR(st.st_mode),
+                mode=statmod.S_IMODE(st.st_mode),
+                readable=os.access(full, os.R_OK),
+                writable=os.access(full, os.W_OK),
+            )
+        )
+
+    def realpath(self, path: str) -> str:
+        resolved = os.path.realpath(self._path(path))
+        if self._root and resolved.startswith(self._root + "/"):
+            return resolved[len(self._root) :]
+        return resolved
+
+    def env(self) -> Mapping[str, str]:
+        return self._env
+
+    def which(self, program: str) -> str | None:
+        return shutil.which(program, path=self._env.get("PATH", os.defpath))
+
+    def run(
+        self,
+        argv: Sequence[str],
+        *,
+        timeout: float,
+        env: Mapping[str, str] | None = None,
+    ) -> CommandResult:
+        args = tuple(argv)
+        start = time.monotonic()
+        try:
+            proc = subprocess.Popen(
+                args,
+                stdin=subprocess.DEVNULL,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.PIPE,
+                env=dict(self._env if env is None else env),
+                start_new_session=True,  # so a timeout kills the whole process group
+            )
+        except FileNotFoundError:
+            return CommandResult(args, "not-found", error=f"{args[0]}: not found")
+        except OSError as exc:
+            return CommandResult(args, "error", error=exc.strerror or str(exc))
+        try:
+            out, err = proc.communicate(timeout=timeout)
+        except subprocess.TimeoutExpired:
+            _kill_group(proc)
+            out, err = proc.communicate()
+            return CommandResult(
+                args,
+                "timeout",
+                returncode=proc.returncode,
+                stdout=_decode(out),
+                stderr=_decode(err),
+                seconds=timeout,
+            )
+        except BaseException:
+            _kill_group(proc)  # Ctrl-C: never leave the child behind
+            proc.wait()
+            raise
+        return CommandResult(
+            args,
+            "ok",
+            returncode=proc.returncode,
+            stdout=_decode(out),
+            stderr=_decode(err),
+            seconds=time.monotonic() - start,
+        )
+
+    def open_nvml(self, *, timeout: float) -> NvmlSession:
+        return open_pynvml(timeout)
+
+    def identity(self) -> Identity:
+        uid = os.getuid()
+        try:
+            import pwd  # noqa: PLC0415 (POSIX-only module)
+
+            user = pwd.getpwuid(uid).pw_name
+        except (ImportError, KeyError):
+            user = self._env.get("USER", str(uid))
+        uname = os.uname()
+        return Identity(
+            user=user,
+            uid=uid,
+            machine=uname.machine,
+            kernel_release=uname.release,
+            python=sys.executable,
+        )
+
+
+def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    try:
+        os.killpg(proc.pid, signal.SIGKILL)
+    except (ProcessLookupError, PermissionError):
+        proc.kill()
+
+
+def _decode(data: bytes | None) -> str:
+    return (data or b"")[:MAX_OUTPUT_CHARS].decode("utf-8", errors="replace")

@@ -1,0 +1,51 @@
+"""Environment variables that change CUDA's and torch's behaviour, and the local nvcc."""
+
+from __future__ import annotations
+
+import re
+
+from envdoctor.model.facts import EnvFacts, Nvcc
+from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed
+from envdoctor.platform.host import Deadline, Host
+
+VARIABLES = (
+    "CUDA_VISIBLE_DEVICES",
+    "CUDA_DEVICE_ORDER",
+    "NVIDIA_VISIBLE_DEVICES",
+    "NVIDIA_DRIVER_CAPABILITIES",
+    "CUDA_LAUNCH_BLOCKING",
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "PYTORCH_ALLOC_CONF",
+    "PYTORCH_NVML_BASED_CUDA_CHECK",
+    "TORCH_CUDA_ARCH_LIST",
+    "LD_PRELOAD",
+    "LD_LIBRARY_PATH",
+    "CUDA_HOME",
+    "CUDA_PATH",
+    "CUDA_MODULE_LOADING",
+)
+_RELEASE = re.compile(r"release (\d+\.\d+)")
+NVCC_TIMEOUT = 5.0
+
+
+def probe_env(host: Host, *, deadline: Deadline) -> EnvFacts:
+    environ = host.env()
+    variables = tuple((k, environ[k]) for k in VARIABLES if k in environ)
+    return EnvFacts(variables=variables, nvcc=_nvcc(host, deadline))
+
+
+def _nvcc(host: Host, deadline: Deadline) -> Probed[Nvcc]:
+    environ = host.env()
+    candidates = [host.which("nvcc")]
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        if environ.get(var):
+            candidates.append(f"{environ[var].rstrip('/')}/bin/nvcc")
+    candidates.append("/usr/local/cuda/bin/nvcc")
+    path = next((c for c in candidates if c and isinstance(host.stat(c), Found)), None)
+    if path is None:
+        return Absent("nvcc is not on PATH, under $CUDA_HOME or in /usr/local/cuda")
+    result = host.run([path, "--version"], timeout=deadline.cap(NVCC_TIMEOUT))
+    match = _RELEASE.search(result.stdout)
+    if not result.ok or not match:
+        return ProbeFailed(f"cannot read the version of {path}", detail=result.describe())
+    return Found(Nvcc(path=path, version=match.group(1)))

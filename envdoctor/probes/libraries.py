@@ -1,0 +1,66 @@
+"""Which copies of libcuda, libnvidia-ml, libcudart, libcublas and libcudnn the loader can find.
+
+Search order follows the dynamic loader: ``LD_LIBRARY_PATH`` first, then the ldconfig cache
+(``ldconfig -p``, parsed here in Python, never through a shell pipeline).
+"""
+
+from __future__ import annotations
+
+import re
+
+from envdoctor.model.facts import LibraryCopy, LibraryFamily
+from envdoctor.model.probed import Found, ProbeFailed, Probed
+from envdoctor.platform.host import Deadline, Host
+
+FAMILIES = ("libcuda", "libnvidia-ml", "libcudart", "libcublas", "libcudnn")
+_FILE = re.compile(r"^(?P<family>lib[a-z-]+)\.so(?P<suffix>(?:\.\d+)*)$")
+_LDCONFIG_LINE = re.compile(r"^\s*(?P<name>\S+)\s+\((?P<tags>[^)]*)\)\s+=>\s+(?P<path>\S+)\s*$")
+_ARCH_TAG = {"x86_64": "x86-64", "aarch64": "AArch64", "ppc64le": "64bit"}
+MAX_LD_DIRS = 32
+LDCONFIG_TIMEOUT = 3.0
+
+
+def probe_libraries(host: Host, *, deadline: Deadline) -> Probed[tuple[LibraryFamily, ...]]:
+    copies: dict[str, list[LibraryCopy]] = {f: [] for f in FAMILIES}
+    ld_path = host.env().get("LD_LIBRARY_PATH", "")
+    for directory in [d for d in ld_path.split(":") if d][:MAX_LD_DIRS]:
+        listing = host.list_dir(directory)
+        if not isinstance(listing, Found):
+            continue
+        for name in listing.value:
+            _add(host, copies, f"{directory.rstrip('/')}/{name}", "LD_LIBRARY_PATH")
+    ldconfig = _ldconfig(host, deadline)
+    if isinstance(ldconfig, ProbeFailed) and not any(copies.values()):
+        return ldconfig
+    if isinstance(ldconfig, Found):
+        for path in ldconfig.value:
+            _add(host, copies, path, "ldconfig")
+    return Found(tuple(LibraryFamily(f, tuple(c)) for f, c in copies.items()))
+
+
+def _add(host: Host, copies: dict[str, list[LibraryCopy]], path: str, origin: str) -> None:
+    name = path.rsplit("/", 1)[-1]
+    match = _FILE.match(name)
+    if not match or match.group("family") not in copies:
+        return
+    family = copies[match.group("family")]
+    if any(c.path == path for c in family):
+        return
+    real = host.realpath(path)
+    real_match = _FILE.match(real.rsplit("/", 1)[-1])
+    suffix = (real_match.group("suffix") if real_match else "") or match.group("suffix")
+    family.append(LibraryCopy(path=path, realpath=real, version=suffix.lstrip("."), origin=origin))
+
+
+def _ldconfig(host: Host, deadline: Deadline) -> Probed[tuple[str, ...]]:
+    program = host.which("ldconfig") or "/sbin/ldconfig"
+    result = host.run([program, "-p"], timeout=deadline.cap(LDCONFIG_TIMEOUT))
+    if not result.ok:
+        return ProbeFailed("cannot read the ldconfig cache", detail=result.describe())
+    tag = _ARCH_TAG.get(host.identity().machine, "")
+    paths = []
+    for line in result.stdout.splitlines():
+        match = _LDCONFIG_LINE.match(line)
+        if match and (not tag or tag in match.group("tags")):
+            paths.append(match.group("path"))
+    return Found(tuple(paths))

@@ -1,0 +1,120 @@
+"""NVML facts: driver, CUDA driver API version and every GPU, each field with NVML's reason."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from typing import TypeVar
+
+from envdoctor.model.facts import (
+    EccErrors,
+    GpuFacts,
+    GpuProcess,
+    MemoryInfo,
+    MigMode,
+    NvmlErrorKind,
+    NvmlSystem,
+    PcieLink,
+    RowRemap,
+)
+from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed
+from envdoctor.platform.host import Deadline, Host
+from envdoctor.platform.nvml import NvmlError, NvmlSession
+
+T = TypeVar("T")
+
+NVML_CALL_TIMEOUT = 2.0
+MAX_GPUS = 64
+
+
+def probe_nvml(host: Host, *, deadline: Deadline) -> Probed[NvmlSystem]:
+    """Initialise NVML and read every GPU. A library that is missing is ``Absent``."""
+    try:
+        session = host.open_nvml(timeout=deadline.cap(NVML_CALL_TIMEOUT))
+    except NvmlError as exc:
+        if exc.kind == NvmlErrorKind.LIBRARY_NOT_FOUND:
+            return Absent(f"NVML library not found (libnvidia-ml.so.1): {exc.message}")
+        return ProbeFailed(exc.kind, exc.message)
+    try:
+        return Found(_read_system(host, session))
+    finally:
+        session.close()
+
+
+def _read_system(host: Host, session: NvmlSession) -> NvmlSystem:
+    count = _get(session.device_count)
+    gpus: tuple[GpuFacts, ...] = ()
+    count_error = ""
+    if isinstance(count, Found):
+        gpus = tuple(_read_gpu(host, session, i) for i in range(min(count.value, MAX_GPUS)))
+    elif isinstance(count, ProbeFailed):
+        count_error = f"{count.error}: {count.detail}"
+    cuda = _get(session.cuda_driver_version)
+    return NvmlSystem(
+        driver_version=_get(session.driver_version),
+        cuda_driver_version=Found(cuda_version_string(cuda.value)) if isinstance(cuda, Found) else cuda,
+        gpus=gpus,
+        device_count_error=count_error,
+    )
+
+
+def cuda_version_string(encoded: int) -> str:
+    """NVML/CUDA encode versions as 1000*major + 10*minor (13000 → "13.0")."""
+    return f"{encoded // 1000}.{(encoded % 1000) // 10}"
+
+
+def _get(call: Callable[[], T]) -> Probed[T]:
+    try:
+        return Found(call())
+    except NvmlError as exc:
+        if exc.kind == NvmlErrorKind.NOT_SUPPORTED:
+            return Absent("not supported by this GPU or driver (NVML NotSupported)")
+        return ProbeFailed(exc.kind, exc.message)
+
+
+
+def _read_gpu(host: Host, s: NvmlSession, i: int) -> GpuFacts:
+    cc = _get(lambda: s.compute_capability(i))
+    memory = _get(lambda: s.memory(i))
+    mig = _get(lambda: s.mig_mode(i))
+    mig_on = isinstance(mig, Found) and mig.value[0]
+    ecc = _get(lambda: s.ecc_uncorrectable(i))
+    remap = _get(lambda: s.row_remap(i))
+    pcie = _get(lambda: s.pcie_link(i))
+    processes = _get(lambda: s.processes(i))
+    return GpuFacts(
+        index=i,
+        name=_get(lambda: s.name(i)),
+        uuid=_get(lambda: s.uuid(i)),
+        pci_bus_id=_get(lambda: s.pci_bus_id(i)),
+        compute_capability=Found(f"{cc.value[0]}.{cc.value[1]}") if isinstance(cc, Found) else cc,
+        memory=Found(MemoryInfo(*memory.value)) if isinstance(memory, Found) else memory,
+        persistence_mode=_get(lambda: s.persistence_mode(i)),
+        compute_mode=_get(lambda: s.compute_mode(i)),
+        mig_mode=Found(MigMode(*mig.value)) if isinstance(mig, Found) else mig,
+        mig_devices=_get(lambda: s.mig_device_count(i)) if mig_on else Absent("MIG is off"),
+        ecc=Found(EccErrors(*ecc.value)) if isinstance(ecc, Found) else ecc,
+        retired_pages_pending=_get(lambda: s.retired_pages_pending(i)),
+        row_remap=Found(RowRemap(*remap.value)) if isinstance(remap, Found) else remap,
+        processes=(
+            Found(tuple(_process(host, p.pid, p.used_memory) for p in processes.value))
+            if isinstance(processes, Found)
+            else processes
+        ),
+        throttle_reasons=_get(lambda: s.throttle_reasons(i)),
+        pcie=Found(PcieLink(*pcie.value)) if isinstance(pcie, Found) else pcie,
+    )
+
+
+def _process(host: Host, pid: int, used: int | None) -> GpuProcess:
+    cmdline = host.read_text(f"/proc/{pid}/cmdline", limit=4096)
+    name: Probed[str]
+    if isinstance(cmdline, Found) and cmdline.value.strip("\0"):
+        name = Found(cmdline.value.replace("\0", " ").strip())
+    elif isinstance(cmdline, Found):
+        name = Absent("the process has no command line (kernel thread or zombie)")
+    else:
+        name = Absent(f"PID {pid} is not visible here (another PID namespace, e.g. a container)")
+    memory: Probed[int] = (
+        Found(used) if used is not None else Absent("NVML does not report per-process memory here")
+    )
+    return GpuProcess(pid=pid, name=name, used_memory=memory)

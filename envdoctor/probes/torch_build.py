@@ -1,0 +1,115 @@
+"""torch, as the target interpreter sees it: probed in a bounded child process, never here."""
+
+from __future__ import annotations
+
+import json
+import signal
+from importlib import resources
+from typing import Any
+
+from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
+from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed
+from envdoctor.platform.host import CommandResult, Deadline, Host
+
+MARK = "ENVDOCTOR-TORCH-JSON "
+TORCH_TIMEOUT = 60.0
+
+
+def child_source() -> str:
+    """The child script's source, passed with ``-c`` so the target needs no envdoctor."""
+    return resources.files("envdoctor.probes").joinpath("torch_child.py").read_text("utf-8")
+
+
+def probe_torch(host: Host, *, python: str, deadline: Deadline) -> TorchFacts:
+    timeout = deadline.cap(TORCH_TIMEOUT)
+    result = host.run([python, "-c", child_source()], timeout=timeout)
+    return TorchFacts(python=python, torch=parse_child(result, python))
+
+
+def parse_child(result: CommandResult, python: str) -> Probed[TorchBuild | TorchBroken]:
+    """Turn the child's outcome (its JSON line, or how it died) into a probed value."""
+    if result.status == "not-found":
+        return ProbeFailed(f"the interpreter {python} does not exist")
+    if result.status == "timeout":
+        return ProbeFailed(
+            f"the torch probe did not finish within {result.seconds:.0f} s "
+            "(import torch or CUDA initialisation hung)",
+            detail=_tail(result.stderr),
+        )
+    if result.status != "ok":
+        return ProbeFailed(f"cannot run {python}: {result.error}")
+    data = _last_json(result.stdout)
+    if data is None:
+        if result.returncode < 0:
+            name = _signal_name(-result.returncode)
+            return ProbeFailed(f"the torch probe crashed with {name}", detail=_tail(result.stderr))
+        return ProbeFailed(
+            f"the torch probe printed no result (exit {result.returncode})",
+            detail=_tail(result.stderr),
+        )
+    try:
+        return _decode(data, python)
+    except (KeyError, TypeError, ValueError) as exc:
+        return ProbeFailed(f"the torch probe's result is malformed: {exc}")
+
+
+def _decode(data: dict[str, Any], python: str) -> Probed[TorchBuild | TorchBroken]:
+    if "child_error" in data:
+        return ProbeFailed(f"the torch probe failed: {data['child_error']}", detail=data["traceback"])
+    if not data["installed"]:
+        return Absent(f"torch is not installed for {python} ({data['error']})")
+    if "import_error" in data:
+        version = data.get("version")
+        return Found(
+            TorchBroken(
+                version=Found(version) if version else Absent("no torch distribution metadata"),
+                error=str(data["import_error"]),
+                traceback=str(data["traceback"]),
+            )
+        )
+    return Found(
+        TorchBuild(
+            version=str(data["version"]),
+            location=str(data["location"]),
+            cuda=str(data["cuda"]),
+            hip=str(data["hip"]),
+            cudnn_version=_probed_str(data["cudnn_version"]),
+            nccl_version=_probed_str(data["nccl_version"]),
+            arch_list=tuple(str(a) for a in data["arch_list"]),
+            cuda_available=bool(data["cuda_available"]),
+            unavailable_reason=str(data["unavailable_reason"]),
+            device_count=_probed_int(data["device_count"]),
+            loaded_libraries=tuple((str(f), str(p)) for f, p in data["loaded_libraries"]),
+            nvidia_wheels=tuple((str(n), str(v)) for n, v in data["nvidia_wheels"]),
+        )
+    )
+
+
+def _probed_str(value: dict[str, Any]) -> Probed[str]:
+    return Found(str(value["found"])) if "found" in value else Absent(str(value["absent"]))
+
+
+def _probed_int(value: dict[str, Any]) -> Probed[int]:
+    return Found(int(value["found"])) if "found" in value else Absent(str(value["absent"]))
+
+
+def _last_json(stdout: str) -> dict[str, Any] | None:
+    for line in reversed(stdout.splitlines()):
+        if line.startswith(MARK):
+            try:
+                data = json.loads(line[len(MARK) :])
+            except json.JSONDecodeError:
+                return None
+            return data if isinstance(data, dict) else None
+    return None
+
+
+def _signal_name(number: int) -> str:
+    try:
+        return signal.Signals(number).name
+    except ValueError:
+        return f"signal {number}"
+
+
+def _tail(text: str, lines: int = 5) -> str:
+    return "\n".join(text.strip().splitlines()[-lines:])

@@ -1,0 +1,1 @@
+"""Renderers: a Report as text for people, JSON for machines, Markdown for bug reports."""

@@ -1,0 +1,44 @@
+"""Markdown for pasting into a bug report: redacted (hostname, user, GPU UUIDs)."""
+
+from __future__ import annotations
+
+from envdoctor import __version__
+from envdoctor.engine import Report
+from envdoctor.render.redact import Redactor
+from envdoctor.render.summary import machine_lines
+
+_ICON = {0: "✅", 1: "ℹ️", 2: "⚠️", 3: "❌"}
+
+
+def render_markdown(report: Report) -> str:
+    out = [
+        f"### envdoctor {__version__}: {report.status} (exit {report.exit_code})",
+        "",
+        "| | |",
+        "|---|---|",
+    ]
+    out.extend(f"| {label} | {_cell(value)} |" for label, value in machine_lines(report.facts))
+    out.append("")
+    if not report.findings:
+        out.append("No problems found.")
+    for finding in report.findings:
+        out.append(f"#### {_ICON[int(finding.severity)]} `{finding.code}` — {finding.title}")
+        out.append("")
+        for label, value in finding.evidence:
+            out.append(f"- **{label}**: `{value.replace('`', "'")}`" if "\n" not in value else f"- **{label}**:")
+            if "\n" in value:
+                out.extend(["  ```", *(f"  {line}" for line in value.splitlines()), "  ```"])
+        if finding.remediation is not None:
+            out.append(f"- **fix**: {finding.remediation.summary}")
+            out.extend(f"  {i}. `{step}`" for i, step in enumerate(finding.remediation.steps, 1))
+        out.append("")
+    if report.passed:
+        out.append("<details><summary>Passed checks</summary>")
+        out.append("")
+        out.extend(f"- {rule.summary}" for rule in report.passed)
+        out.extend(["", "</details>"])
+    return Redactor(report.facts).text("\n".join(out)) + "\n"
+
+
+def _cell(value: str) -> str:
+    return value.replace("|", "\\|")

@@ -1,0 +1,49 @@
+"""A few facts every renderer shows at the top: the machine at a glance."""
+
+from __future__ import annotations
+
+from envdoctor.model.facts import Facts, TorchBroken, TorchBuild
+from envdoctor.model.probed import Found, Probed, why_missing
+
+
+def machine_lines(facts: Facts) -> list[tuple[str, str]]:
+    """(label, value) pairs: OS, driver, GPUs, torch — each value or the reason it is missing."""
+    host = facts.host
+    where = ", ".join(host.containers) if host.containers else "bare metal or VM"
+    if host.wsl:
+        where += ", WSL"
+    lines = [
+        ("host", f"{_v(host.os_name)}, kernel {_v(host.kernel)}, {host.machine} ({where})"),
+    ]
+    if isinstance(facts.nvml, Found):
+        system = facts.nvml.value
+        lines.append(("driver", f"{_v(system.driver_version)} (CUDA {_v(system.cuda_driver_version)})"))
+        names: dict[str, int] = {}
+        for gpu in system.gpus:
+            name = _v(gpu.name)
+            names[name] = names.get(name, 0) + 1
+        lines.append(("GPUs", ", ".join(f"{n}× {name}" for name, n in names.items()) or "none"))
+    else:
+        kernel = facts.kernel.driver
+        version = f"kernel module {kernel.value.version}" if isinstance(kernel, Found) else "no kernel module"
+        lines.append(("driver", f"{version}; NVML: {why_missing(facts.nvml)}"))
+    lines.append(("torch", _torch(facts)))
+    return lines
+
+
+def _torch(facts: Facts) -> str:
+    probed = facts.torch.torch
+    if isinstance(probed, Found):
+        value = probed.value
+        if isinstance(value, TorchBuild):
+            variant = f"CUDA {value.cuda}" if value.cuda else (f"ROCm {value.hip}" if value.hip else "CPU-only build")
+            return f"{value.version} ({variant}) for {facts.torch.python}"
+        if isinstance(value, TorchBroken):
+            return f"import fails: {value.error}"
+    return why_missing(probed)
+
+
+def _v(probed: Probed[object]) -> str:
+    if isinstance(probed, Found):
+        return str(probed.value)
+    return f"unknown ({why_missing(probed)})"

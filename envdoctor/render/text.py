@@ -1,0 +1,124 @@
+"""The human report: sections, ✓ ! ✗ marks, and under each problem its evidence and the fix."""
+
+from __future__ import annotations
+
+import textwrap
+from dataclasses import dataclass
+
+from envdoctor import __version__
+from envdoctor.engine import Report
+from envdoctor.model.finding import Finding, Severity
+from envdoctor.render.summary import machine_lines
+
+SECTIONS = (
+    ("driver", "Driver"),
+    ("device", "Device nodes"),
+    ("gpu", "GPUs"),
+    ("cuda", "CUDA toolkit"),
+    ("cudnn", "cuDNN"),
+    ("libs", "Libraries"),
+    ("torch", "PyTorch"),
+    ("env", "Environment"),
+    ("smoke", "Smoke tests"),
+    ("spec", "Baseline"),
+    ("envdoctor", "envdoctor"),
+)
+
+
+@dataclass(frozen=True, slots=True)
+class Marks:
+    ok: str
+    info: str
+    warning: str
+    error: str
+
+    def of(self, severity: Severity) -> str:
+        return {
+            Severity.OK: self.ok,
+            Severity.INFO: self.info,
+            Severity.WARNING: self.warning,
+            Severity.ERROR: self.error,
+        }[severity]
+
+
+UNICODE = Marks("✓", "i", "!", "✗")
+ASCII = Marks("ok", "i", "!", "x")
+
+
+def render_text(report: Report, *, width: int = 100, marks: Marks = UNICODE, verbose: bool = False) -> str:
+    """The full report as plain text (no colour), wrapped at ``width``."""
+    out: list[str] = [f"envdoctor {__version__} — {_verdict(report)}", ""]
+    for label, value in machine_lines(report.facts):
+        out.extend(_wrap(f"{label:<7} {value}", width, "        "))
+    by_section: dict[str, list[Finding]] = {}
+    for finding in report.findings:
+        by_section.setdefault(finding.code.split(".", 1)[0], []).append(finding)
+    passed: dict[str, list[str]] = {}
+    for rule in report.passed:
+        passed.setdefault(rule.name.split(".", 1)[0], []).append(rule.summary)
+    known = [key for key, _ in SECTIONS]
+    extra = [(k, k.capitalize()) for k in {*by_section, *passed} if k not in known]
+    for key, title in (*SECTIONS, *sorted(extra)):
+        findings, oks = by_section.get(key, []), passed.get(key, [])
+        if not findings and not oks:
+            continue
+        out.extend(["", title])
+        for finding in findings:
+            out.extend(_finding(finding, width, marks))
+        if oks and (verbose or not findings):
+            out.extend(_wrap(f"  {marks.ok} {'; '.join(oks)}", width, "    "))
+        elif oks:
+            out.append(f"  {marks.ok} {len(oks)} other check{'s' if len(oks) > 1 else ''} passed")
+    out.extend(["", _summary_line(report)])
+    return "\n".join(out) + "\n"
+
+
+def _finding(finding: Finding, width: int, marks: Marks) -> list[str]:
+    lines = _wrap(f"  {marks.of(finding.severity)} {finding.title}  [{finding.code}]", width, "    ")
+    for label, value in finding.evidence:
+        value_lines = value.splitlines() or [""]
+        lines.extend(_wrap(f"      {label}: {value_lines[0]}", width, "        "))
+        for extra in value_lines[1:]:
+            lines.extend(_wrap(f"        {extra}", width, "        "))
+    fix = finding.remediation
+    if fix is not None:
+        flags = [f for f, on in (("needs root", fix.needs_root), ("needs a reboot", fix.needs_reboot)) if on]
+        suffix = f"  ({', '.join(flags)})" if flags else ""
+        lines.extend(_wrap(f"    fix: {fix.summary}{suffix}", width, "         "))
+        for number, step in enumerate(fix.steps, 1):
+            lines.extend(_wrap(f"      {number}. {step}", width, "         "))
+    return lines
+
+
+def _wrap(text: str, width: int, indent: str) -> list[str]:
+    stripped = text.lstrip(" ")
+    lead = text[: len(text) - len(stripped)]
+    return textwrap.wrap(
+        stripped,
+        width=width,
+        initial_indent=lead,
+        subsequent_indent=indent,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [lead]
+
+
+def _counts(report: Report) -> str:
+    parts = []
+    for severity, noun in ((Severity.ERROR, "error"), (Severity.WARNING, "warning"), (Severity.INFO, "note")):
+        n = sum(1 for f in report.findings if f.severity == severity)
+        if n:
+            parts.append(f"{n} {noun}{'s' if n > 1 else ''}")
+    return ", ".join(parts) or "no problems found"
+
+
+def _verdict(report: Report) -> str:
+    return {
+        "healthy": "healthy",
+        "unhealthy": "UNHEALTHY",
+        "unknown": "could not determine",
+    }[report.status]
+
+
+def _summary_line(report: Report) -> str:
+    return f"Result: {_verdict(report)} — {_counts(report)} (exit {report.exit_code})"

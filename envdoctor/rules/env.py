@@ -1,0 +1,233 @@
+"""Environment rules: GPU visibility variables, debug switches left on, allocator config, nvcc."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable, Iterator
+
+from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.probed import Found
+from envdoctor.rules.base import Rule, RuleContext
+from envdoctor.rules.facts_view import driver_present, gpus
+
+# Keys of PYTORCH_CUDA_ALLOC_CONF that torch's caching allocator documents
+# (docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf).
+ALLOC_CONF_KEYS = frozenset(
+    {
+        "backend",
+        "max_split_size_mb",
+        "roundup_power2_divisions",
+        "max_non_split_rounding_mb",
+        "garbage_collection_threshold",
+        "expandable_segments",
+        "release_lock_on_cudamalloc",
+        "pinned_use_cuda_host_register",
+        "pinned_num_register_threads",
+        "pinned_use_background_threads",
+        "per_process_memory_fraction",
+        "graph_capture_record_stream_reuse",
+        "pinned_reserve_segment_size_mb",
+    }
+)
+HIDE_ALL = frozenset({"-1", "none", "nodevfiles"})
+
+
+def visible_devices(value: str, count: int | None, uuids: tuple[str, ...], mig: bool) -> tuple[list[str], str]:
+    """CUDA's reading of CUDA_VISIBLE_DEVICES: the entries kept, and why parsing stopped.
+
+    CUDA keeps entries up to the first invalid one and silently drops the rest.
+    """
+    kept: list[str] = []
+    for raw in value.split(","):
+        token = raw.strip()
+        if not token:
+            return kept, "an empty entry"
+        if token.lstrip("-").isdigit():
+            index = int(token)
+            if index < 0:
+                return kept, f"{token} (negative: hides the GPUs)"
+            if count is not None and index >= count:
+                return kept, f"{token} (there are only {count} GPUs: indices 0–{count - 1})"
+        elif token.startswith("GPU-"):
+            if uuids and not any(u.startswith(token) for u in uuids):
+                return kept, f"{token} (no GPU has this UUID)"
+        elif token.startswith("MIG-"):
+            if uuids and not mig:
+                return kept, f"{token} (no GPU is in MIG mode)"
+        else:
+            return kept, f"{token!r} (neither an index nor a GPU-/MIG- UUID)"
+        if token in kept:
+            return kept, f"{token} (listed twice)"
+        kept.append(token)
+    return kept, ""
+
+
+def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
+    facts = ctx.facts
+    value = facts.env.get("CUDA_VISIBLE_DEVICES")
+    if value is None:
+        return
+    all_gpus = gpus(facts)
+    count = len(all_gpus) if all_gpus else None
+    uuids = tuple(g.uuid.value for g in all_gpus if isinstance(g.uuid, Found))
+    mig = any(isinstance(g.mig_mode, Found) and g.mig_mode.value.current for g in all_gpus)
+    if value.strip().lower() in HIDE_ALL or not value.strip():
+        kept, stop = [], f"{value!r} hides every GPU"
+    else:
+        kept, stop = visible_devices(value, count, uuids, mig)
+    if not stop:
+        return
+    hides_all = not kept
+    yield Finding(
+        code="env.cuda-visible-devices",
+        severity=Severity.ERROR if hides_all else Severity.WARNING,
+        title=(
+            f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA"
+            if hides_all
+            else f"CUDA_VISIBLE_DEVICES={value!r}: CUDA ignores everything from {stop.split(' ')[0]} on"
+        ),
+        evidence=(
+            ("CUDA_VISIBLE_DEVICES", repr(value)),
+            ("CUDA stops at", stop),
+            ("GPUs CUDA will use", ", ".join(kept) or "none"),
+            ("GPUs on this machine", str(count) if count is not None else "unknown (NVML unavailable)"),
+        ),
+        remediation=Remediation(
+            summary="Unset CUDA_VISIBLE_DEVICES or list valid GPU indices/UUIDs",
+            steps=(
+                "unset CUDA_VISIBLE_DEVICES   # or e.g. export CUDA_VISIBLE_DEVICES=0,1",
+                "nvidia-smi -L   # valid indices and GPU-/MIG- UUIDs",
+                "look for where it is set: env files, the job script, the container spec",
+            ),
+        ),
+    )
+
+
+def _nvidia_visible(ctx: RuleContext) -> Iterator[Finding]:
+    value = ctx.facts.env.get("NVIDIA_VISIBLE_DEVICES")
+    if value is None or value.strip().lower() not in {"void", "none", ""}:
+        return
+    yield Finding(
+        code="env.nvidia-visible-devices",
+        severity=Severity.ERROR,
+        title=f"NVIDIA_VISIBLE_DEVICES={value!r}: the container runtime gives this container no GPU",
+        evidence=(("NVIDIA_VISIBLE_DEVICES", repr(value)),),
+        remediation=Remediation(
+            summary="Start the container with GPUs (NVIDIA_VISIBLE_DEVICES=all or --gpus all)",
+            steps=("docker run --gpus all …  or  -e NVIDIA_VISIBLE_DEVICES=all --runtime=nvidia",),
+        ),
+    )
+
+
+def _launch_blocking(ctx: RuleContext) -> Iterator[Finding]:
+    value = ctx.facts.env.get("CUDA_LAUNCH_BLOCKING")
+    if value is None or value.strip() in {"", "0"}:
+        return
+    yield Finding(
+        code="env.cuda-launch-blocking",
+        severity=Severity.WARNING,
+        title="CUDA_LAUNCH_BLOCKING is on: every kernel launch waits, training runs much slower",
+        evidence=(("CUDA_LAUNCH_BLOCKING", value),),
+        remediation=Remediation(
+            summary="Unset it once you have the stack trace you were debugging",
+            steps=("unset CUDA_LAUNCH_BLOCKING",),
+        ),
+    )
+
+
+def split_alloc_conf(value: str) -> list[str]:
+    """Split on commas outside [brackets] (roundup_power2_divisions takes a bracketed list)."""
+    parts, depth, current = [], 0, ""
+    for char in value:
+        depth += {"[": 1, "]": -1}.get(char, 0)
+        if char == "," and depth == 0:
+            parts.append(current)
+            current = ""
+        else:
+            current += char
+    parts.append(current)
+    return [p.strip() for p in parts if p.strip()]
+
+
+def _alloc_conf(ctx: RuleContext) -> Iterator[Finding]:
+    for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
+        value = ctx.facts.env.get(var)
+        if value is None:
+            continue
+        malformed = [p for p in split_alloc_conf(value) if not re.match(r"^[A-Za-z_]+\s*:\s*\S", p)]
+        unknown = [
+            p.split(":", 1)[0].strip()
+            for p in split_alloc_conf(value)
+            if ":" in p and p.split(":", 1)[0].strip() not in ALLOC_CONF_KEYS
+        ]
+        if not malformed and not unknown:
+            continue
+        yield Finding(
+            code="env.alloc-conf-invalid",
+            severity=Severity.ERROR if malformed else Severity.WARNING,
+            title=f"{var} is not valid: torch rejects it at the first CUDA allocation",
+            evidence=(
+                (var, value),
+                *(("not key:value", p) for p in malformed),
+                *(("unknown key", k) for k in unknown),
+            ),
+            remediation=Remediation(
+                summary=f"Fix {var}: comma-separated key:value pairs",
+                steps=(
+                    f"e.g. export {var}=expandable_segments:True,max_split_size_mb:512",
+                    "known keys: " + ", ".join(sorted(ALLOC_CONF_KEYS)),
+                ),
+            ),
+            subject=var,
+        )
+
+
+def _ld_preload(ctx: RuleContext) -> Iterator[Finding]:
+    value = ctx.facts.env.get("LD_PRELOAD")
+    if not value:
+        return
+    yield Finding(
+        code="env.ld-preload",
+        severity=Severity.INFO,
+        title="LD_PRELOAD is set: these libraries load before CUDA's and torch's",
+        evidence=(("LD_PRELOAD", value),),
+        remediation=Remediation(
+            summary="If CUDA or torch misbehave, retry with LD_PRELOAD unset",
+            steps=("env -u LD_PRELOAD python …",),
+        ),
+    )
+
+
+def _nvcc_without_driver(ctx: RuleContext) -> Iterator[Finding]:
+    facts = ctx.facts
+    nvcc = facts.env.nvcc
+    if not isinstance(nvcc, Found) or driver_present(facts) or facts.host.wsl:
+        return
+    yield Finding(
+        code="cuda.nvcc-without-driver",
+        severity=Severity.WARNING,
+        title=f"The CUDA {nvcc.value.version} toolkit (nvcc) is installed but there is no driver: "
+        "code compiles here but cannot run",
+        evidence=(("nvcc", f"{nvcc.value.path} (CUDA {nvcc.value.version})"), ("NVIDIA driver", "not installed")),
+        remediation=Remediation(
+            summary="Install the NVIDIA driver (the toolkit does not include a usable one in containers)",
+            steps=(
+                "on a GPU machine: install the driver (see driver.not-installed)",
+                "in a container: nvcc is fine for building; run the result with --gpus all",
+            ),
+        ),
+    )
+
+
+def _set(var: str) -> Callable[[RuleContext], bool]:
+    return lambda ctx: ctx.facts.env.get(var) is not None
+
+
+RULES = (
+    Rule("env.cuda-visible-devices", "CUDA_VISIBLE_DEVICES selects existing GPUs", ("env.cuda-visible-devices",), _cuda_visible, applies=_set("CUDA_VISIBLE_DEVICES")),
+    Rule("env.nvidia-visible-devices", "NVIDIA_VISIBLE_DEVICES gives the container GPUs", ("env.nvidia-visible-devices",), _nvidia_visible, applies=_set("NVIDIA_VISIBLE_DEVICES")),
+    Rule("env.launch-blocking", "CUDA_LAUNCH_BLOCKING is off", ("env.cuda-launch-blocking",), _launch_blocking, applies=_set("CUDA_LAUNCH_BLOCKING")),
+    Rule("env.alloc-conf", "PYTORCH_CUDA_ALLOC_CONF parses", ("env.alloc-conf-invalid",), _alloc_conf, applies=lambda c: _set("PYTORCH_CUDA_ALLOC_CONF")(c) or _set("PYTORCH_ALLOC_CONF")(c)),
+    Rule("env.ld-preload", "LD_PRELOAD is noted", ("env.ld-preload",), _ld_preload, applies=_set("LD_PRELOAD")),
+    Rule("cuda.nvcc-driver", "nvcc is not installed without a driver", ("cuda.nvcc-without-driver",), _nvcc_without_driver, applies=lambda c: isinstance(c.facts.env.nvcc, Found)),
+)

@@ -1,0 +1,64 @@
+"""Snapshots: all facts of one machine as a versioned, redacted JSON file (docs/snapshot.md).
+
+``envdoctor collect -o snap.json`` writes one; ``envdoctor check --snapshot snap.json`` judges
+it offline with the same rules, so it gives the same findings as the live run.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+from envdoctor.errors import EnvdoctorError
+from envdoctor.model import codec
+from envdoctor.model.facts import SNAPSHOT_SCHEMA_VERSION, Facts
+from envdoctor.render.redact import Redactor
+
+KIND = "envdoctor-snapshot"
+
+
+def snapshot_data(facts: Facts, *, redact: bool = True) -> dict[str, Any]:
+    encoded = codec.encode(facts)
+    if redact:
+        encoded = Redactor(facts).tree(encoded)
+    return {"schema_version": SNAPSHOT_SCHEMA_VERSION, "kind": KIND, "redacted": redact, "facts": encoded}
+
+
+def dump_snapshot(facts: Facts, *, redact: bool = True) -> str:
+    return json.dumps(snapshot_data(facts, redact=redact), indent=2, ensure_ascii=False) + "\n"
+
+
+def parse_snapshot(text: str, *, where: str) -> Facts:
+    """Facts from snapshot text; a malformed snapshot is an ``EnvdoctorError`` naming the spot."""
+    try:
+        data = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise EnvdoctorError(f"not valid JSON: {exc.msg}", where=f"{where}:{exc.lineno}") from None
+    if not isinstance(data, dict) or data.get("kind") != KIND:
+        raise EnvdoctorError(
+            f"not an envdoctor snapshot (expected \"kind\": \"{KIND}\")",
+            where=where,
+            hint="write one with `envdoctor collect -o FILE`",
+        )
+    version = data.get("schema_version")
+    if version != SNAPSHOT_SCHEMA_VERSION:
+        raise EnvdoctorError(
+            f"snapshot schema_version {version!r} is not supported "
+            f"(this envdoctor reads {SNAPSHOT_SCHEMA_VERSION})",
+            where=where,
+        )
+    try:
+        return codec.decode(Facts, data.get("facts"))
+    except codec.DecodeError as exc:
+        raise EnvdoctorError(f"malformed snapshot: {exc}", where=where) from None
+
+
+def load_snapshot(path: Path) -> Facts:
+    try:
+        text = path.read_text(encoding="utf-8")
+    except OSError as exc:
+        raise EnvdoctorError(f"cannot read snapshot: {exc.strerror or exc}", where=str(path)) from None
+    except UnicodeDecodeError:
+        raise EnvdoctorError("snapshot is not UTF-8 text", where=str(path)) from None
+    return parse_snapshot(text, where=str(path))
