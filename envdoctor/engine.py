@@ -27,7 +27,7 @@ class Report:
 
     @property
     def status(self) -> str:
-        """"unhealthy", "unknown" (could not determine) or "healthy"."""
+        """ "unhealthy", "unknown" (could not determine) or "healthy"."""
         if self.worst >= Severity.ERROR or (self.strict and self.worst >= Severity.WARNING):
             return "unhealthy"
         if any(f.inconclusive for f in self.findings):

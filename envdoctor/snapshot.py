@@ -22,7 +22,12 @@ def snapshot_data(facts: Facts, *, redact: bool = True) -> dict[str, Any]:
     encoded = codec.encode(facts)
     if redact:
         encoded = Redactor(facts).tree(encoded)
-    return {"schema_version": SNAPSHOT_SCHEMA_VERSION, "kind": KIND, "redacted": redact, "facts": encoded}
+    return {
+        "schema_version": SNAPSHOT_SCHEMA_VERSION,
+        "kind": KIND,
+        "redacted": redact,
+        "facts": encoded,
+    }
 
 
 def dump_snapshot(facts: Facts, *, redact: bool = True) -> str:
@@ -37,7 +42,7 @@ def parse_snapshot(text: str, *, where: str) -> Facts:
         raise EnvdoctorError(f"not valid JSON: {exc.msg}", where=f"{where}:{exc.lineno}") from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise EnvdoctorError(
-            f"not an envdoctor snapshot (expected \"kind\": \"{KIND}\")",
+            f'not an envdoctor snapshot (expected "kind": "{KIND}")',
             where=where,
             hint="write one with `envdoctor collect -o FILE`",
         )
@@ -58,7 +63,9 @@ def load_snapshot(path: Path) -> Facts:
     try:
         text = path.read_text(encoding="utf-8")
     except OSError as exc:
-        raise EnvdoctorError(f"cannot read snapshot: {exc.strerror or exc}", where=str(path)) from None
+        raise EnvdoctorError(
+            f"cannot read snapshot: {exc.strerror or exc}", where=str(path)
+        ) from None
     except UnicodeDecodeError:
         raise EnvdoctorError("snapshot is not UTF-8 text", where=str(path)) from None
     return parse_snapshot(text, where=str(path))

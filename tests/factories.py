@@ -23,8 +23,8 @@ from envdoctor.model.facts import (
     MemoryInfo,
     MigMode,
     NvmlSystem,
-    PcieLink,
     PciDevice,
+    PcieLink,
     RowRemap,
     TorchBuild,
     TorchFacts,
@@ -73,7 +73,9 @@ def modules(*names: str) -> Found[tuple[KernelModule, ...]]:
 NVIDIA_MODULES = ("nvidia_uvm", "nvidia_drm", "nvidia_modeset", "nvidia")
 
 
-def nodes(*paths: str, readable: bool = True, writable: bool = True) -> Found[tuple[DeviceNode, ...]]:
+def nodes(
+    *paths: str, readable: bool = True, writable: bool = True
+) -> Found[tuple[DeviceNode, ...]]:
     return Found(tuple(DeviceNode(p, True, "0666", readable, writable) for p in paths))
 
 
@@ -83,7 +85,11 @@ DEFAULT_NODES = ("/dev/nvidia0", "/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvid
 def kernel(**over: Any) -> KernelFacts:
     base = KernelFacts(
         modules=modules(*NVIDIA_MODULES),
-        driver=Found(KernelDriver(DRIVER, "open", f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {DRIVER}")),
+        driver=Found(
+            KernelDriver(
+                DRIVER, "open", f"NVRM version: NVIDIA UNIX Open Kernel Module for x86_64  {DRIVER}"
+            )
+        ),
         device_nodes=nodes(*DEFAULT_NODES),
     )
     return dataclasses.replace(base, **over)

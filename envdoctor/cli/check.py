@@ -34,16 +34,22 @@ def check(
     timeout: float = typer.Option(30.0, "--timeout", help="Global time budget in seconds."),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
     snapshot: Optional[Path] = typer.Option(
-        None, "--snapshot", help="Diagnose a snapshot from `envdoctor collect` instead of this machine."
+        None,
+        "--snapshot",
+        help="Diagnose a snapshot from `envdoctor collect` instead of this machine.",
     ),
-    list_checks: bool = typer.Option(False, "--list-checks", help="List every check and its codes."),
-    verbose: bool = typer.Option(False, "--verbose", "-v", help="Also list every check that passed."),
+    list_checks: bool = typer.Option(
+        False, "--list-checks", help="List every check and its codes."
+    ),
+    verbose: bool = typer.Option(
+        False, "--verbose", "-v", help="Also list every check that passed."
+    ),
 ) -> None:
     """Diagnose this machine (or a snapshot): driver, GPUs, CUDA libraries, torch, environment."""
     with boundary():
-        from envdoctor.compat import CompatTables  # noqa: PLC0415 (keeps --help fast)
-        from envdoctor.engine import evaluate  # noqa: PLC0415
-        from envdoctor.rules import ALL_RULES  # noqa: PLC0415
+        from envdoctor.compat import CompatTables
+        from envdoctor.engine import evaluate
+        from envdoctor.rules import ALL_RULES
 
         if list_checks:
             for rule in ALL_RULES:
@@ -57,18 +63,18 @@ def check(
 
 
 def _render(report: object, fmt: Format) -> str:
-    from envdoctor.engine import Report  # noqa: PLC0415
+    from envdoctor.engine import Report
 
     assert isinstance(report, Report)
     if fmt is Format.json:
-        from envdoctor.render.report_json import report_to_json  # noqa: PLC0415
+        from envdoctor.render.report_json import report_to_json
 
         return json.dumps(report_to_json(report), indent=2, ensure_ascii=False) + "\n"
     if fmt is Format.markdown:
-        from envdoctor.render.markdown import render_markdown  # noqa: PLC0415
+        from envdoctor.render.markdown import render_markdown
 
         return render_markdown(report)
-    from envdoctor.render.text import ASCII, UNICODE, render_text  # noqa: PLC0415
+    from envdoctor.render.text import ASCII, UNICODE, render_text
 
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower()
     marks = UNICODE if "utf" in encoding else ASCII

@@ -16,8 +16,12 @@ from envdoctor.errors import EnvdoctorError
 
 def collect(
     ctx: typer.Context,
-    output: Optional[Path] = typer.Option(None, "--output", "-o", help="Write here (default: stdout)."),
-    python: Optional[str] = typer.Option(None, "--python", help="Interpreter whose torch to inspect."),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write here (default: stdout)."
+    ),
+    python: Optional[str] = typer.Option(
+        None, "--python", help="Interpreter whose torch to inspect."
+    ),
     timeout: float = typer.Option(30.0, "--timeout", help="Global time budget in seconds."),
     no_redact: bool = typer.Option(
         False, "--no-redact", help="Keep hostname, user name and GPU UUIDs."
@@ -25,7 +29,7 @@ def collect(
 ) -> None:
     """Probe this machine and write all facts as JSON (see docs/snapshot.md)."""
     with boundary():
-        from envdoctor.snapshot import dump_snapshot  # noqa: PLC0415
+        from envdoctor.snapshot import dump_snapshot
 
         facts = facts_for(ctx, python=python, timeout=timeout)
         text = dump_snapshot(facts, redact=not no_redact)
@@ -35,7 +39,9 @@ def collect(
         try:
             output.write_text(text, encoding="utf-8")
         except OSError as exc:
-            raise EnvdoctorError(f"cannot write: {exc.strerror or exc}", where=str(output)) from None
+            raise EnvdoctorError(
+                f"cannot write: {exc.strerror or exc}", where=str(output)
+            ) from None
         typer.echo(f"wrote {output}", err=True)
 
 

@@ -22,7 +22,7 @@ class AppContext:
 
     def get_host(self) -> Host:
         if self.host is None:
-            from envdoctor.platform.system import SystemHost  # noqa: PLC0415 (only for live runs)
+            from envdoctor.platform.system import SystemHost
 
             self.host = SystemHost()
         return self.host
@@ -46,16 +46,24 @@ def facts_for(
 ) -> Facts:
     """Facts from a snapshot file when given, else probed live through the Host seam."""
     if snapshot is not None:
-        from envdoctor.snapshot import load_snapshot  # noqa: PLC0415 (only offline runs need it)
+        from envdoctor.snapshot import load_snapshot
 
         return load_snapshot(snapshot)
-    from envdoctor.probes import collect_facts  # noqa: PLC0415 (keeps --help fast)
+    from envdoctor.probes import collect_facts
 
     app = app_context(ctx)
     if timeout <= 0:
         raise EnvdoctorError("--timeout must be a positive number of seconds")
+    host = app.get_host()
+    if python is not None:
+        from envdoctor.model.probed import Found
+
+        resolved = python if isinstance(host.stat(python), Found) else host.which(python)
+        if resolved is None:
+            raise EnvdoctorError(f"--python {python}: no such interpreter")
+        python = resolved
     return collect_facts(
-        app.get_host(),
+        host,
         python=python or app.python,
         deadline=Deadline(timeout),
         include_torch=include_torch,

@@ -55,7 +55,7 @@ def _is_union(tp: Any) -> bool:
     return typing.get_origin(tp) in (Union, types.UnionType)
 
 
-def _decode(tp: Any, data: Any, where: str) -> Any:  # noqa: PLR0911, C901 (one branch per shape)
+def _decode(tp: Any, data: Any, where: str) -> Any:
     origin = typing.get_origin(tp)
     if tp is Any:
         return data
@@ -69,7 +69,10 @@ def _decode(tp: Any, data: Any, where: str) -> Any:  # noqa: PLR0911, C901 (one 
             return tuple(_decode(args[0], item, f"{where}[{i}]") for i, item in enumerate(data))
         if len(args) != len(data):
             raise DecodeError(f"{where}: expected {len(args)} items")
-        return tuple(_decode(a, item, f"{where}[{i}]") for i, (a, item) in enumerate(zip(args, data)))
+        return tuple(
+            _decode(a, item, f"{where}[{i}]")
+            for i, (a, item) in enumerate(zip(args, data, strict=True))
+        )
     if origin is Found:
         (inner,) = typing.get_args(tp)
         if not isinstance(data, dict) or "found" not in data:
@@ -135,7 +138,6 @@ def _decode_union(args: tuple[Any, ...], data: Any, where: str) -> Any:
     for arg in args:
         try:
             return _decode(arg, data, where)
-        except DecodeError as exc:
+        except DecodeError as exc:  # noqa: PERF203 (trying each union member is the strategy)
             errors.append(str(exc))
     raise DecodeError(errors[0] if errors else f"{where}: no type matches")
-

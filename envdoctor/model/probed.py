@@ -12,13 +12,14 @@ from typing import Generic, TypeVar, Union
 
 T = TypeVar("T")
 U = TypeVar("U")
+T_co = TypeVar("T_co", covariant=True)
 
 
 @dataclass(frozen=True, slots=True)
-class Found(Generic[T]):
-    """The probe read a value."""
+class Found(Generic[T_co]):
+    """The probe read a value. Covariant: a ``Found[str]`` is a ``Found[object]``."""
 
-    value: T
+    value: T_co
 
 
 @dataclass(frozen=True, slots=True)

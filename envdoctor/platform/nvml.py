@@ -7,6 +7,8 @@ because a GPU that fell off the bus can make NVML block for minutes.
 
 from __future__ import annotations
 
+import contextlib
+import functools
 import queue
 import threading
 from collections.abc import Callable
@@ -188,16 +190,18 @@ class PynvmlSession:
         count = 0
         for slot in range(slots):
             try:
-                self._q(index, lambda h, s=slot: nvml.nvmlDeviceGetMigDeviceHandleByIndex(h, s))
-            except NvmlError:
-                continue  # an empty slot answers NOT_FOUND
+                self._q(index, functools.partial(_mig_handle, nvml, slot=slot))
+            except NvmlError:  # an empty slot answers NOT_FOUND: skip it
+                continue
             count += 1
         return count
 
     def ecc_uncorrectable(self, index: int) -> tuple[int, int]:
         nvml = self._nvml
         unc = nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
-        vol = self._q(index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, unc, nvml.NVML_VOLATILE_ECC))
+        vol = self._q(
+            index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, unc, nvml.NVML_VOLATILE_ECC)
+        )
         agg = self._q(
             index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, unc, nvml.NVML_AGGREGATE_ECC)
         )
@@ -224,8 +228,9 @@ class PynvmlSession:
 
     def throttle_reasons(self, index: int) -> tuple[str, ...]:
         nvml = self._nvml
-        getter = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) or getattr(
-            nvml, "nvmlDeviceGetCurrentClocksThrottleReasons"
+        getter = (
+            getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None)
+            or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
         )
         mask = int(self._q(index, getter))
         return tuple(name for bit, name in THROTTLE_BITS if mask & bit)
@@ -241,16 +246,14 @@ class PynvmlSession:
     def close(self) -> None:
         if self._worker.hung:
             return  # shutting down behind a hung call would hang too
-        try:
+        with contextlib.suppress(NvmlError):  # nothing left to release
             self._call(self._nvml.nvmlShutdown)
-        except NvmlError:
-            pass  # nothing left to release
 
 
 def open_pynvml(timeout: float) -> PynvmlSession:
     """Import pynvml lazily and initialise NVML, translating every failure to ``NvmlError``."""
     try:
-        import pynvml  # noqa: PLC0415, TID251 (the one sanctioned, lazy import of pynvml)
+        import pynvml  # noqa: TID251 (the one sanctioned, lazy import of pynvml)
     except ImportError as exc:
         raise NvmlError(
             NvmlErrorKind.LIBRARY_NOT_FOUND,
@@ -266,6 +269,10 @@ def open_pynvml(timeout: float) -> PynvmlSession:
     session = PynvmlSession(pynvml, worker, timeout)
     session._call(lambda: pynvml.nvmlInitWithFlags(0))
     return session
+
+
+def _mig_handle(nvml: Any, handle: Any, *, slot: int) -> Any:
+    return nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
 
 
 def _translate(exc: Any) -> NvmlError:

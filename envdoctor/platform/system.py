@@ -11,7 +11,7 @@ import sys
 import time
 from collections.abc import Mapping, Sequence
 
-from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import MAX_READ_BYTES, CommandResult, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlSession, open_pynvml
 
@@ -135,7 +135,7 @@ class SystemHost:
     def identity(self) -> Identity:
         uid = os.getuid()
         try:
-            import pwd  # noqa: PLC0415 (POSIX-only module)
+            import pwd
 
             user = pwd.getpwuid(uid).pw_name
         except (ImportError, KeyError):

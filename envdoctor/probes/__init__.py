@@ -35,7 +35,9 @@ def collect_facts(
         torch = (
             torch_future.result()
             if torch_future is not None
-            else TorchFacts(python=python, torch=Absent("not probed (torch is skipped by this command)"))
+            else TorchFacts(
+                python=python, torch=Absent("not probed (torch is skipped by this command)")
+            )
         )
     return Facts(
         host=host_facts,

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from envdoctor.model.facts import EnvFacts, Nvcc
-from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Deadline, Host
 
 VARIABLES = (
@@ -37,9 +37,11 @@ def probe_env(host: Host, *, deadline: Deadline) -> EnvFacts:
 def _nvcc(host: Host, deadline: Deadline) -> Probed[Nvcc]:
     environ = host.env()
     candidates = [host.which("nvcc")]
-    for var in ("CUDA_HOME", "CUDA_PATH"):
-        if environ.get(var):
-            candidates.append(f"{environ[var].rstrip('/')}/bin/nvcc")
+    candidates.extend(
+        f"{environ[var].rstrip('/')}/bin/nvcc"
+        for var in ("CUDA_HOME", "CUDA_PATH")
+        if environ.get(var)
+    )
     candidates.append("/usr/local/cuda/bin/nvcc")
     path = next((c for c in candidates if c and isinstance(host.stat(c), Found)), None)
     if path is None:

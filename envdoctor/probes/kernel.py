@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 
 from envdoctor.model.facts import DeviceNode, KernelDriver, KernelFacts, KernelModule
-from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Host
 
 _NVRM = re.compile(r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
@@ -37,7 +37,9 @@ def parse_modules(text: Probed[str]) -> Probed[tuple[KernelModule, ...]]:
 def parse_driver_version(text: Probed[str]) -> Probed[KernelDriver]:
     """The kernel module's version and flavour (open or proprietary) from /proc."""
     if isinstance(text, Absent):
-        return Absent("/proc/driver/nvidia/version does not exist (the nvidia module is not loaded)")
+        return Absent(
+            "/proc/driver/nvidia/version does not exist (the nvidia module is not loaded)"
+        )
     if not isinstance(text, Found):
         return text
     first = text.value.strip().splitlines()[0] if text.value.strip() else ""

@@ -9,7 +9,7 @@ from __future__ import annotations
 import re
 
 from envdoctor.model.facts import LibraryCopy, LibraryFamily
-from envdoctor.model.probed import Found, ProbeFailed, Probed
+from envdoctor.model.probed import Found, Probed, ProbeFailed
 from envdoctor.platform.host import Deadline, Host
 
 FAMILIES = ("libcuda", "libnvidia-ml", "libcudart", "libcublas", "libcudnn")

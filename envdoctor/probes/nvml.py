@@ -16,7 +16,7 @@ from envdoctor.model.facts import (
     PcieLink,
     RowRemap,
 )
-from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.platform.nvml import NvmlError, NvmlSession
 
@@ -51,7 +51,9 @@ def _read_system(host: Host, session: NvmlSession) -> NvmlSystem:
     cuda = _get(session.cuda_driver_version)
     return NvmlSystem(
         driver_version=_get(session.driver_version),
-        cuda_driver_version=Found(cuda_version_string(cuda.value)) if isinstance(cuda, Found) else cuda,
+        cuda_driver_version=Found(cuda_version_string(cuda.value))
+        if isinstance(cuda, Found)
+        else cuda,
         gpus=gpus,
         device_count_error=count_error,
     )
@@ -69,7 +71,6 @@ def _get(call: Callable[[], T]) -> Probed[T]:
         if exc.kind == NvmlErrorKind.NOT_SUPPORTED:
             return Absent("not supported by this GPU or driver (NVML NotSupported)")
         return ProbeFailed(exc.kind, exc.message)
-
 
 
 def _read_gpu(host: Host, s: NvmlSession, i: int) -> GpuFacts:

@@ -103,5 +103,3 @@ def _nvidia_pci(host: Host) -> Probed[tuple[PciDevice, ...]]:
             )
         )
     return Found(tuple(devices))
-
-

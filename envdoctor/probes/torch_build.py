@@ -8,7 +8,7 @@ from importlib import resources
 from typing import Any
 
 from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
-from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import CommandResult, Deadline, Host
 
 MARK = "ENVDOCTOR-TORCH-JSON "
@@ -20,9 +20,14 @@ def child_source() -> str:
     return resources.files("envdoctor.probes").joinpath("torch_child.py").read_text("utf-8")
 
 
-def probe_torch(host: Host, *, python: str, deadline: Deadline) -> TorchFacts:
+def probe_torch(
+    host: Host, *, python: str, deadline: Deadline, force_import: bool = False
+) -> TorchFacts:
+    """torch's facts. A CPU-only build is read from torch/version.py without the ~1 s import,
+    unless ``force_import`` (its import can still be checked then)."""
     timeout = deadline.cap(TORCH_TIMEOUT)
-    result = host.run([python, "-c", child_source()], timeout=timeout)
+    argv = [python, "-c", child_source(), *(["--import"] if force_import else [])]
+    result = host.run(argv, timeout=timeout)
     return TorchFacts(python=python, torch=parse_child(result, python))
 
 
@@ -55,7 +60,9 @@ def parse_child(result: CommandResult, python: str) -> Probed[TorchBuild | Torch
 
 def _decode(data: dict[str, Any], python: str) -> Probed[TorchBuild | TorchBroken]:
     if "child_error" in data:
-        return ProbeFailed(f"the torch probe failed: {data['child_error']}", detail=data["traceback"])
+        return ProbeFailed(
+            f"the torch probe failed: {data['child_error']}", detail=data["traceback"]
+        )
     if not data["installed"]:
         return Absent(f"torch is not installed for {python} ({data['error']})")
     if "import_error" in data:

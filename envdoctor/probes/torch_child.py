@@ -8,17 +8,25 @@ import json
 import sys
 import traceback
 import warnings
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 MARK = "ENVDOCTOR-TORCH-JSON "
-LIB_FAMILIES = ("libcudnn.so", "libcublas.so", "libcudart.so", "libnccl.so", "libcuda.so", "libnvidia-ml.so")
+LIB_FAMILIES = (
+    "libcudnn.so",
+    "libcublas.so",
+    "libcudart.so",
+    "libnccl.so",
+    "libcuda.so",
+    "libnvidia-ml.so",
+)
 
 
-def emit(data):
+def emit(data: Dict[str, Any]) -> None:
     sys.stdout.write(MARK + json.dumps(data) + "\n")
     sys.stdout.flush()
 
 
-def dist_version(name):
+def dist_version(name: str) -> Optional[str]:
     try:
         from importlib import metadata
 
@@ -27,19 +35,22 @@ def dist_version(name):
         return None
 
 
-def safe(fn):
+def safe(fn: Callable[[], Any]) -> Dict[str, Any]:
     """{"found": value} or {"absent": why}: the reason always travels with a missing value."""
     try:
         value = fn()
     except BaseException as exc:
-        return {"absent": "%s: %s" % (type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")}
+        return {
+            "absent": "%s: %s"
+            % (type(exc).__name__, str(exc).strip().splitlines()[0] if str(exc).strip() else "")
+        }
     if value is None:
         return {"absent": "torch returned None"}
-    return {"found": value}
+    return {"found": str(value)}
 
 
-def loaded_libraries():
-    seen = []
+def loaded_libraries() -> List[List[str]]:
+    seen: List[List[str]] = []
     try:
         with open("/proc/self/maps") as maps:
             for line in maps:
@@ -53,11 +64,11 @@ def loaded_libraries():
     return seen
 
 
-def nvidia_wheels():
+def nvidia_wheels() -> List[Tuple[str, str]]:
     try:
         from importlib import metadata
 
-        names = {}
+        names: Dict[str, str] = {}
         for dist in metadata.distributions():
             name = (dist.metadata["Name"] or "").lower()
             if name.startswith("nvidia-"):
@@ -67,21 +78,63 @@ def nvidia_wheels():
         return []
 
 
-def main():
+def read_version_file(spec: Any) -> Tuple[Optional[Dict[str, Any]], str]:
+    """torch/version.py holds only literals: read it without importing torch (1 s saved)."""
+    try:
+        path = spec.submodule_search_locations[0] + "/version.py"
+        namespace: Dict[str, Any] = {}
+        with open(path) as handle:
+            exec(compile(handle.read(), path, "exec"), namespace)
+        return namespace, spec.submodule_search_locations[0]
+    except Exception:
+        return None, ""
+
+
+def main() -> None:
     import importlib.util
 
-    if importlib.util.find_spec("torch") is None:
+    spec = importlib.util.find_spec("torch")
+    if spec is None:
         emit({"installed": False, "error": "No module named 'torch'", "executable": sys.executable})
         return
+    version, location = read_version_file(spec)
+    if (
+        version is not None
+        and not version.get("cuda")
+        and not version.get("hip")
+        and "--import" not in sys.argv
+    ):
+        # A CPU-only build cannot use a GPU whatever happens at import: skip the import.
+        emit(
+            {
+                "installed": True,
+                "version": str(version.get("__version__", "")),
+                "location": location,
+                "cuda": "",
+                "hip": "",
+                "cudnn_version": {"absent": "CPU-only build: no cuDNN"},
+                "nccl_version": {"absent": "CPU-only build: no NCCL"},
+                "arch_list": [],
+                "cuda_available": False,
+                "unavailable_reason": "torch was built without CUDA (torch.version.cuda is None); "
+                "envdoctor did not import it",
+                "device_count": {"absent": "CUDA is not available to torch"},
+                "loaded_libraries": [],
+                "nvidia_wheels": nvidia_wheels(),
+            }
+        )
+        return
     try:
-        import torch
+        import torch  # type: ignore[import-not-found,unused-ignore]  # the target's torch, may be absent here
     except BaseException as exc:
-        emit({
-            "installed": True,
-            "import_error": "%s: %s" % (type(exc).__name__, exc),
-            "traceback": traceback.format_exc()[-4000:],
-            "version": dist_version("torch"),
-        })
+        emit(
+            {
+                "installed": True,
+                "import_error": "%s: %s" % (type(exc).__name__, exc),
+                "traceback": traceback.format_exc()[-4000:],
+                "version": dist_version("torch"),
+            }
+        )
         return
     cuda = getattr(torch.version, "cuda", None) or ""
     hip = getattr(torch.version, "hip", None) or ""
@@ -95,7 +148,7 @@ def main():
     reason = " ".join(str(w.message).strip() for w in caught)
     if not available and not reason:
         try:
-            torch.cuda.init()
+            torch.cuda.init()  # type: ignore[no-untyped-call,unused-ignore]  # torch's own API
         except BaseException as exc:
             reason = "%s: %s" % (type(exc).__name__, exc)
     try:
@@ -103,28 +156,39 @@ def main():
         arch_list = flags.split() if flags else list(torch.cuda.get_arch_list())
     except BaseException:
         arch_list = []
-    cudnn = safe(lambda: str(torch.backends.cudnn.version()) if torch.backends.cudnn.version() else None)
-    nccl = safe(lambda: ".".join(str(p) for p in torch.cuda.nccl.version()))
-    count = safe(lambda: int(torch.cuda.device_count())) if available else {"absent": "CUDA is not available to torch"}
-    emit({
-        "installed": True,
-        "version": torch.__version__,
-        "location": (torch.__file__ or "").rsplit("/", 1)[0],
-        "cuda": cuda,
-        "hip": hip,
-        "cudnn_version": cudnn,
-        "nccl_version": nccl,
-        "arch_list": arch_list,
-        "cuda_available": available,
-        "unavailable_reason": "" if available else reason,
-        "device_count": count,
-        "loaded_libraries": loaded_libraries(),
-        "nvidia_wheels": nvidia_wheels(),
-    })
+    cudnn = safe(lambda: torch.backends.cudnn.version())  # type: ignore[no-untyped-call,unused-ignore]  # torch's API
+    nccl = safe(lambda: ".".join(str(p) for p in torch.cuda.nccl.version()))  # type: ignore[no-untyped-call,unused-ignore]  # torch's API
+    count = (
+        safe(lambda: int(torch.cuda.device_count()))
+        if available
+        else {"absent": "CUDA is not available to torch"}
+    )
+    emit(
+        {
+            "installed": True,
+            "version": torch.__version__,
+            "location": (torch.__file__ or "").rsplit("/", 1)[0],
+            "cuda": cuda,
+            "hip": hip,
+            "cudnn_version": cudnn,
+            "nccl_version": nccl,
+            "arch_list": arch_list,
+            "cuda_available": available,
+            "unavailable_reason": "" if available else reason,
+            "device_count": count,
+            "loaded_libraries": loaded_libraries(),
+            "nvidia_wheels": nvidia_wheels(),
+        }
+    )
 
 
 if __name__ == "__main__":
     try:
         main()
     except BaseException as exc:
-        emit({"child_error": "%s: %s" % (type(exc).__name__, exc), "traceback": traceback.format_exc()[-4000:]})
+        emit(
+            {
+                "child_error": "%s: %s" % (type(exc).__name__, exc),
+                "traceback": traceback.format_exc()[-4000:],
+            }
+        )

@@ -25,7 +25,9 @@ def render_markdown(report: Report) -> str:
         out.append(f"#### {_ICON[int(finding.severity)]} `{finding.code}` — {finding.title}")
         out.append("")
         for label, value in finding.evidence:
-            out.append(f"- **{label}**: `{value.replace('`', "'")}`" if "\n" not in value else f"- **{label}**:")
+            out.append(
+                f"- **{label}**: `{_code(value)}`" if "\n" not in value else f"- **{label}**:"
+            )
             if "\n" in value:
                 out.extend(["  ```", *(f"  {line}" for line in value.splitlines()), "  ```"])
         if finding.remediation is not None:
@@ -38,6 +40,10 @@ def render_markdown(report: Report) -> str:
         out.extend(f"- {rule.summary}" for rule in report.passed)
         out.extend(["", "</details>"])
     return Redactor(report.facts).text("\n".join(out)) + "\n"
+
+
+def _code(value: str) -> str:
+    return value.replace("`", "'")
 
 
 def _cell(value: str) -> str:

@@ -17,7 +17,9 @@ def machine_lines(facts: Facts) -> list[tuple[str, str]]:
     ]
     if isinstance(facts.nvml, Found):
         system = facts.nvml.value
-        lines.append(("driver", f"{_v(system.driver_version)} (CUDA {_v(system.cuda_driver_version)})"))
+        lines.append(
+            ("driver", f"{_v(system.driver_version)} (CUDA {_v(system.cuda_driver_version)})")
+        )
         names: dict[str, int] = {}
         for gpu in system.gpus:
             name = _v(gpu.name)
@@ -25,7 +27,11 @@ def machine_lines(facts: Facts) -> list[tuple[str, str]]:
         lines.append(("GPUs", ", ".join(f"{n}× {name}" for name, n in names.items()) or "none"))
     else:
         kernel = facts.kernel.driver
-        version = f"kernel module {kernel.value.version}" if isinstance(kernel, Found) else "no kernel module"
+        version = (
+            f"kernel module {kernel.value.version}"
+            if isinstance(kernel, Found)
+            else "no kernel module"
+        )
         lines.append(("driver", f"{version}; NVML: {why_missing(facts.nvml)}"))
     lines.append(("torch", _torch(facts)))
     return lines
@@ -36,7 +42,11 @@ def _torch(facts: Facts) -> str:
     if isinstance(probed, Found):
         value = probed.value
         if isinstance(value, TorchBuild):
-            variant = f"CUDA {value.cuda}" if value.cuda else (f"ROCm {value.hip}" if value.hip else "CPU-only build")
+            variant = (
+                f"CUDA {value.cuda}"
+                if value.cuda
+                else (f"ROCm {value.hip}" if value.hip else "CPU-only build")
+            )
             return f"{value.version} ({variant}) for {facts.torch.python}"
         if isinstance(value, TorchBroken):
             return f"import fails: {value.error}"

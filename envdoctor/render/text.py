@@ -45,7 +45,9 @@ UNICODE = Marks("✓", "i", "!", "✗")
 ASCII = Marks("ok", "i", "!", "x")
 
 
-def render_text(report: Report, *, width: int = 100, marks: Marks = UNICODE, verbose: bool = False) -> str:
+def render_text(
+    report: Report, *, width: int = 100, marks: Marks = UNICODE, verbose: bool = False
+) -> str:
     """The full report as plain text (no colour), wrapped at ``width``."""
     out: list[str] = [f"envdoctor {__version__} — {_verdict(report)}", ""]
     for label, value in machine_lines(report.facts):
@@ -74,7 +76,9 @@ def render_text(report: Report, *, width: int = 100, marks: Marks = UNICODE, ver
 
 
 def _finding(finding: Finding, width: int, marks: Marks) -> list[str]:
-    lines = _wrap(f"  {marks.of(finding.severity)} {finding.title}  [{finding.code}]", width, "    ")
+    lines = _wrap(
+        f"  {marks.of(finding.severity)} {finding.title}  [{finding.code}]", width, "    "
+    )
     for label, value in finding.evidence:
         value_lines = value.splitlines() or [""]
         lines.extend(_wrap(f"      {label}: {value_lines[0]}", width, "        "))
@@ -82,7 +86,11 @@ def _finding(finding: Finding, width: int, marks: Marks) -> list[str]:
             lines.extend(_wrap(f"        {extra}", width, "        "))
     fix = finding.remediation
     if fix is not None:
-        flags = [f for f, on in (("needs root", fix.needs_root), ("needs a reboot", fix.needs_reboot)) if on]
+        flags = [
+            f
+            for f, on in (("needs root", fix.needs_root), ("needs a reboot", fix.needs_reboot))
+            if on
+        ]
         suffix = f"  ({', '.join(flags)})" if flags else ""
         lines.extend(_wrap(f"    fix: {fix.summary}{suffix}", width, "         "))
         for number, step in enumerate(fix.steps, 1):
@@ -105,7 +113,11 @@ def _wrap(text: str, width: int, indent: str) -> list[str]:
 
 def _counts(report: Report) -> str:
     parts = []
-    for severity, noun in ((Severity.ERROR, "error"), (Severity.WARNING, "warning"), (Severity.INFO, "note")):
+    for severity, noun in (
+        (Severity.ERROR, "error"),
+        (Severity.WARNING, "warning"),
+        (Severity.INFO, "note"),
+    ):
         n = sum(1 for f in report.findings if f.severity == severity)
         if n:
             parts.append(f"{n} {noun}{'s' if n > 1 else ''}")

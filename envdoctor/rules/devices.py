@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from collections.abc import Iterator
 
 from envdoctor.model.finding import Finding, Remediation, Severity
@@ -10,10 +11,16 @@ from envdoctor.rules.base import Rule, RuleContext
 from envdoctor.rules.facts_view import gpus, module_names, nvidia_pci_count
 
 
-def _expected_nodes(ctx: RuleContext) -> tuple[str, ...]:
+def _missing_nodes(ctx: RuleContext, present: set[str]) -> list[str]:
+    """Required nodes that are absent. Per-GPU nodes are counted, not named: in a container
+    given GPU 3 the node is /dev/nvidia3 while NVML calls it index 0."""
     facts = ctx.facts
-    count = len(gpus(facts)) or (nvidia_pci_count(facts) or 0)
-    return ("/dev/nvidiactl", *(f"/dev/nvidia{i}" for i in range(count)), "/dev/nvidia-uvm")
+    missing = [p for p in ("/dev/nvidiactl", "/dev/nvidia-uvm") if p not in present]
+    want = len(gpus(facts)) or (nvidia_pci_count(facts) or 0)
+    have = sum(1 for p in present if re.fullmatch(r"/dev/nvidia\d+", p))
+    if have < want:
+        missing.append(f"/dev/nvidiaN ({have} node{'s' if have != 1 else ''} for {want} GPUs)")
+    return missing
 
 
 def _driver_loaded(ctx: RuleContext) -> bool:
@@ -27,7 +34,7 @@ def _node_missing(ctx: RuleContext) -> Iterator[Finding]:
     if facts.host.wsl or not _driver_loaded(ctx) or not isinstance(nodes, Found):
         return
     present = {n.path for n in nodes.value}
-    missing = [p for p in _expected_nodes(ctx) if p not in present]
+    missing = _missing_nodes(ctx, present)
     if not missing:
         return
     mods = module_names(facts) or frozenset()
@@ -90,7 +97,10 @@ def _permission(ctx: RuleContext) -> Iterator[Finding]:
         title=f"{user} cannot open {', '.join(n.path for n in denied)}: CUDA will see no GPU",
         evidence=(
             ("user", user),
-            *((n.path, f"mode {n.mode}, read {_yn(n.readable)}, write {_yn(n.writable)}") for n in denied),
+            *(
+                (n.path, f"mode {n.mode}, read {_yn(n.readable)}, write {_yn(n.writable)}")
+                for n in denied
+            ),
         ),
         remediation=Remediation(
             summary="Give the user read/write access to the NVIDIA device nodes",
@@ -122,7 +132,9 @@ RULES = (
         "The current user can read and write the NVIDIA device nodes",
         ("device.permission-denied",),
         _permission,
-        applies=lambda ctx: isinstance(ctx.facts.kernel.device_nodes, Found)
-        and bool(ctx.facts.kernel.device_nodes.value),
+        applies=lambda ctx: (
+            isinstance(ctx.facts.kernel.device_nodes, Found)
+            and bool(ctx.facts.kernel.device_nodes.value)
+        ),
     ),
 )

@@ -6,7 +6,7 @@ from collections.abc import Iterator
 
 from envdoctor.model.facts import NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.rules.base import Rule, RuleContext
 from envdoctor.rules.facts_view import (
     library_copies,
@@ -38,7 +38,7 @@ def _not_installed(ctx: RuleContext) -> Iterator[Finding]:
     containers = facts.host.containers
     evidence = [
         ("NVML", show(facts.nvml)),
-        ("kernel module", show(facts.kernel.driver)),
+        ("kernel module", why_missing(facts.kernel.driver) or "loaded"),
         ("libcuda.so on the loader path", "no" if not library_copies(facts, "libcuda") else "yes"),
         ("NVIDIA PCI devices", show(facts.host.nvidia_pci) if pci is None else str(pci)),
     ]
@@ -92,6 +92,8 @@ def _module_not_loaded(ctx: RuleContext) -> Iterator[Finding]:
     module_missing = mods is not None and "nvidia" not in mods
     if not (kind == NvmlErrorKind.DRIVER_NOT_LOADED or (module_missing and userspace)):
         return
+    if mods is not None and "nouveau" in mods:
+        return  # nvidia cannot load while nouveau holds the GPU: driver.nouveau-loaded says so
     if facts.host.containers and kind != NvmlErrorKind.DRIVER_NOT_LOADED:
         return  # a container sees the host's modules; libraries alone prove nothing here
     yield Finding(
@@ -101,7 +103,7 @@ def _module_not_loaded(ctx: RuleContext) -> Iterator[Finding]:
         evidence=(
             ("NVML", show(facts.nvml)),
             ("nvidia in /proc/modules", "no" if module_missing else "unknown"),
-            ("kernel module version", show(facts.kernel.driver)),
+            ("kernel module", why_missing(facts.kernel.driver) or "loaded"),
         ),
         remediation=Remediation(
             summary="Load the nvidia kernel module (and find out why it did not load)",
@@ -130,7 +132,12 @@ def _version_mismatch(ctx: RuleContext) -> Iterator[Finding]:
             differing.append(("NVML (libnvidia-ml) reports", nvml_version))
     if kind != NvmlErrorKind.LIB_RM_VERSION_MISMATCH and not differing:
         return
-    evidence: list[tuple[str, str]] = [("kernel module (/proc/driver/nvidia/version)", show(kernel))]
+    loaded = (
+        f"{kernel.value.version} ({kernel.value.flavor})"
+        if isinstance(kernel, Found)
+        else show(kernel)
+    )
+    evidence: list[tuple[str, str]] = [("kernel module (/proc/driver/nvidia/version)", loaded)]
     evidence.extend((f"user-space {path}", version) for path, version in (differing or userspace))
     if isinstance(facts.nvml, ProbeFailed):
         evidence.append(("NVML", f"{facts.nvml.error}: {facts.nvml.detail}"))

@@ -32,7 +32,9 @@ ALLOC_CONF_KEYS = frozenset(
 HIDE_ALL = frozenset({"-1", "none", "nodevfiles"})
 
 
-def visible_devices(value: str, count: int | None, uuids: tuple[str, ...], mig: bool) -> tuple[list[str], str]:
+def visible_devices(
+    value: str, count: int | None, uuids: tuple[str, ...], mig: bool
+) -> tuple[list[str], str]:
     """CUDA's reading of CUDA_VISIBLE_DEVICES: the entries kept, and why parsing stopped.
 
     CUDA keeps entries up to the first invalid one and silently drops the rest.
@@ -71,6 +73,7 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
     count = len(all_gpus) if all_gpus else None
     uuids = tuple(g.uuid.value for g in all_gpus if isinstance(g.uuid, Found))
     mig = any(isinstance(g.mig_mode, Found) and g.mig_mode.value.current for g in all_gpus)
+    kept: list[str]
     if value.strip().lower() in HIDE_ALL or not value.strip():
         kept, stop = [], f"{value!r} hides every GPU"
     else:
@@ -90,7 +93,10 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
             ("CUDA_VISIBLE_DEVICES", repr(value)),
             ("CUDA stops at", stop),
             ("GPUs CUDA will use", ", ".join(kept) or "none"),
-            ("GPUs on this machine", str(count) if count is not None else "unknown (NVML unavailable)"),
+            (
+                "GPUs on this machine",
+                str(count) if count is not None else "unknown (NVML unavailable)",
+            ),
         ),
         remediation=Remediation(
             summary="Unset CUDA_VISIBLE_DEVICES or list valid GPU indices/UUIDs",
@@ -208,7 +214,10 @@ def _nvcc_without_driver(ctx: RuleContext) -> Iterator[Finding]:
         severity=Severity.WARNING,
         title=f"The CUDA {nvcc.value.version} toolkit (nvcc) is installed but there is no driver: "
         "code compiles here but cannot run",
-        evidence=(("nvcc", f"{nvcc.value.path} (CUDA {nvcc.value.version})"), ("NVIDIA driver", "not installed")),
+        evidence=(
+            ("nvcc", f"{nvcc.value.path} (CUDA {nvcc.value.version})"),
+            ("NVIDIA driver", "not installed"),
+        ),
         remediation=Remediation(
             summary="Install the NVIDIA driver (the toolkit does not include a usable one in containers)",
             steps=(
@@ -224,10 +233,46 @@ def _set(var: str) -> Callable[[RuleContext], bool]:
 
 
 RULES = (
-    Rule("env.cuda-visible-devices", "CUDA_VISIBLE_DEVICES selects existing GPUs", ("env.cuda-visible-devices",), _cuda_visible, applies=_set("CUDA_VISIBLE_DEVICES")),
-    Rule("env.nvidia-visible-devices", "NVIDIA_VISIBLE_DEVICES gives the container GPUs", ("env.nvidia-visible-devices",), _nvidia_visible, applies=_set("NVIDIA_VISIBLE_DEVICES")),
-    Rule("env.launch-blocking", "CUDA_LAUNCH_BLOCKING is off", ("env.cuda-launch-blocking",), _launch_blocking, applies=_set("CUDA_LAUNCH_BLOCKING")),
-    Rule("env.alloc-conf", "PYTORCH_CUDA_ALLOC_CONF parses", ("env.alloc-conf-invalid",), _alloc_conf, applies=lambda c: _set("PYTORCH_CUDA_ALLOC_CONF")(c) or _set("PYTORCH_ALLOC_CONF")(c)),
-    Rule("env.ld-preload", "LD_PRELOAD is noted", ("env.ld-preload",), _ld_preload, applies=_set("LD_PRELOAD")),
-    Rule("cuda.nvcc-driver", "nvcc is not installed without a driver", ("cuda.nvcc-without-driver",), _nvcc_without_driver, applies=lambda c: isinstance(c.facts.env.nvcc, Found)),
+    Rule(
+        "env.cuda-visible-devices",
+        "CUDA_VISIBLE_DEVICES selects existing GPUs",
+        ("env.cuda-visible-devices",),
+        _cuda_visible,
+        applies=_set("CUDA_VISIBLE_DEVICES"),
+    ),
+    Rule(
+        "env.nvidia-visible-devices",
+        "NVIDIA_VISIBLE_DEVICES gives the container GPUs",
+        ("env.nvidia-visible-devices",),
+        _nvidia_visible,
+        applies=_set("NVIDIA_VISIBLE_DEVICES"),
+    ),
+    Rule(
+        "env.launch-blocking",
+        "CUDA_LAUNCH_BLOCKING is off",
+        ("env.cuda-launch-blocking",),
+        _launch_blocking,
+        applies=_set("CUDA_LAUNCH_BLOCKING"),
+    ),
+    Rule(
+        "env.alloc-conf",
+        "PYTORCH_CUDA_ALLOC_CONF parses",
+        ("env.alloc-conf-invalid",),
+        _alloc_conf,
+        applies=lambda c: _set("PYTORCH_CUDA_ALLOC_CONF")(c) or _set("PYTORCH_ALLOC_CONF")(c),
+    ),
+    Rule(
+        "env.ld-preload",
+        "LD_PRELOAD is noted",
+        ("env.ld-preload",),
+        _ld_preload,
+        applies=_set("LD_PRELOAD"),
+    ),
+    Rule(
+        "cuda.nvcc-driver",
+        "nvcc is not installed without a driver",
+        ("cuda.nvcc-without-driver",),
+        _nvcc_without_driver,
+        applies=lambda c: isinstance(c.facts.env.nvcc, Found),
+    ),
 )

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from envdoctor.model.facts import Facts, GpuFacts, LibraryCopy, NvmlSystem
-from envdoctor.model.probed import Absent, Found, ProbeFailed, Probed, why_missing
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 
 GiB = float(1 << 30)
 MiB = float(1 << 20)
@@ -79,4 +79,5 @@ def gpu_label(gpu: GpuFacts) -> str:
 
 
 def gib(n: int) -> str:
-    return f"{n / GiB:.1f} GiB"
+    """Bytes for people: MiB below 1 GiB (where the difference matters), else GiB."""
+    return f"{n / MiB:.0f} MiB" if n < GiB else f"{n / GiB:.1f} GiB"

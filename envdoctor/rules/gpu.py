@@ -12,25 +12,35 @@ from envdoctor.rules.facts_view import gib, gpu_label, gpus, nvml_error_kind, sh
 
 HELD_WARN_FRACTION = 0.5
 FREE_ERROR_FRACTION = 0.05
-BAD_THROTTLE = ("hw-slowdown", "hw-thermal-slowdown", "hw-power-brake-slowdown", "sw-thermal-slowdown")
+BAD_THROTTLE = (
+    "hw-slowdown",
+    "hw-thermal-slowdown",
+    "hw-power-brake-slowdown",
+    "sw-thermal-slowdown",
+)
 
 
 def _lost(ctx: RuleContext) -> Iterator[Finding]:
     facts = ctx.facts
     lost = [g for g in gpus(facts) if NvmlErrorKind.GPU_IS_LOST in g.failure_kinds()]
     whole = nvml_error_kind(facts) == NvmlErrorKind.GPU_IS_LOST or (
-        isinstance(facts.nvml, Found) and NvmlErrorKind.GPU_IS_LOST in facts.nvml.value.device_count_error
+        isinstance(facts.nvml, Found)
+        and NvmlErrorKind.GPU_IS_LOST in facts.nvml.value.device_count_error
     )
     if not lost and not whole:
         return
-    who = ", ".join(f"{gpu_label(g)} at {show(g.pci_bus_id)}" for g in lost) or "a GPU"
+    unmatched = _unreachable_pci(ctx)
+    who = ", ".join(f"GPU {g.index}" for g in lost) or "a GPU"
+    if unmatched:
+        who += f" (PCI {', '.join(unmatched)})"
     yield Finding(
         code="gpu.lost",
         severity=Severity.ERROR,
         title=f"{who} has fallen off the bus (NVML: GPU is lost)",
         evidence=(
             ("NVML", "GPUIsLost"),
-            *((gpu_label(g), "every query answers GPUIsLost") for g in lost),
+            *((f"GPU {g.index}", "every query answers GPUIsLost") for g in lost),
+            ("NVIDIA PCI functions NVML cannot reach", ", ".join(unmatched) or "none known"),
         ),
         remediation=Remediation(
             summary="Reset the GPU or reboot; if it recurs, treat it as a hardware fault",
@@ -47,6 +57,17 @@ def _lost(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
+def _unreachable_pci(ctx: RuleContext) -> list[str]:
+    """PCI addresses of NVIDIA GPUs that no reachable NVML device accounts for."""
+    pci = ctx.facts.host.nvidia_pci
+    if not isinstance(pci, Found):
+        return []
+    reached = {
+        g.pci_bus_id.value.lower()[-7:] for g in gpus(ctx.facts) if isinstance(g.pci_bus_id, Found)
+    }
+    return [d.address for d in pci.value if d.address.lower()[-7:] not in reached]
+
+
 def _ecc(ctx: RuleContext) -> Iterator[Finding]:
     for g in gpus(ctx.facts):
         evidence: list[tuple[str, str]] = []
@@ -54,10 +75,14 @@ def _ecc(ctx: RuleContext) -> Iterator[Finding]:
         if isinstance(g.ecc, Found):
             if g.ecc.value.volatile_uncorrectable:
                 severity = Severity.ERROR
-                evidence.append(("volatile uncorrectable ECC errors", str(g.ecc.value.volatile_uncorrectable)))
+                evidence.append(
+                    ("volatile uncorrectable ECC errors", str(g.ecc.value.volatile_uncorrectable))
+                )
             if g.ecc.value.aggregate_uncorrectable:
                 severity = max(severity, Severity.WARNING)
-                evidence.append(("aggregate uncorrectable ECC errors", str(g.ecc.value.aggregate_uncorrectable)))
+                evidence.append(
+                    ("aggregate uncorrectable ECC errors", str(g.ecc.value.aggregate_uncorrectable))
+                )
         if isinstance(g.row_remap, Found):
             if g.row_remap.value.failure:
                 severity = Severity.ERROR
@@ -112,8 +137,14 @@ def _memory_held(ctx: RuleContext) -> Iterator[Finding]:
             )
         ]
         if not procs:
-            holders = [("processes", show(g.processes) if not isinstance(g.processes, Found) else
-                        "none visible here (they may live in another container / PID namespace)")]
+            holders = [
+                (
+                    "processes",
+                    show(g.processes)
+                    if not isinstance(g.processes, Found)
+                    else "none visible here (they may live in another container / PID namespace)",
+                )
+            ]
         yield Finding(
             code="gpu.memory-held",
             severity=Severity.ERROR if low_free else Severity.WARNING,
@@ -143,7 +174,10 @@ def _mig(ctx: RuleContext) -> Iterator[Finding]:
                 code="gpu.mig-enabled",
                 severity=Severity.WARNING,
                 title=f"{gpu_label(g)}: a MIG mode change is pending until the GPU is reset",
-                evidence=(("MIG current", _onoff(mode.current)), ("MIG pending", _onoff(mode.pending))),
+                evidence=(
+                    ("MIG current", _onoff(mode.current)),
+                    ("MIG pending", _onoff(mode.pending)),
+                ),
                 remediation=Remediation(
                     summary="Reset the GPU to apply the MIG mode change",
                     steps=(f"sudo nvidia-smi -r -i {g.index}",),
@@ -165,7 +199,9 @@ def _mig(ctx: RuleContext) -> Iterator[Finding]:
             ),
             evidence=(("MIG mode", "enabled"), ("MIG devices", show(g.mig_devices))),
             remediation=Remediation(
-                summary="Create MIG instances, or disable MIG" if empty else "Select a MIG instance by UUID",
+                summary="Create MIG instances, or disable MIG"
+                if empty
+                else "Select a MIG instance by UUID",
                 steps=(
                     f"sudo nvidia-smi mig -i {g.index} -cgi <profile> -C   # create instances",
                     f"or disable: sudo nvidia-smi -i {g.index} -mig 0 && sudo nvidia-smi -r -i {g.index}",
@@ -187,7 +223,11 @@ def _compute_mode(ctx: RuleContext) -> Iterator[Finding]:
             code="gpu.compute-mode",
             severity=Severity.ERROR if prohibited else Severity.INFO,
             title=f"{gpu_label(g)} is in compute mode {mode}"
-            + (": no process may create a CUDA context" if prohibited else ": one process at a time"),
+            + (
+                ": no process may create a CUDA context"
+                if prohibited
+                else ": one process at a time"
+            ),
             evidence=(("compute mode", mode),),
             remediation=Remediation(
                 summary="Set the compute mode back to default",
@@ -228,7 +268,12 @@ def _pcie(ctx: RuleContext) -> Iterator[Finding]:
             code="gpu.pcie-degraded",
             severity=Severity.WARNING,
             title=f"{gpu_label(g)} runs at PCIe x{link.width} instead of x{link.max_width}",
-            evidence=(("PCIe link", f"gen {link.gen} x{link.width} (max gen {link.max_gen} x{link.max_width})"),),
+            evidence=(
+                (
+                    "PCIe link",
+                    f"gen {link.gen} x{link.width} (max gen {link.max_gen} x{link.max_width})",
+                ),
+            ),
             remediation=Remediation(
                 summary="Reseat the GPU / riser or move it to a full-width slot",
                 steps=("sudo lspci -vv | grep -E 'LnkCap|LnkSta'",),
@@ -291,12 +336,46 @@ def _nvml_tried(ctx: RuleContext) -> bool:
 
 
 RULES = (
-    Rule("gpu.reachable", "No GPU has fallen off the bus", ("gpu.lost",), _lost, applies=_nvml_tried),
+    Rule(
+        "gpu.reachable", "No GPU has fallen off the bus", ("gpu.lost",), _lost, applies=_nvml_tried
+    ),
     Rule("gpu.nvml", "NVML initialises", ("gpu.nvml-failed",), _nvml_failed, applies=_nvml_tried),
-    Rule("gpu.ecc", "No uncorrectable ECC errors or pending remaps", ("gpu.ecc-uncorrectable",), _ecc, applies=_has_gpus),
-    Rule("gpu.memory", "No other process holds most of a GPU's memory", ("gpu.memory-held",), _memory_held, applies=_has_gpus),
-    Rule("gpu.mig", "MIG mode is consistent and usable", ("gpu.mig-enabled",), _mig, applies=_has_gpus),
-    Rule("gpu.compute-mode", "Compute mode allows CUDA contexts", ("gpu.compute-mode",), _compute_mode, applies=_has_gpus),
-    Rule("gpu.clocks", "No hardware/thermal slowdown", ("gpu.throttled",), _throttled, applies=_has_gpus),
-    Rule("gpu.pcie", "PCIe link runs at full width", ("gpu.pcie-degraded",), _pcie, applies=_has_gpus),
+    Rule(
+        "gpu.ecc",
+        "No uncorrectable ECC errors or pending remaps",
+        ("gpu.ecc-uncorrectable",),
+        _ecc,
+        applies=_has_gpus,
+    ),
+    Rule(
+        "gpu.memory",
+        "No other process holds most of a GPU's memory",
+        ("gpu.memory-held",),
+        _memory_held,
+        applies=_has_gpus,
+    ),
+    Rule(
+        "gpu.mig",
+        "MIG mode is consistent and usable",
+        ("gpu.mig-enabled",),
+        _mig,
+        applies=_has_gpus,
+    ),
+    Rule(
+        "gpu.compute-mode",
+        "Compute mode allows CUDA contexts",
+        ("gpu.compute-mode",),
+        _compute_mode,
+        applies=_has_gpus,
+    ),
+    Rule(
+        "gpu.clocks",
+        "No hardware/thermal slowdown",
+        ("gpu.throttled",),
+        _throttled,
+        applies=_has_gpus,
+    ),
+    Rule(
+        "gpu.pcie", "PCIe link runs at full width", ("gpu.pcie-degraded",), _pcie, applies=_has_gpus
+    ),
 )

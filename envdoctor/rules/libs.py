@@ -49,5 +49,10 @@ def _shadowed(ctx: RuleContext) -> Iterator[Finding]:
 
 
 RULES = (
-    Rule("libs.single-copy", "One copy of each CUDA library wins on the loader path", ("libs.shadowed",), _shadowed),
+    Rule(
+        "libs.single-copy",
+        "One copy of each CUDA library wins on the loader path",
+        ("libs.shadowed",),
+        _shadowed,
+    ),
 )

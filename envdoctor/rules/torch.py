@@ -32,7 +32,11 @@ def _installed(ctx: RuleContext) -> Iterator[Finding]:
             code="torch.probe-failed",
             severity=Severity.WARNING,
             title=f"Could not determine the torch of {python}: {probed.error}",
-            evidence=(("python", python), ("error", probed.error), ("stderr", probed.detail or "(empty)")),
+            evidence=(
+                ("python", python),
+                ("error", probed.error),
+                ("stderr", probed.detail or "(empty)"),
+            ),
             remediation=Remediation(
                 summary="Run the import by hand to see where it hangs or crashes",
                 steps=(
@@ -142,8 +146,18 @@ def _cuda_unavailable(ctx: RuleContext) -> Iterator[Finding]:
 
 
 RULES = (
-    Rule("torch.installed", "torch is installed and the probe completes", ("torch.not-installed", "torch.probe-failed"), _installed),
+    Rule(
+        "torch.installed",
+        "torch is installed and the probe completes",
+        ("torch.not-installed", "torch.probe-failed"),
+        _installed,
+    ),
     Rule("torch.importable", "`import torch` works", ("torch.import-failed",), _import_failed),
     Rule("torch.cuda-build", "torch is a CUDA build", ("torch.cpu-build",), _cpu_build),
-    Rule("torch.cuda-available", "torch.cuda.is_available() is True", ("torch.cuda-unavailable",), _cuda_unavailable),
+    Rule(
+        "torch.cuda-available",
+        "torch.cuda.is_available() is True",
+        ("torch.cuda-unavailable",),
+        _cuda_unavailable,
+    ),
 )

@@ -1,0 +1,247 @@
+"""A Report in the Prometheus text format, for node_exporter's textfile collector.
+
+One gauge per finding code and severity, the verdict, the machine's facts as ``*_info`` metrics
+(value 1, the facts in labels), and when the run happened and how long it took. Samples carry no
+timestamps (the textfile collector refuses them); ``write_textfile`` replaces the file atomically
+so that node_exporter never reads half a file.
+
+Alert on ``envdoctor_status{status="unhealthy"} == 1`` or on a code:
+``envdoctor_finding{code="gpu.lost"} > 0``; ``time() - envdoctor_last_run_timestamp_seconds``
+catches a probe that stopped running.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import tempfile
+import time
+from collections import Counter
+from collections.abc import Iterable, Sequence
+from pathlib import Path
+from typing import Any
+
+from envdoctor import __version__
+from envdoctor.engine import Report
+from envdoctor.errors import EnvdoctorError
+from envdoctor.model.facts import Facts, TorchBuild
+from envdoctor.model.finding import Severity
+from envdoctor.model.probed import Found, Probed
+
+STATUSES = ("healthy", "unhealthy", "unknown")
+SEVERITIES = (Severity.ERROR, Severity.WARNING, Severity.INFO)
+MAX_LABEL = 256
+
+Labels = Sequence[tuple[str, str]]
+
+
+def render_prometheus(
+    report: Report, duration_s: float, *, command: str = "check", now: float | None = None
+) -> str:
+    """The whole textfile for one run: verdict, findings, facts, timestamp and duration."""
+    out = _Writer()
+    _verdict(out, report.status, report.exit_code)
+    out.metric(
+        "envdoctor_findings",
+        "Findings of the last run, by severity.",
+        [((("severity", s.label),), _count(report, s)) for s in SEVERITIES],
+    )
+    per_code = Counter((f.code, f.severity.label) for f in report.findings)
+    out.metric(
+        "envdoctor_finding",
+        "Findings of the last run with this code and severity (absent when none).",
+        [((("code", code), ("severity", sev)), n) for (code, sev), n in sorted(per_code.items())],
+    )
+    _facts(out, report.facts)
+    _run(out, command, duration_s, now)
+    return out.text()
+
+
+def render_prometheus_unknown(
+    reason: str, duration_s: float, *, command: str = "probe", now: float | None = None
+) -> str:
+    """The textfile for a run that reached no verdict (e.g. the probe's watchdog fired)."""
+    out = _Writer()
+    _verdict(out, "unknown", 2)
+    out.metric(
+        "envdoctor_unknown_reason_info",
+        "Why the last run could not determine the machine's health.",
+        [((("reason", reason),), 1)],
+    )
+    _run(out, command, duration_s, now)
+    return out.text()
+
+
+def write_textfile(path: Path, text: str) -> None:
+    """Write ``text`` to ``path`` atomically: a temp file beside it, fsync, then rename.
+
+    The temp name does not end in ``.prom``, so the textfile collector never reads it; the file
+    is made world-readable (0644) because node_exporter usually runs as another user.
+    """
+    directory = path.parent if str(path.parent) else Path(".")
+    fd = -1
+    tmp = ""
+    try:
+        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
+        with os.fdopen(fd, "w", encoding="utf-8") as handle:
+            fd = -1  # owned by the file object now
+            handle.write(text)
+            handle.flush()
+            os.fsync(handle.fileno())
+        Path(tmp).chmod(0o644)
+        Path(tmp).replace(path)
+    except OSError as exc:
+        if fd >= 0:
+            os.close(fd)
+        if tmp:
+            with contextlib.suppress(OSError):
+                Path(tmp).unlink()
+        raise EnvdoctorError(
+            f"cannot write the metrics file: {exc.strerror or exc}", where=str(path)
+        ) from None
+
+
+# --- pieces -----------------------------------------------------------------------------------
+
+
+def _verdict(out: _Writer, status: str, exit_code: int) -> None:
+    out.metric(
+        "envdoctor_status",
+        "Verdict of the last run: 1 for the current status (healthy, unhealthy, unknown).",
+        [((("status", s),), int(s == status)) for s in STATUSES],
+    )
+    out.metric(
+        "envdoctor_exit_code",
+        "Exit code of the last run: 0 healthy, 1 unhealthy, 2 could not determine.",
+        [((), exit_code)],
+    )
+
+
+def _run(out: _Writer, command: str, duration_s: float, now: float | None) -> None:
+    out.metric(
+        "envdoctor_info",
+        "The envdoctor that wrote this file and the command it ran.",
+        [((("version", __version__), ("command", command)), 1)],
+    )
+    out.metric(
+        "envdoctor_last_run_timestamp_seconds",
+        "When the last run finished, in seconds since the epoch.",
+        [((), round(time.time() if now is None else now, 3))],
+    )
+    out.metric(
+        "envdoctor_last_run_duration_seconds",
+        "How long the last run took, in seconds.",
+        [((), round(duration_s, 6))],
+    )
+
+
+def _facts(out: _Writer, facts: Facts) -> None:
+    host = facts.host
+    out.metric(
+        "envdoctor_host_info",
+        "The machine: operating system, kernel, containers.",
+        [
+            (
+                (
+                    ("os", _v(host.os_name)),
+                    ("kernel", _v(host.kernel)),
+                    ("machine", host.machine),
+                    ("containers", ",".join(host.containers)),
+                ),
+                1,
+            )
+        ],
+    )
+    nvml = facts.nvml.value if isinstance(facts.nvml, Found) else None
+    kernel = facts.kernel.driver.value if isinstance(facts.kernel.driver, Found) else None
+    out.metric(
+        "envdoctor_driver_info",
+        "The NVIDIA driver: NVML's version, the CUDA version it supports, the kernel module.",
+        [
+            (
+                (
+                    ("version", _v(nvml.driver_version) if nvml else ""),
+                    ("cuda_version", _v(nvml.cuda_driver_version) if nvml else ""),
+                    ("kernel_module", kernel.version if kernel else ""),
+                    ("flavor", kernel.flavor if kernel else ""),
+                ),
+                1,
+            )
+        ],
+    )
+    if nvml is not None:
+        out.metric("envdoctor_gpus", "GPUs NVML reports.", [((), len(nvml.gpus))])
+        out.metric(
+            "envdoctor_gpu_info",
+            "One per GPU: name, UUID, PCI bus id, compute capability.",
+            [
+                (
+                    (
+                        ("gpu", str(g.index)),
+                        ("name", _v(g.name)),
+                        ("uuid", _v(g.uuid)),
+                        ("pci_bus_id", _v(g.pci_bus_id)),
+                        ("compute_capability", _v(g.compute_capability)),
+                    ),
+                    1,
+                )
+                for g in nvml.gpus
+            ],
+        )
+    torch = facts.torch.torch
+    if isinstance(torch, Found) and isinstance(torch.value, TorchBuild):
+        build = torch.value
+        out.metric(
+            "envdoctor_torch_info",
+            "The torch of the checked interpreter: version, CUDA, cuDNN.",
+            [
+                (
+                    (
+                        ("version", build.version),
+                        ("cuda", build.cuda),
+                        ("cudnn", _v(build.cudnn_version)),
+                        ("python", facts.torch.python),
+                    ),
+                    1,
+                )
+            ],
+        )
+
+
+def _count(report: Report, severity: Severity) -> int:
+    return sum(1 for f in report.findings if f.severity == severity)
+
+
+def _v(probed: Probed[Any]) -> str:
+    return str(probed.value) if isinstance(probed, Found) else ""
+
+
+class _Writer:
+    """Accumulates metric families in the text exposition format (version 0.0.4)."""
+
+    def __init__(self) -> None:
+        self._lines: list[str] = []
+
+    def metric(
+        self, name: str, help_text: str, samples: Iterable[tuple[Labels, float | int]]
+    ) -> None:
+        rows = list(samples)
+        if not rows:
+            return  # a family without samples says nothing; leave it out
+        self._lines.append(f"# HELP {name} {_escape_help(help_text)}")
+        self._lines.append(f"# TYPE {name} gauge")
+        for labels, value in rows:
+            rendered = ",".join(f'{key}="{_escape_label(val)}"' for key, val in labels)
+            self._lines.append(f"{name}{{{rendered}}} {value}" if labels else f"{name} {value}")
+
+    def text(self) -> str:
+        return "\n".join(self._lines) + "\n"
+
+
+def _escape_help(text: str) -> str:
+    return text.replace("\\", "\\\\").replace("\n", "\\n")
+
+
+def _escape_label(text: str) -> str:
+    text = text[:MAX_LABEL]
+    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

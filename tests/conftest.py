@@ -1,0 +1,57 @@
+"""Shared fixtures: scenario hosts, a report builder, and the gpu marker's skip."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+from pathlib import Path
+
+import pytest
+
+from envdoctor.compat import CompatTables
+from envdoctor.engine import Report, evaluate
+from envdoctor.model.facts import Facts
+from envdoctor.platform.host import Deadline
+from envdoctor.probes import collect_facts
+from envdoctor.rules import ALL_RULES
+from tests.fakes.host import SCENARIOS, FakeHost
+
+PYTHON = "/opt/venv/bin/python"
+SCENARIO_NAMES = sorted(p.stem for p in Path(SCENARIOS).glob("*.yaml"))
+
+
+def scenario_facts(name: str, **overrides: object) -> Facts:
+    host = FakeHost.scenario(name, **overrides)
+    return collect_facts(host, python=PYTHON, deadline=Deadline(5))
+
+
+def report_of(facts: Facts, *, strict: bool = False) -> Report:
+    return evaluate(facts, ALL_RULES, CompatTables(), strict=strict)
+
+
+@pytest.fixture
+def scenario_report() -> Callable[..., Report]:
+    def build(name: str, **overrides: object) -> Report:
+        return report_of(scenario_facts(name, **overrides))
+
+    return build
+
+
+def _nvml_works() -> bool:
+    try:
+        from envdoctor.platform.nvml import NvmlError, open_pynvml
+
+        open_pynvml(2.0).close()
+    except NvmlError:
+        return False
+    return True
+
+
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    if not any(item.get_closest_marker("gpu") for item in items) or _nvml_works():
+        return
+    skip = pytest.mark.skip(
+        reason="needs an NVIDIA GPU with a working driver (NVML did not initialise)"
+    )
+    for item in items:
+        if item.get_closest_marker("gpu"):
+            item.add_marker(skip)

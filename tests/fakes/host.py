@@ -1,0 +1,182 @@
+"""FakeHost: a whole machine from a scenario YAML (format: tests/scenarios/README.md)."""
+
+from __future__ import annotations
+
+import json
+import time
+from collections.abc import Mapping, Sequence
+from pathlib import Path
+from typing import Any
+
+import yaml
+
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
+from envdoctor.platform.host import MAX_READ_BYTES, CommandResult, FileInfo, Identity
+from envdoctor.platform.nvml import NvmlError, NvmlSession
+from envdoctor.probes.torch_build import MARK
+from tests.fakes.nvml import FakeNvml
+
+SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
+
+
+def load_scenario(name: str) -> dict[str, Any]:
+    """A scenario's data, with ``extends: BASE`` merged over its base scenario."""
+    data: dict[str, Any] = yaml.safe_load((SCENARIOS / f"{name}.yaml").read_text(encoding="utf-8"))
+    base = data.pop("extends", None)
+    return merge(load_scenario(base), data) if base else data
+
+
+def merge(base: dict[str, Any], over: dict[str, Any]) -> dict[str, Any]:
+    """Deep-merge mappings; a ``null`` in ``over`` deletes the key."""
+    out = dict(base)
+    for key, value in over.items():
+        if value is None:
+            out.pop(key, None)
+        elif isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+class FakeHost:
+    """Implements the Host protocol from data; records every command it was asked to run."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self.data = data
+        self.files: dict[str, str] = {k: str(v) for k, v in (data.get("files") or {}).items()}
+        self.nodes: dict[str, dict[str, Any]] = dict(data.get("nodes") or {})
+        self.links: dict[str, str] = dict(data.get("links") or {})
+        self.unreadable: set[str] = set(data.get("unreadable") or [])
+        self.environ: dict[str, str] = {k: str(v) for k, v in (data.get("env") or {}).items()}
+        self.commands: list[dict[str, Any]] = list(data.get("commands") or [])
+        self.programs: dict[str, str] = dict(data.get("which") or {})
+        self.ran: list[tuple[str, ...]] = []
+        self.nvml_opened = 0
+
+    @classmethod
+    def scenario(cls, name: str, **overrides: Any) -> FakeHost:
+        return cls(merge(load_scenario(name), overrides))
+
+    # --- files ---------------------------------------------------------------------------
+
+    def _all_paths(self) -> set[str]:
+        return {*self.files, *self.nodes, *self.links}
+
+    def _is_dir(self, path: str) -> bool:
+        prefix = path.rstrip("/") + "/"
+        return path in (self.data.get("dirs") or []) or any(
+            p.startswith(prefix) for p in self._all_paths()
+        )
+
+    def read_text(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[str]:
+        if path in self.unreadable:
+            return ProbeFailed(f"permission denied reading {path}")
+        if path in self.files:
+            return Found(self.files[path][:limit])
+        return Absent(f"{path} does not exist")
+
+    def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
+        if path in self.unreadable:
+            return ProbeFailed(f"permission denied listing {path}")
+        if not self._is_dir(path):
+            return Absent(f"{path} does not exist")
+        prefix = path.rstrip("/") + "/"
+        names = {
+            p[len(prefix) :].split("/", 1)[0] for p in self._all_paths() if p.startswith(prefix)
+        }
+        names |= {
+            d[len(prefix) :].split("/", 1)[0]
+            for d in self.data.get("dirs") or []
+            if d.startswith(prefix)
+        }
+        return Found(tuple(sorted(n for n in names if n)))
+
+    def stat(self, path: str) -> Probed[FileInfo]:
+        if path in self.nodes:
+            node = self.nodes[path] or {}
+            return Found(
+                FileInfo(
+                    is_char_device=bool(node.get("char", True)),
+                    is_dir=False,
+                    mode=int(str(node.get("mode", "0666")), 8),
+                    readable=bool(node.get("readable", True)),
+                    writable=bool(node.get("writable", True)),
+                )
+            )
+        if path in self.files or path in self.links:
+            return Found(FileInfo(False, False, 0o644, True, False))
+        if self._is_dir(path):
+            return Found(FileInfo(False, True, 0o755, True, False))
+        return Absent(f"{path} does not exist")
+
+    def realpath(self, path: str) -> str:
+        seen = 0
+        while path in self.links and seen < 16:
+            path, seen = self.links[path], seen + 1
+        return path
+
+    # --- process environment ------------------------------------------------------------
+
+    def env(self) -> Mapping[str, str]:
+        return self.environ
+
+    def which(self, program: str) -> str | None:
+        return self.programs.get(program)
+
+    def identity(self) -> Identity:
+        ident = self.data.get("identity") or {}
+        return Identity(
+            user=str(ident.get("user", "alice")),
+            uid=int(ident.get("uid", 1000)),
+            machine=str(ident.get("machine", "x86_64")),
+            kernel_release=str(ident.get("kernel_release", "6.8.0-85-generic")),
+            python=str(ident.get("python", "/usr/bin/python3")),
+        )
+
+    def run(
+        self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None
+    ) -> CommandResult:
+        args = tuple(argv)
+        self.ran.append(args)
+        if len(args) >= 2 and args[1] == "-c" and "ENVDOCTOR-TORCH-JSON" in args[2]:
+            return self._torch(args, timeout)
+        program = args[0].rsplit("/", 1)[-1]
+        for spec in self.commands:
+            want = spec["argv"]
+            if want[0].rsplit("/", 1)[-1] == program and list(args[1:]) == want[1:]:
+                return self._result(args, spec, timeout)
+        return CommandResult(args, "not-found", error=f"{args[0]}: not found")
+
+    def _result(self, args: tuple[str, ...], spec: dict[str, Any], timeout: float) -> CommandResult:
+        status = spec.get("status", "ok")
+        if status == "timeout":
+            return CommandResult(args, "timeout", returncode=-9, seconds=timeout)
+        return CommandResult(
+            args,
+            status,
+            returncode=int(spec.get("returncode", 0)),
+            stdout=str(spec.get("stdout", "")),
+            stderr=str(spec.get("stderr", "")),
+            error=str(spec.get("error", "")),
+        )
+
+    def _torch(self, args: tuple[str, ...], timeout: float) -> CommandResult:
+        spec = self.data.get("torch")
+        if spec is None:
+            return CommandResult(args, "not-found", error=f"{args[0]}: not found")
+        if "child" in spec:  # the child's JSON, as torch_child.py would print it
+            stdout = MARK + json.dumps(spec["child"]) + "\n"
+            return CommandResult(args, "ok", stdout=stdout, stderr=str(spec.get("stderr", "")))
+        if spec.get("sleep"):
+            time.sleep(float(spec["sleep"]))
+        return self._result(args, spec, timeout)
+
+    # --- NVML ----------------------------------------------------------------------------
+
+    def open_nvml(self, *, timeout: float) -> NvmlSession:
+        self.nvml_opened += 1
+        nvml = self.data.get("nvml") or {"error": "LibraryNotFound"}
+        if "error" in nvml:
+            raise NvmlError(nvml["error"], nvml.get("message", f"fake NVML: {nvml['error']}"))
+        return FakeNvml(nvml)

@@ -1,0 +1,122 @@
+"""FakeNvml: the NvmlSession protocol over a scenario's ``nvml:`` section.
+
+A field may hold a value, or the name of an NVML error kind (e.g. "NotSupported",
+"GPUIsLost") which the call raises as ``NvmlError``. ``errors: {all: GPUIsLost}`` makes every
+query of that GPU fail the same way (a GPU that fell off the bus).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envdoctor.model.facts import NvmlErrorKind
+from envdoctor.platform.nvml import NvmlError, NvmlProcess
+
+KINDS = {v for k, v in vars(NvmlErrorKind).items() if k.isupper()}
+
+DEFAULT_GPU: dict[str, Any] = {
+    "name": "NVIDIA H100 80GB HBM3",
+    "compute_capability": [9, 0],
+    "memory": [85520809984, 1073741824, 84447068160],
+    "persistence_mode": True,
+    "compute_mode": "default",
+    "mig_mode": [False, False],
+    "mig_device_count": 0,
+    "ecc_uncorrectable": [0, 0],
+    "retired_pages_pending": "NotSupported",
+    "row_remap": [0, 0, False, False],
+    "processes": [],
+    "throttle_reasons": ["gpu-idle"],
+    "pcie_link": [5, 16, 5, 16],
+}
+
+
+class FakeNvml:
+    """Answers NVML queries from data; counts calls so tests can see what was asked."""
+
+    def __init__(self, data: dict[str, Any]) -> None:
+        self._data = data
+        self._gpus = [{**DEFAULT_GPU, **gpu} for gpu in data.get("gpus", [])]
+        for i, gpu in enumerate(self._gpus):
+            gpu.setdefault("uuid", f"GPU-{i:08x}-0000-0000-0000-000000000000")
+            gpu.setdefault("pci_bus_id", f"00000000:{0x18 + i:02X}:00.0")
+        self.closed = False
+
+    def _value(self, source: dict[str, Any], key: str) -> Any:
+        value = source[key]
+        if isinstance(value, str) and value in KINDS:
+            raise NvmlError(value, f"fake NVML: {value}")
+        return value
+
+    def _gpu(self, index: int, key: str) -> Any:
+        gpu = self._gpus[index]
+        errors = gpu.get("errors", {})
+        kind = errors.get(key) or errors.get("all")
+        if kind:
+            raise NvmlError(kind, f"fake NVML: {kind}")
+        return self._value(gpu, key)
+
+    def driver_version(self) -> str:
+        return str(self._value(self._data, "driver_version"))
+
+    def cuda_driver_version(self) -> int:
+        return int(self._value(self._data, "cuda_driver_version"))
+
+    def device_count(self) -> int:
+        if "device_count" in self._data:
+            return int(self._value(self._data, "device_count"))
+        return len(self._gpus)
+
+    def name(self, index: int) -> str:
+        return str(self._gpu(index, "name"))
+
+    def uuid(self, index: int) -> str:
+        return str(self._gpu(index, "uuid"))
+
+    def pci_bus_id(self, index: int) -> str:
+        return str(self._gpu(index, "pci_bus_id"))
+
+    def compute_capability(self, index: int) -> tuple[int, int]:
+        major, minor = self._gpu(index, "compute_capability")
+        return int(major), int(minor)
+
+    def memory(self, index: int) -> tuple[int, int, int]:
+        total, used, free = self._gpu(index, "memory")
+        return int(total), int(used), int(free)
+
+    def persistence_mode(self, index: int) -> bool:
+        return bool(self._gpu(index, "persistence_mode"))
+
+    def compute_mode(self, index: int) -> str:
+        return str(self._gpu(index, "compute_mode"))
+
+    def mig_mode(self, index: int) -> tuple[bool, bool]:
+        current, pending = self._gpu(index, "mig_mode")
+        return bool(current), bool(pending)
+
+    def mig_device_count(self, index: int) -> int:
+        return int(self._gpu(index, "mig_device_count"))
+
+    def ecc_uncorrectable(self, index: int) -> tuple[int, int]:
+        volatile, aggregate = self._gpu(index, "ecc_uncorrectable")
+        return int(volatile), int(aggregate)
+
+    def retired_pages_pending(self, index: int) -> bool:
+        return bool(self._gpu(index, "retired_pages_pending"))
+
+    def row_remap(self, index: int) -> tuple[int, int, bool, bool]:
+        corr, unc, pending, failure = self._gpu(index, "row_remap")
+        return int(corr), int(unc), bool(pending), bool(failure)
+
+    def processes(self, index: int) -> tuple[NvmlProcess, ...]:
+        return tuple(NvmlProcess(int(p[0]), p[1]) for p in self._gpu(index, "processes"))
+
+    def throttle_reasons(self, index: int) -> tuple[str, ...]:
+        return tuple(self._gpu(index, "throttle_reasons"))
+
+    def pcie_link(self, index: int) -> tuple[int, int, int, int]:
+        gen, width, max_gen, max_width = self._gpu(index, "pcie_link")
+        return int(gen), int(width), int(max_gen), int(max_width)
+
+    def close(self) -> None:
+        self.closed = True

@@ -1,0 +1,100 @@
+"""envdoctor on the machine running the tests: real SystemHost, real torch child, subprocess CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envdoctor.model.facts import TorchBuild
+from envdoctor.model.probed import Absent, Found
+from envdoctor.platform.host import Deadline
+from envdoctor.platform.system import SystemHost
+from envdoctor.probes.torch_build import probe_torch
+
+NO_DRIVER = not Path("/proc/driver/nvidia/version").exists() and not any(
+    Path(d, "libnvidia-ml.so.1").exists()
+    for d in ("/usr/lib/x86_64-linux-gnu", "/lib/x86_64-linux-gnu", "/usr/lib64")
+)
+
+
+def _envdoctor(*args: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envdoctor", *args],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+    )
+
+
+@pytest.mark.parametrize("force_import", [False, True], ids=["version-file", "import"])
+def test_real_torch_child_reads_the_installed_build(force_import: bool) -> None:
+    facts = probe_torch(
+        SystemHost(), python=sys.executable, deadline=Deadline(60), force_import=force_import
+    )
+    assert isinstance(facts.torch, Found) and isinstance(facts.torch.value, TorchBuild)
+    build = facts.torch.value
+    assert build.version.startswith("2.13.0")
+    assert build.location.endswith("site-packages/torch")
+    if build.is_cpu_build:
+        assert not build.cuda_available
+        reason = "not compiled with CUDA" if force_import else "built without CUDA"
+        assert reason in build.unavailable_reason
+
+
+def test_real_interpreter_without_torch(tmp_path: Path) -> None:
+    wrapper = tmp_path / "python-without-site"
+    wrapper.write_text(f'#!/bin/sh\nexec "{sys.executable}" -S "$@"\n')
+    wrapper.chmod(0o755)
+    facts = probe_torch(SystemHost(), python=str(wrapper), deadline=Deadline(30))
+    assert isinstance(facts.torch, Absent) and "not installed" in facts.torch.reason
+
+
+@pytest.mark.skipif(not NO_DRIVER, reason="this machine has an NVIDIA driver")
+def test_check_on_this_gpu_less_machine() -> None:
+    """No driver, a CPU torch, and (where installed) nvcc: each stated with a fix; exit 1."""
+    result = _envdoctor("check", "--json")
+    data = json.loads(result.stdout)
+    codes = {f["code"]: f for f in data["findings"]}
+    assert result.returncode == 1 and data["status"] == "unhealthy"
+    assert codes["driver.not-installed"]["severity"] == "error"
+    assert codes["torch.cpu-build"]["remediation"]["steps"]
+    if shutil.which("nvcc") or Path("/usr/local/cuda/bin/nvcc").exists():
+        assert codes["cuda.nvcc-without-driver"]["remediation"]["steps"]
+    text = _envdoctor("check").stdout
+    assert "No NVIDIA driver is installed" in text and "CPU-only build" in text
+
+
+def test_check_never_imports_torch_in_its_own_process(tmp_path: Path) -> None:
+    probe = (
+        "import sys\n"
+        "from envdoctor.cli.app import app\n"
+        "try:\n"
+        "    app(['check', '--json'], prog_name='envdoctor')\n"
+        "except SystemExit:\n"
+        "    pass\n"
+        "print('TORCH-LOADED' if 'torch' in sys.modules else 'TORCH-ABSENT', file=sys.stderr)\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", probe],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        check=False,
+        env={**os.environ, "PYTHONDONTWRITEBYTECODE": "1"},
+    )
+    assert "TORCH-ABSENT" in result.stderr
+    assert json.loads(result.stdout)["facts"]["torch"][
+        "torch"
+    ]  # and torch *was* inspected (in a child)
+
+
+def test_python_dash_m_and_version() -> None:
+    result = _envdoctor("--version")
+    assert result.returncode == 0 and result.stdout.startswith("envdoctor ")

@@ -1,0 +1,116 @@
+"""The real seam: bounded subprocesses, file reads under a root, and NVML error translation."""
+
+from __future__ import annotations
+
+import sys
+import time
+from pathlib import Path
+from types import SimpleNamespace
+from typing import Any
+
+import pytest
+
+from envdoctor.model.facts import NvmlErrorKind
+from envdoctor.model.probed import Absent, Found
+from envdoctor.platform import nvml as nvml_mod
+from envdoctor.platform.nvml import NvmlError, PynvmlSession, _Worker
+from envdoctor.platform.system import SystemHost
+
+
+def test_run_kills_the_whole_process_group_at_the_timeout(tmp_path: Path) -> None:
+    marker = tmp_path / "grandchild-survived"
+    child = f"import time; time.sleep(1.5); open({str(marker)!r}, 'w')"
+    script = f"import subprocess, sys, time\nsubprocess.Popen([sys.executable, '-c', {child!r}])\ntime.sleep(60)\n"
+    start = time.monotonic()
+    result = SystemHost().run([sys.executable, "-c", script], timeout=0.5)
+    assert result.status == "timeout"
+    assert time.monotonic() - start < 5
+    time.sleep(2.0)
+    assert not marker.exists(), "the grandchild outlived the timeout"
+
+
+def test_run_reports_missing_programs_and_exit_codes() -> None:
+    host = SystemHost()
+    assert host.run(["/nonexistent/prog"], timeout=1).status == "not-found"
+    result = host.run([sys.executable, "-c", "import sys; print('out'); sys.exit(3)"], timeout=10)
+    assert (result.status, result.returncode, result.stdout) == ("ok", 3, "out\n")
+
+
+def test_files_are_read_under_a_root(tmp_path: Path) -> None:
+    (tmp_path / "proc").mkdir()
+    (tmp_path / "proc" / "modules").write_text("nvidia 1 0 - Live 0x0\n")
+    host = SystemHost(root=str(tmp_path))
+    assert host.read_text("/proc/modules") == Found("nvidia 1 0 - Live 0x0\n")
+    assert isinstance(host.read_text("/proc/driver/nvidia/version"), Absent)
+    assert host.list_dir("/proc") == Found(("modules",))
+
+
+class _NVMLError(Exception):
+    def __init__(self, value: int) -> None:
+        super().__init__(f"NVML error {value}")
+        self.value = value
+
+
+def _fake_pynvml(**functions: Any) -> SimpleNamespace:
+    return SimpleNamespace(NVMLError=_NVMLError, **functions)
+
+
+def _raise(code: int) -> Any:
+    def fn(*_: object) -> object:
+        raise _NVMLError(code)
+
+    return fn
+
+
+@pytest.mark.parametrize(
+    ("code", "kind"),
+    [
+        (12, NvmlErrorKind.LIBRARY_NOT_FOUND),
+        (9, NvmlErrorKind.DRIVER_NOT_LOADED),
+        (18, NvmlErrorKind.LIB_RM_VERSION_MISMATCH),
+        (4, NvmlErrorKind.NO_PERMISSION),
+        (15, NvmlErrorKind.GPU_IS_LOST),
+        (999, NvmlErrorKind.UNKNOWN),
+        (3, NvmlErrorKind.NOT_SUPPORTED),
+        (10, NvmlErrorKind.TIMEOUT),
+        (42, NvmlErrorKind.OTHER),
+    ],
+)
+def test_nvml_errors_translate_to_kinds(code: int, kind: str) -> None:
+    session = PynvmlSession(_fake_pynvml(nvmlSystemGetDriverVersion=_raise(code)), _Worker(), 1.0)
+    with pytest.raises(NvmlError) as info:
+        session.driver_version()
+    assert info.value.kind == kind
+
+
+def test_a_hung_nvml_call_times_out_and_later_calls_fail_fast() -> None:
+    session = PynvmlSession(
+        _fake_pynvml(
+            nvmlSystemGetDriverVersion=lambda: time.sleep(30), nvmlDeviceGetCount=lambda: 1
+        ),
+        _Worker(),
+        0.2,
+    )
+    start = time.monotonic()
+    with pytest.raises(NvmlError) as first:
+        session.driver_version()
+    with pytest.raises(NvmlError) as second:
+        session.device_count()
+    assert time.monotonic() - start < 2
+    assert first.value.kind == second.value.kind == NvmlErrorKind.TIMEOUT
+
+
+def test_shadowed_pynvml_is_reported_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setitem(sys.modules, "pynvml", SimpleNamespace(__file__="/x/pynvml.py"))
+    with pytest.raises(NvmlError) as info:
+        nvml_mod.open_pynvml(1.0)
+    assert "nvidia-ml-py" in info.value.message
+
+
+def test_real_nvml_without_a_driver_is_library_not_found() -> None:
+    try:
+        nvml_mod.open_pynvml(2.0).close()
+    except NvmlError as exc:
+        assert exc.kind in {NvmlErrorKind.LIBRARY_NOT_FOUND, NvmlErrorKind.DRIVER_NOT_LOADED}
+    else:
+        pytest.skip("NVML works on this machine")

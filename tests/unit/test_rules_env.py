@@ -1,0 +1,84 @@
+"""Environment rules over facts built directly (no host)."""
+
+from __future__ import annotations
+
+import pytest
+
+from envdoctor.model.finding import Severity
+from envdoctor.rules.env import split_alloc_conf, visible_devices
+from tests import factories as f
+from tests.conftest import report_of
+
+UUIDS = ("GPU-5f2b8c1e-3a47-9d02-6b1f-0e4c7a9d3b21", "GPU-00000000-0000-0000-0000-000000000001")
+
+
+@pytest.mark.parametrize(
+    ("value", "kept", "stops"),
+    [
+        pytest.param("0,1", ["0", "1"], "", id="valid"),
+        pytest.param("1,0", ["1", "0"], "", id="reordered"),
+        pytest.param("0,2,1", ["0"], "2 (there are only 2 GPUs", id="out-of-range-drops-the-rest"),
+        pytest.param("abc", [], "'abc'", id="garbage"),
+        pytest.param("-1", [], "-1 (negative", id="negative"),
+        pytest.param("GPU-5f2b", ["GPU-5f2b"], "", id="uuid-prefix"),
+        pytest.param("GPU-dead", [], "GPU-dead (no GPU", id="unknown-uuid"),
+        pytest.param("0,0", ["0"], "0 (listed twice)", id="duplicate"),
+    ],
+)
+def test_cuda_visible_devices_reading(value: str, kept: list[str], stops: str) -> None:
+    got_kept, got_stop = visible_devices(value, 2, UUIDS, mig=False)
+    assert got_kept == kept
+    assert got_stop.startswith(stops) if stops else got_stop == ""
+
+
+def _env_report(variables: dict[str, str]):  # type: ignore[no-untyped-def]  # local helper
+    facts = f.facts(
+        nvml=f.nvml((f.gpu(0), f.gpu(1))),
+        kernel=f.kernel(device_nodes=f.nodes(*f.DEFAULT_NODES, "/dev/nvidia1")),
+        env=f.env(variables),
+    )
+    return report_of(facts)
+
+
+def test_cvd_out_of_range_is_a_warning_when_some_gpu_stays() -> None:
+    (finding,) = _env_report({"CUDA_VISIBLE_DEVICES": "1,5"}).findings
+    assert (finding.code, finding.severity) == ("env.cuda-visible-devices", Severity.WARNING)
+    assert dict(finding.evidence)["GPUs CUDA will use"] == "1"
+
+
+def test_cvd_hiding_everything_is_an_error() -> None:
+    (finding,) = _env_report({"CUDA_VISIBLE_DEVICES": "7"}).findings
+    assert finding.severity == Severity.ERROR and "hides every GPU" in finding.title
+
+
+def test_launch_blocking_left_on_warns() -> None:
+    codes = [x.code for x in _env_report({"CUDA_LAUNCH_BLOCKING": "1"}).findings]
+    assert codes == ["env.cuda-launch-blocking"]
+    assert _env_report({"CUDA_LAUNCH_BLOCKING": "0"}).findings == ()
+
+
+def test_alloc_conf_brackets_do_not_split() -> None:
+    assert split_alloc_conf(
+        "roundup_power2_divisions:[256:1,512:2,>:1],expandable_segments:True"
+    ) == [
+        "roundup_power2_divisions:[256:1,512:2,>:1]",
+        "expandable_segments:True",
+    ]
+
+
+@pytest.mark.parametrize(
+    ("value", "severity"),
+    [
+        pytest.param("expandable_segments:True,max_split_size_mb:512", None, id="valid"),
+        pytest.param("expandable_segments=True", Severity.ERROR, id="equals-sign"),
+        pytest.param("max_split_sz_mb:512", Severity.WARNING, id="typo-key"),
+    ],
+)
+def test_alloc_conf(value: str, severity: Severity | None) -> None:
+    findings = _env_report({"PYTORCH_CUDA_ALLOC_CONF": value}).findings
+    assert [x.severity for x in findings] == ([severity] if severity else [])
+
+
+def test_nvidia_visible_devices_void_in_a_container() -> None:
+    (finding,) = _env_report({"NVIDIA_VISIBLE_DEVICES": "void"}).findings
+    assert finding.code == "env.nvidia-visible-devices"

@@ -1,0 +1,117 @@
+"""Every recorded scenario, replayed through the Host seam, gives exactly its diagnosis."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+import pytest
+
+from envdoctor.engine import Report
+from tests.conftest import SCENARIO_NAMES
+
+EXPECTED: dict[str, tuple[str, set[str]]] = {
+    "healthy_h100": ("healthy", set()),
+    "no_driver": ("unhealthy", {"driver.not-installed", "torch.cuda-unavailable"}),
+    "driver_mismatch": ("unhealthy", {"driver.version-mismatch", "torch.cuda-unavailable"}),
+    "nouveau_loaded": ("unhealthy", {"driver.nouveau-loaded", "torch.cuda-unavailable"}),
+    "uvm_missing": ("unhealthy", {"device.node-missing", "torch.cuda-unavailable"}),
+    "no_permission": ("unhealthy", {"device.permission-denied", "torch.cuda-unavailable"}),
+    "cpu_wheel_on_gpu": ("unhealthy", {"torch.cpu-build"}),
+    "gpu_lost": ("unhealthy", {"gpu.lost"}),
+    "cvd_hides_all": ("unhealthy", {"env.cuda-visible-devices", "torch.cuda-unavailable"}),
+    "mig_enabled": ("unhealthy", {"gpu.mig-enabled", "torch.cuda-unavailable"}),
+    "memory_held": ("unhealthy", {"gpu.memory-held"}),
+    "torch_import_fails": ("unhealthy", {"torch.import-failed"}),
+    "torch_probe_hangs": ("unknown", {"torch.probe-failed"}),
+}
+
+
+def test_every_scenario_has_an_expectation() -> None:
+    assert set(SCENARIO_NAMES) == set(EXPECTED)
+
+
+@pytest.mark.parametrize("name", SCENARIO_NAMES)
+def test_scenario_diagnosis(name: str, scenario_report: Callable[..., Report]) -> None:
+    status, codes = EXPECTED[name]
+    report = scenario_report(name)
+    assert {f.code for f in report.findings} == codes
+    assert report.status == status
+    assert report.exit_code == {"healthy": 0, "unhealthy": 1, "unknown": 2}[status]
+
+
+@pytest.mark.parametrize("name", [n for n in SCENARIO_NAMES if n != "healthy_h100"])
+def test_every_problem_has_evidence_and_a_fix(
+    name: str, scenario_report: Callable[..., Report]
+) -> None:
+    for finding in scenario_report(name).findings:
+        assert finding.evidence, finding.code
+        assert finding.remediation is not None and finding.remediation.steps, finding.code
+
+
+def test_mismatch_names_both_versions(scenario_report: Callable[..., Report]) -> None:
+    (finding,) = [
+        f
+        for f in scenario_report("driver_mismatch").findings
+        if f.code == "driver.version-mismatch"
+    ]
+    text = str(finding.evidence)
+    assert "580.95.05" in text and "580.159.04" in text
+    assert finding.remediation is not None
+    steps = finding.remediation.steps
+    assert any("rmmod nvidia_drm nvidia_modeset nvidia_uvm nvidia" in s for s in steps)
+
+
+def test_memory_held_names_the_pid_and_command(scenario_report: Callable[..., Report]) -> None:
+    (finding,) = scenario_report("memory_held").findings
+    evidence = dict(finding.evidence)
+    assert evidence["PID 4242"] == "python train.py --epochs 100 holds 79.1 GiB"
+    assert evidence["free"] == "210 MiB of 79.6 GiB"
+
+
+def test_uvm_fix_creates_the_node(scenario_report: Callable[..., Report]) -> None:
+    finding = next(
+        f for f in scenario_report("uvm_missing").findings if f.code == "device.node-missing"
+    )
+    assert "/dev/nvidia-uvm" in dict(finding.evidence)["missing"]
+    assert finding.remediation is not None
+    assert finding.remediation.steps[0].startswith("sudo nvidia-modprobe -u -c 0")
+
+
+def test_cuda_unavailable_keeps_torchs_reason(scenario_report: Callable[..., Report]) -> None:
+    finding = next(
+        f for f in scenario_report("no_driver").findings if f.code == "torch.cuda-unavailable"
+    )
+    assert dict(finding.evidence)["torch's reason"].startswith(
+        "Found no NVIDIA driver on your system"
+    )
+
+
+def test_lost_gpu_is_named_and_the_healthy_one_is_not(
+    scenario_report: Callable[..., Report],
+) -> None:
+    (finding,) = scenario_report("gpu_lost").findings
+    assert finding.subject == "1"
+    assert "0000:2a:00.0" in finding.title
+    assert "0000:18:00.0" not in finding.title
+
+
+def test_cpu_build_is_only_a_warning_without_any_gpu(
+    scenario_report: Callable[..., Report],
+) -> None:
+    report = scenario_report(
+        "cpu_wheel_on_gpu",
+        files={
+            "/sys/bus/pci/devices/0000:18:00.0/vendor": "0x8086\n",
+            "/proc/driver/nvidia/version": None,
+            "/proc/modules": "ecc 45056 0 - Live 0x0\n",
+        },
+        nvml={"error": "LibraryNotFound"},
+        links={
+            "/lib/x86_64-linux-gnu/libcuda.so.1": None,
+            "/lib/x86_64-linux-gnu/libcuda.so": None,
+            "/lib/x86_64-linux-gnu/libnvidia-ml.so.1": None,
+        },
+        commands=[{"argv": ["ldconfig", "-p"], "stdout": ""}],
+    )
+    cpu = next(f for f in report.findings if f.code == "torch.cpu-build")
+    assert cpu.severity.label == "warning"
