@@ -7,7 +7,7 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.compat import CompatTables
+from envdoctor.compat import load_tables
 from envdoctor.engine import Report, evaluate
 from envdoctor.model.facts import Facts
 from envdoctor.platform.host import Deadline
@@ -25,7 +25,7 @@ def scenario_facts(name: str, **overrides: object) -> Facts:
 
 
 def report_of(facts: Facts, *, strict: bool = False) -> Report:
-    return evaluate(facts, ALL_RULES, CompatTables(), strict=strict)
+    return evaluate(facts, ALL_RULES, load_tables(), strict=strict)
 
 
 @pytest.fixture

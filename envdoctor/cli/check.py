@@ -12,7 +12,7 @@ from typing import Optional
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import facts_for
+from envdoctor.cli.common import app_context, facts_for
 
 # Typer needs the runtime Optional[...] spelling on Python 3.9-compatible signatures.
 # ruff: noqa: UP045
@@ -44,10 +44,13 @@ def check(
     verbose: bool = typer.Option(
         False, "--verbose", "-v", help="Also list every check that passed."
     ),
+    tables: Optional[Path] = typer.Option(
+        None, "--tables", help="Extra compatibility tables (extend/override; also ENVDOCTOR_TABLES)."
+    ),
 ) -> None:
     """Diagnose this machine (or a snapshot): driver, GPUs, CUDA libraries, torch, environment."""
     with boundary():
-        from envdoctor.compat import CompatTables
+        from envdoctor.compat import load_tables
         from envdoctor.engine import evaluate
         from envdoctor.rules import ALL_RULES
 
@@ -57,12 +60,14 @@ def check(
             raise typer.Exit(0)
         fmt = Format.json if as_json else output_format
         facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout)
-        report = evaluate(facts, ALL_RULES, CompatTables(), strict=strict)
-        typer.echo(_render(report, fmt), nl=False)
+        env = app_context(ctx).get_host().env()
+        compat = load_tables(extra_dir=str(tables) if tables else None, env=env)
+        report = evaluate(facts, ALL_RULES, compat, strict=strict)
+        typer.echo(_render(report, fmt, verbose=verbose), nl=False)
         raise typer.Exit(report.exit_code)
 
 
-def _render(report: object, fmt: Format) -> str:
+def _render(report: object, fmt: Format, *, verbose: bool = False) -> str:
     from envdoctor.engine import Report
 
     assert isinstance(report, Report)
@@ -79,7 +84,7 @@ def _render(report: object, fmt: Format) -> str:
     encoding = (getattr(sys.stdout, "encoding", None) or "").lower()
     marks = UNICODE if "utf" in encoding else ASCII
     width = min(shutil.get_terminal_size((100, 24)).columns, 120)
-    return render_text(report, width=width, marks=marks)
+    return render_text(report, width=width, marks=marks, verbose=verbose)
 
 
 def register(app: typer.Typer) -> None:

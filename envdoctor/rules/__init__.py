@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from envdoctor.rules import devices, driver, env, gpu, libs, torch
+from envdoctor.rules import compat, devices, driver, env, gpu, libs, torch
 from envdoctor.rules.base import Rule
 
 ALL_RULES: tuple[Rule, ...] = (
@@ -12,6 +12,7 @@ ALL_RULES: tuple[Rule, ...] = (
     *torch.RULES,
     *env.RULES,
     *libs.RULES,
+    *compat.RULES,
 )
 
 

@@ -1,0 +1,52 @@
+"""`envdoctor recommend`: the torch install command that fits this machine's driver and GPUs."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envdoctor.cli.boundary import boundary
+from envdoctor.cli.common import app_context, facts_for
+from envdoctor.compat import load_tables
+from envdoctor.compat.recommend import machine_from_facts, recommend, render_text, to_json
+
+
+def recommend_command(
+    ctx: typer.Context,
+    snapshot: Annotated[
+        Path | None,
+        typer.Option(
+            "--snapshot", help="Recommend for the machine in a snapshot (envdoctor collect)."
+        ),
+    ] = None,
+    torch: Annotated[
+        str | None,
+        typer.Option("--torch", help="Pin a torch release: 2.11, 2.11.0 or 2.11.0+cu128."),
+    ] = None,
+    as_json: Annotated[bool, typer.Option("--json", help="Print a JSON document.")] = False,
+    tables_dir: Annotated[
+        Path | None,
+        typer.Option("--tables", help="Extra tables that extend or override the shipped ones."),
+    ] = None,
+) -> None:
+    """The best official torch wheel for this driver and these GPUs, why, and what would not work.
+
+    Exit 0 when a wheel fits, 1 when none does (or the driver must be fixed first), 2 on errors.
+    """
+    with boundary():
+        env = app_context(ctx).get_host().env()
+        tables = load_tables(str(tables_dir) if tables_dir else None, env)
+        facts = facts_for(ctx, snapshot=snapshot, include_torch=False)
+        rec = recommend(tables, machine_from_facts(facts, tables), pin=torch)
+        if as_json:
+            typer.echo(json.dumps(to_json(tables, rec), indent=2, ensure_ascii=False))
+        else:
+            typer.echo(render_text(tables, rec), nl=False)
+    raise typer.Exit(rec.exit_code)
+
+
+def register(app: typer.Typer) -> None:
+    app.command("recommend")(recommend_command)

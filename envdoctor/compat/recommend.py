@@ -1,0 +1,577 @@
+"""``recommend``: the best official torch wheel for a machine's driver and GPUs, and why.
+
+Pure: a ``Machine`` (built from facts) and the tables in, a ``Recommendation`` out. The choice is
+the newest release that has a variant whose CUDA the driver runs and whose arch list covers every
+GPU; within a release, a variant the driver supports natively beats one that needs minor-version
+compatibility, a stable variant beats an experimental one, then the higher CUDA wins.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any
+
+from envdoctor.compat.judge import (
+    ArchFit,
+    DriverFit,
+    DriverVerdict,
+    driver_cuda_of,
+    judge_arch,
+    judge_driver,
+)
+from envdoctor.compat.tables import Architecture, CompatTables, TorchRelease, TorchVariant
+from envdoctor.compat.versions import (
+    Cc,
+    Cuda,
+    cuda_text,
+    describe_arch_list,
+    driver_at_least,
+    driver_branch,
+    parse_cc,
+    parse_driver,
+    sm_name,
+    torch_release_of,
+)
+from envdoctor.errors import EnvdoctorError
+from envdoctor.model.facts import Facts
+from envdoctor.model.probed import Found
+
+CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+
+@dataclass(frozen=True, slots=True)
+class MachineGpu:
+    index: int
+    name: str
+    cc: Cc | None
+
+
+@dataclass(frozen=True, slots=True)
+class Machine:
+    """What the recommendation depends on, read from facts (live or a snapshot)."""
+
+    driver: str | None
+    driver_cuda: Cuda | None
+    gpus: tuple[MachineGpu, ...]
+    kernel_flavor: str | None = None
+    windows: bool = False
+    nvidia_pci: int | None = None
+    driver_problem: str = ""  # why the driver could not be read, when it could not
+
+    @property
+    def ccs(self) -> tuple[Cc, ...]:
+        return tuple(sorted({g.cc for g in self.gpus if g.cc is not None}))
+
+
+def machine_from_facts(facts: Facts, tables: CompatTables) -> Machine:
+    """The driver, its CUDA version and the GPUs' compute capabilities, from probed facts."""
+    driver: str | None = None
+    reported: str | None = None
+    gpus: list[MachineGpu] = []
+    problem = ""
+    nvml = facts.nvml
+    if isinstance(nvml, Found):
+        if isinstance(nvml.value.driver_version, Found):
+            driver = nvml.value.driver_version.value
+        if isinstance(nvml.value.cuda_driver_version, Found):
+            reported = nvml.value.cuda_driver_version.value
+        for gpu in nvml.value.gpus:
+            name = gpu.name.value if isinstance(gpu.name, Found) else f"GPU {gpu.index}"
+            cc = (
+                parse_cc(gpu.compute_capability.value)
+                if isinstance(gpu.compute_capability, Found)
+                else None
+            )
+            gpus.append(MachineGpu(gpu.index, name, cc))
+    else:
+        problem = getattr(nvml, "reason", "") or getattr(nvml, "error", "")
+    kernel = facts.kernel.driver
+    flavor = kernel.value.flavor if isinstance(kernel, Found) else None
+    if driver is None and isinstance(kernel, Found):
+        driver = kernel.value.version
+    pci = facts.host.nvidia_pci
+    return Machine(
+        driver=driver,
+        driver_cuda=driver_cuda_of(tables, driver, reported) if driver else None,
+        gpus=tuple(gpus),
+        kernel_flavor=flavor,
+        windows=facts.host.wsl,
+        nvidia_pci=len(pci.value) if isinstance(pci, Found) else None,
+        driver_problem=problem,
+    )
+
+
+@dataclass(frozen=True, slots=True)
+class Candidate:
+    """One (release, variant) judged against the machine."""
+
+    release: TorchRelease
+    variant: TorchVariant
+    version: str  # the exact torch version to install
+    driver: DriverVerdict | None
+    problems: tuple[str, ...]
+    notes: tuple[str, ...]
+    reasons: tuple[str, ...]
+
+    @property
+    def works(self) -> bool:
+        return not self.problems
+
+    @property
+    def label(self) -> str:
+        return f"torch {self.version} {self.variant.name}"
+
+    @property
+    def command(self) -> str:
+        return install_command(self.release, self.variant, self.version)
+
+    def rank(self) -> tuple[Any, ...]:
+        native = self.driver is not None and self.driver.fit is DriverFit.NATIVE
+        return (native, not self.variant.experimental, self.variant.cuda_version)
+
+
+@dataclass(frozen=True, slots=True)
+class Recommendation:
+    machine: Machine
+    choice: Candidate | None
+    rejected: tuple[Candidate, ...]
+    blockers: tuple[str, ...] = ()
+    notes: tuple[str, ...] = ()
+    pinned: str | None = None
+    cpu_command: str | None = None
+    considered: tuple[str, ...] = field(default=())
+
+    @property
+    def status(self) -> str:
+        """ "ok", "blocked" (a pick exists but the driver itself must be fixed first), "cpu-only"
+        or "none"."""
+        if self.choice is None:
+            return "cpu-only" if self.cpu_command and not self.blockers else "none"
+        return "blocked" if self.blockers else "ok"
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.status in ("ok", "cpu-only") else 1
+
+
+def install_command(release: TorchRelease, variant: TorchVariant, version: str) -> str:
+    """The pip command for a variant: ``--index-url`` since 2.0, ``+cuXYZ`` with 1.x."""
+    if release.release_version.major < 2:
+        return f"pip install torch=={version}+{variant.name} --extra-index-url {variant.index_url}"
+    return f"pip install torch=={version} --index-url {variant.index_url}"
+
+
+def judge_candidate(
+    tables: CompatTables,
+    machine: Machine,
+    release: TorchRelease,
+    variant: TorchVariant,
+    version: str,
+) -> Candidate:
+    """Every reason this variant would or would not work on the machine."""
+    problems: list[str] = []
+    notes: list[str] = []
+    reasons: list[str] = []
+    verdict: DriverVerdict | None = None
+    if machine.driver is not None:
+        verdict = judge_driver(
+            tables,
+            driver=machine.driver,
+            driver_cuda=machine.driver_cuda,
+            cuda=variant.cuda_version,
+            windows=machine.windows,
+        )
+        supports = f"driver {machine.driver} supports CUDA up to {verdict.driver_cuda_text()}"
+        if verdict.fit is DriverFit.NATIVE:
+            reasons.append(f"{supports}; {variant.name} needs CUDA {variant.cuda}")
+        elif verdict.fit is DriverFit.MINOR_VERSION:
+            reasons.append(
+                f"{supports}; {variant.name} (CUDA {variant.cuda}) runs on it through CUDA "
+                f"{variant.cuda_version[0]}.x minor-version compatibility (driver ≥ "
+                f"{verdict.floor})"
+            )
+            if verdict.full:
+                notes.append(
+                    f"driver ≥ {verdict.full} would support every CUDA {variant.cuda} feature; "
+                    f"until "
+                    f"then the driver cannot JIT-compile PTX built with CUDA {variant.cuda} "
+                    f"(code that "
+                    "ships only such PTX fails with 'the provided PTX was compiled with an "
+                    "unsupported "
+                    "toolchain')"
+                )
+        elif verdict.fit is DriverFit.TOO_OLD:
+            problems.append(f"needs a driver {verdict.needed_text()}; {supports}")
+        else:
+            problems.append(
+                f"envdoctor cannot tell whether driver {machine.driver} runs CUDA {variant.cuda}"
+            )
+    ptx_ok = verdict is None or verdict.fit is DriverFit.NATIVE
+    targets = variant.targets
+    arch_text = describe_arch_list(targets)
+    for gpu in machine.gpus:
+        if gpu.cc is None:
+            notes.append(f"GPU {gpu.index} ({gpu.name}): compute capability unknown, not checked")
+            continue
+        arch = judge_arch(targets, gpu.cc, ptx_jit_ok=ptx_ok)
+        line = (
+            f"GPU {gpu.index} ({gpu.name}) is {sm_name(gpu.cc)}; "
+            f"{variant.name} {arch.explain(arch_text)}"
+        )
+        if arch.fit is ArchFit.SASS:
+            reasons.append(line)
+        elif arch.fit is ArchFit.PTX:
+            reasons.append(line)
+            notes.append(
+                f"GPU {gpu.index} runs through PTX JIT: slow first start, and some libraries may "
+                f"lack kernels"
+            )
+        else:
+            problems.append(line)
+    if not variant.confirmed:
+        problems.append(f"the arch list of {variant.name} in torch {release.torch} is unconfirmed")
+    if variant.experimental:
+        notes.append(f"{variant.name} is an experimental variant of torch {release.torch}")
+    return Candidate(
+        release=release,
+        variant=variant,
+        version=version,
+        driver=verdict,
+        problems=tuple(problems),
+        notes=tuple(notes),
+        reasons=tuple(reasons),
+    )
+
+
+def machine_blockers(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
+    """Problems no torch wheel can fix: the driver cannot drive a GPU at all."""
+    out: list[str] = []
+    if machine.driver is None:
+        if machine.nvidia_pci:
+            out.append(
+                f"no NVIDIA driver is loaded ({machine.driver_problem or 'NVML unavailable'}), but "
+                f"{machine.nvidia_pci} NVIDIA PCI device(s) are present: install the driver first"
+            )
+        return tuple(out)
+    for gpu in machine.gpus:
+        arch = tables.architecture(gpu.cc) if gpu.cc else None
+        if arch is None:
+            continue
+        out.extend(
+            gpu_driver_problems(arch, machine.driver, machine.kernel_flavor, gpu.index, gpu.name)
+        )
+    return tuple(out)
+
+
+def gpu_driver_problems(
+    arch: Architecture, driver: str, flavor: str | None, index: int, name: str
+) -> tuple[str, ...]:
+    """Why this driver (and kernel-module flavour) cannot run a GPU of this architecture."""
+    out = []
+    label = f"GPU {index} ({name}, {arch.arch} {arch.sm})"
+    branch = driver_branch(driver)
+    if (
+        arch.last_driver_branch is not None
+        and branch is not None
+        and branch > arch.last_driver_branch
+    ):
+        out.append(
+            f"{label}: driver branch R{branch} no longer supports {arch.arch}; "
+            f"R{arch.last_driver_branch} is the last branch that does"
+        )
+    if arch.first_driver and driver_at_least(driver, arch.first_driver) is False:
+        out.append(f"{label}: driver {driver} predates {arch.arch}; it needs ≥ {arch.first_driver}")
+    if arch.kernel_modules == "open" and flavor == "proprietary":
+        out.append(f"{label}: {arch.arch} runs only with the open NVIDIA kernel modules")
+    if arch.kernel_modules == "proprietary" and flavor == "open":
+        out.append(f"{label}: the open NVIDIA kernel modules do not support {arch.arch}")
+    return tuple(out)
+
+
+def parse_pin(tables: CompatTables, pin: str) -> tuple[TorchRelease, str, str | None]:
+    """``--torch 2.11`` / ``2.11.0`` / ``2.11.0+cu128`` → (release, exact version, variant)."""
+    parsed = torch_release_of(pin)
+    release = tables.torch_release(pin) if parsed else None
+    if parsed is None or release is None:
+        known = ", ".join(r.torch for r in tables.releases_newest_first())
+        raise EnvdoctorError(
+            f"torch {pin} is not in the compatibility tables",
+            hint=f"known releases: {known}",
+        )
+    public = pin.split("+", 1)[0]
+    version = public if public.count(".") >= 2 else release.latest
+    variant = parsed[1]
+    if variant and release.variant(variant) is None:
+        raise EnvdoctorError(
+            f"torch {release.torch} has no {variant} variant",
+            hint="variants: " + ", ".join(v.name for v in release.variants),
+        )
+    return release, version, variant
+
+
+def recommend(tables: CompatTables, machine: Machine, *, pin: str | None = None) -> Recommendation:
+    """The best wheel for the machine (within ``pin``'s release when given) and the rest."""
+    blockers = machine_blockers(tables, machine)
+    if machine.driver is None or not machine.gpus:
+        return _cpu_only(tables, machine, blockers, pin)
+    if pin is not None:
+        release, version, only = parse_pin(tables, pin)
+        releases: tuple[tuple[TorchRelease, str], ...] = ((release, version),)
+    else:
+        only = None
+        releases = tuple((r, r.latest) for r in tables.releases_newest_first())
+    choice: Candidate | None = None
+    rejected: list[Candidate] = []
+    considered: list[str] = []
+    for index, (release, version) in enumerate(releases):
+        candidates = [
+            judge_candidate(tables, machine, release, v, version)
+            for v in release.variants
+            if only is None or v.name == only
+        ]
+        considered.append(release.torch)
+        working = [c for c in candidates if c.works]
+        if working:
+            choice = max(working, key=lambda c: c.rank())
+            if index > 0 or len(candidates) > 1:
+                rejected.extend(c for c in candidates if not c.works)
+            break
+        if index == 0:
+            rejected.extend(candidates)  # say what the newest (or pinned) release needs
+    notes: list[str] = []
+    upgrade = _driver_upgrade_path(rejected, releases[0][0], choice)
+    if upgrade:
+        notes.append(upgrade)
+    notes.extend(_last_branch_notes(tables, machine))
+    if choice is not None and choice.release.torch != releases[0][0].torch:
+        notes.append(
+            f"the newest release in envdoctor's tables, torch {releases[0][0].torch}, has no "
+            f"variant "
+            "that works here (see below)"
+        )
+    if (
+        choice is not None
+        and choice.release.default == choice.variant.name
+        and choice.release.release_version.major >= 2
+    ):
+        notes.append(
+            f"{choice.variant.name} is also what a plain `pip install torch=={choice.version}` "
+            f"gets on Linux"
+        )
+    return Recommendation(
+        machine=machine,
+        choice=choice,
+        rejected=tuple(rejected),
+        blockers=blockers,
+        notes=tuple(notes),
+        pinned=pin,
+        considered=tuple(considered),
+    )
+
+
+def _driver_upgrade_path(
+    rejected: list[Candidate], newest: TorchRelease, choice: Candidate | None
+) -> str:
+    """ "a driver ≥ X would also allow torch 2.14.1 cu130" when only the driver stands between."""
+    driver_only = [
+        c
+        for c in rejected
+        if c.release.torch == newest.torch
+        and c.driver is not None
+        and c.driver.fit is DriverFit.TOO_OLD
+        and len(c.problems) == 1
+    ]
+    if not driver_only:
+        return ""
+    best = min(
+        driver_only,
+        key=lambda c: (
+            c.variant.experimental,
+            parse_driver((c.driver.needed if c.driver else None) or "") or (),
+            c.variant.cuda_version,
+        ),
+    )
+    if (
+        choice is not None
+        and choice.rank()[2] >= best.variant.cuda_version
+        and choice.release == newest
+    ):
+        return ""
+    assert best.driver is not None
+    return f"with a driver ≥ {best.driver.needed}, {best.label} would work too"
+
+
+def _last_branch_notes(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
+    out = []
+    branch = driver_branch(machine.driver) if machine.driver else None
+    for gpu in machine.gpus:
+        arch = tables.architecture(gpu.cc) if gpu.cc else None
+        if arch and branch is not None and arch.last_driver_branch == branch:
+            out.append(
+                f"R{branch} is the last driver branch that supports {arch.arch} (GPU {gpu.index}): "
+                "do not upgrade to a newer branch"
+            )
+    return tuple(dict.fromkeys(out))
+
+
+def _cpu_only(
+    tables: CompatTables, machine: Machine, blockers: tuple[str, ...], pin: str | None
+) -> Recommendation:
+    newest = tables.releases_newest_first()
+    release, version = (newest[0], newest[0].latest) if newest else (None, "")
+    if pin is not None:
+        release, version, _ = parse_pin(tables, pin)
+    cpu = f"pip install torch=={version} --index-url {CPU_INDEX}" if release else None
+    if machine.driver is not None:
+        notes = ("the NVIDIA driver is loaded but NVML lists no GPU: envdoctor check says why",)
+    elif blockers:
+        notes = ("until the driver works, only the CPU build of torch can run here",)
+    else:
+        notes = ("no NVIDIA driver or GPU here: the CPU build of torch is the one that works",)
+    return Recommendation(
+        machine=machine,
+        choice=None,
+        rejected=(),
+        blockers=blockers,
+        notes=notes,
+        pinned=pin,
+        cpu_command=cpu,
+    )
+
+
+# --- rendering -----------------------------------------------------------------------------
+
+
+def describe_machine(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
+    lines = []
+    if machine.driver:
+        cuda = cuda_text(machine.driver_cuda) if machine.driver_cuda else "unknown"
+        flavor = f", {machine.kernel_flavor} kernel modules" if machine.kernel_flavor else ""
+        lines.append(f"driver {machine.driver} (supports CUDA up to {cuda}{flavor})")
+    else:
+        lines.append(f"no NVIDIA driver ({machine.driver_problem or 'NVML unavailable'})")
+    for gpu in machine.gpus:
+        if gpu.cc is None:
+            lines.append(f"GPU {gpu.index}: {gpu.name} (compute capability unknown)")
+            continue
+        arch = tables.architecture(gpu.cc)
+        arch_name = f", {arch.arch}" if arch else ""
+        lines.append(f"GPU {gpu.index}: {gpu.name} ({sm_name(gpu.cc)}{arch_name})")
+    return tuple(lines)
+
+
+def render_text(tables: CompatTables, rec: Recommendation) -> str:
+    out: list[str] = ["Machine:"]
+    out.extend(f"  {line}" for line in describe_machine(tables, rec.machine))
+    if rec.blockers:
+        out.append("")
+        out.append("Fix first (no torch wheel can work around these):")
+        out.extend(f"  ✗ {b}" for b in rec.blockers)
+    out.append("")
+    if rec.choice is not None:
+        choice = rec.choice
+        out.append("Install:")
+        out.append(f"  {choice.command}")
+        out.append("")
+        out.append("Why:")
+        out.append(f"  - torch {choice.version} {choice.variant.name}: {_why_release(rec)}")
+        out.extend(f"  - {r}" for r in choice.reasons)
+        bundled = _bundled(choice.variant)
+        if bundled:
+            out.append(f"  - {bundled}; Python {_python_range(choice.release.python)}")
+        if choice.notes or rec.notes:
+            out.append("")
+            out.append("Notes:")
+            out.extend(f"  - {n}" for n in (*choice.notes, *rec.notes))
+    elif rec.cpu_command:
+        out.append("Install (CPU only):")
+        out.append(f"  {rec.cpu_command}")
+        out.extend(f"  - {n}" for n in rec.notes)
+    else:
+        out.append("No official torch wheel in envdoctor's tables works on this machine.")
+        out.extend(f"  - {n}" for n in rec.notes)
+    if rec.rejected:
+        out.append("")
+        out.append("Would not work:")
+        out.extend(f"  ✗ {c.label}: {'; '.join(c.problems)}" for c in rec.rejected)
+    return "\n".join(out) + "\n"
+
+
+def _why_release(rec: Recommendation) -> str:
+    assert rec.choice is not None
+    if rec.pinned:
+        return f"the best variant of the pinned release {rec.choice.release.torch}"
+    if rec.considered and rec.considered[0] == rec.choice.release.torch:
+        return "the newest release in envdoctor's tables, best variant for this machine"
+    return "the newest release in envdoctor's tables with a variant that works here"
+
+
+def _bundled(variant: TorchVariant) -> str:
+    parts = []
+    if variant.cudnn:
+        parts.append(f"cuDNN {variant.cudnn}")
+    if variant.nccl:
+        parts.append(f"NCCL {variant.nccl}")
+    return "bundles " + " and ".join(parts) if parts else ""
+
+
+def _python_range(spec: str) -> str:
+    low = high = ""
+    for part in spec.split(","):
+        part = part.strip()
+        if part.startswith(">="):
+            low = part[2:]
+        elif part.startswith("<"):
+            major, _, minor = part[1:].partition(".")
+            high = f"{major}.{int(minor) - 1}" if minor.isdigit() else part[1:]
+    return f"{low} to {high}" if low and high else spec
+
+
+def to_json(tables: CompatTables, rec: Recommendation) -> dict[str, Any]:
+    """The ``--json`` document (``kind: envdoctor-recommendation``, ``schema_version: 1``)."""
+    m = rec.machine
+
+    def cand(c: Candidate) -> dict[str, Any]:
+        return {
+            "torch": c.version,
+            "variant": c.variant.name,
+            "cuda": c.variant.cuda,
+            "index_url": c.variant.index_url,
+            "command": c.command,
+            "driver_fit": c.driver.fit.value if c.driver else None,
+            "needs_driver": c.driver.needed if c.driver else None,
+            "full_feature_driver": c.driver.full if c.driver else None,
+            "arch_list": list(c.variant.arch_list),
+            "cudnn": c.variant.cudnn,
+            "nccl": c.variant.nccl,
+            "experimental": c.variant.experimental,
+            "reasons": list(c.reasons),
+            "problems": list(c.problems),
+            "notes": list(c.notes),
+        }
+
+    return {
+        "schema_version": 1,
+        "kind": "envdoctor-recommendation",
+        "status": rec.status,
+        "exit_code": rec.exit_code,
+        "machine": {
+            "driver": m.driver,
+            "driver_cuda": cuda_text(m.driver_cuda) if m.driver_cuda else None,
+            "kernel_modules": m.kernel_flavor,
+            "gpus": [
+                {
+                    "index": g.index,
+                    "name": g.name,
+                    "compute_capability": f"{g.cc[0]}.{g.cc[1]}" if g.cc else None,
+                }
+                for g in m.gpus
+            ],
+        },
+        "pinned": rec.pinned,
+        "recommendation": cand(rec.choice) if rec.choice else None,
+        "command": rec.choice.command if rec.choice else rec.cpu_command,
+        "blockers": list(rec.blockers),
+        "notes": list(rec.notes),
+        "rejected": [cand(c) for c in rec.rejected],
+    }

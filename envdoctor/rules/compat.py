@@ -1,0 +1,746 @@
+"""Compatibility rules: the machine's driver, GPUs, torch, cuDNN and nvcc judged against the tables.
+
+Each rule is silent when the facts it needs are missing (no driver, no torch, an unreadable
+value): the driver, torch and library rules already report those.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from dataclasses import dataclass
+
+from envdoctor.compat.judge import (
+    ArchFit,
+    DriverFit,
+    DriverVerdict,
+    driver_cuda_of,
+    judge_arch,
+    judge_driver,
+)
+from envdoctor.compat.recommend import (
+    Recommendation,
+    gpu_driver_problems,
+    machine_from_facts,
+    recommend,
+)
+from envdoctor.compat.tables import CompatTables, TorchVariant
+from envdoctor.compat.versions import (
+    Cuda,
+    cuda_text,
+    cudnn_text,
+    describe_arch_list,
+    driver_at_least,
+    parse_arch_list,
+    parse_cc,
+    parse_cuda,
+    parse_cudnn,
+    sm_name,
+)
+from envdoctor.model.facts import Facts, GpuFacts, TorchBuild
+from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.rules.base import Rule, RuleContext
+from envdoctor.rules.facts_view import gpu_label, gpus
+
+DRIVER_DOCS = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html"
+COMPAT_DOCS = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
+OPEN_DOCS = "https://download.nvidia.com/XFree86/Linux-x86_64/580.95.05/README/kernel_open.html"
+
+
+# --- shared views ----------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class _Driver:
+    version: str
+    cuda: Cuda | None
+    windows: bool
+
+
+def _driver(facts: Facts, tables: CompatTables) -> _Driver | None:
+    """The running driver (NVML first, then /proc/driver/nvidia) and the CUDA it supports."""
+    version: str | None = None
+    reported: str | None = None
+    nvml = facts.nvml
+    if isinstance(nvml, Found):
+        if isinstance(nvml.value.driver_version, Found):
+            version = nvml.value.driver_version.value
+        if isinstance(nvml.value.cuda_driver_version, Found):
+            reported = nvml.value.cuda_driver_version.value
+    if version is None and isinstance(facts.kernel.driver, Found):
+        version = facts.kernel.driver.value.version
+    if version is None:
+        return None
+    return _Driver(version, driver_cuda_of(tables, version, reported), facts.host.wsl)
+
+
+def _torch(facts: Facts) -> TorchBuild | None:
+    """The installed torch when it imported and is a CUDA build."""
+    probed = facts.torch.torch
+    if isinstance(probed, Found) and isinstance(probed.value, TorchBuild) and probed.value.cuda:
+        return probed.value
+    return None
+
+
+def _python(facts: Facts) -> str:
+    return facts.torch.python or "python"
+
+
+def _advice(ctx: RuleContext, pin: str | None = None) -> Recommendation | None:
+    """What ``envdoctor recommend`` would install here (None when it cannot say)."""
+    try:
+        rec = recommend(ctx.tables, machine_from_facts(ctx.facts, ctx.tables), pin=pin)
+    except Exception:  # noqa: BLE001 (advice is a bonus; the finding stands without it)
+        return None
+    return rec if rec.choice is not None else None
+
+
+def _install_steps(ctx: RuleContext, rec: Recommendation | None) -> tuple[str, ...]:
+    py = _python(ctx.facts)
+    if rec is None or rec.choice is None:
+        return ("envdoctor recommend   # the torch wheel that fits this driver and GPU",)
+    return (
+        f"{py} -m pip uninstall -y torch",
+        f"{py} -m {rec.choice.command}   # {rec.choice.variant.name}: see `envdoctor recommend`",
+    )
+
+
+def _gpu_cc(gpu: GpuFacts) -> tuple[int, int] | None:
+    return (
+        parse_cc(gpu.compute_capability.value)
+        if isinstance(gpu.compute_capability, Found)
+        else None
+    )
+
+
+# --- torch.driver-too-old --------------------------------------------------------------------
+
+
+def _driver_too_old(ctx: RuleContext) -> Iterator[Finding]:
+    build = _torch(ctx.facts)
+    driver = _driver(ctx.facts, ctx.tables)
+    cuda = parse_cuda(build.cuda) if build else None
+    if build is None or driver is None or cuda is None:
+        return
+    verdict = judge_driver(
+        ctx.tables,
+        driver=driver.version,
+        driver_cuda=driver.cuda,
+        cuda=cuda,
+        windows=driver.windows,
+    )
+    evidence = (
+        ("torch", build.version),
+        ("torch.version.cuda", build.cuda),
+        ("driver", driver.version),
+        ("driver supports CUDA up to", verdict.driver_cuda_text()),
+        ("driver needed", verdict.needed_text()),
+    )
+    if verdict.fit is DriverFit.TOO_OLD:
+        rec = _advice(ctx)
+        older = (
+            f"a torch built for CUDA ≤ {verdict.driver_cuda_text()}"
+            if verdict.driver_cuda
+            else "an older torch"
+        )
+        steps = [*_install_steps(ctx, rec)]
+        if verdict.needed:
+            steps.append(
+                f"or upgrade the NVIDIA driver to ≥ {verdict.needed} (then reboot): {DRIVER_DOCS}"
+            )
+        package = ctx.tables.forward_compat_package(cuda)
+        branch = int(driver.version.split(".")[0]) if driver.version.split(".")[0].isdigit() else -1
+        if package and branch in package.base_branches:
+            steps.append(
+                f"data-center GPUs only: install {package.package} and put /usr/local/cuda-"
+                f"{package.cuda}/compat on LD_LIBRARY_PATH (forward compatibility)"
+            )
+        yield Finding(
+            code="torch.driver-too-old",
+            severity=Severity.ERROR,
+            title=(
+                f"The NVIDIA driver {driver.version} is too old for torch {build.version}: it "
+                f"supports "
+                f"CUDA up to {verdict.driver_cuda_text()}, the wheel needs CUDA {build.cuda} "
+                f"(driver {verdict.needed_text()})"
+            ),
+            evidence=evidence,
+            remediation=Remediation(
+                summary=f"Install {older}, or upgrade the driver to ≥ "
+                f"{verdict.needed or 'a newer branch'}",
+                steps=tuple(steps),
+                docs=COMPAT_DOCS,
+            ),
+        )
+    elif verdict.fit is DriverFit.MINOR_VERSION:
+        yield Finding(
+            code="torch.driver-too-old",
+            severity=Severity.INFO,
+            title=(
+                f"torch {build.version} (CUDA {build.cuda}) runs on driver {driver.version} (CUDA "
+                f"{verdict.driver_cuda_text()}) through CUDA {cuda[0]}.x minor-version "
+                f"compatibility"
+            ),
+            evidence=(*evidence, ("not covered", _limitations(ctx.tables))),
+            remediation=Remediation(
+                summary=f"Nothing to do unless PTX JIT is needed; driver ≥ {verdict.full} "
+                f"supports every "
+                f"CUDA {build.cuda} feature",
+                steps=(
+                    f"upgrade the NVIDIA driver to ≥ {verdict.full} when convenient: {DRIVER_DOCS}",
+                ),
+                needs_root=True,
+                needs_reboot=True,
+                docs=COMPAT_DOCS,
+            ),
+        )
+
+
+def _limitations(tables: CompatTables) -> str:
+    if not tables.minor_version_limitations:
+        return "PTX JIT of newer PTX; APIs newer than the driver"
+    return "; ".join(limit.feature.split(":")[0] for limit in tables.minor_version_limitations[:2])
+
+
+# --- torch.arch-unsupported ------------------------------------------------------------------
+
+
+def _arch_unsupported(ctx: RuleContext) -> Iterator[Finding]:
+    build = _torch(ctx.facts)
+    cuda = parse_cuda(build.cuda) if build else None
+    if build is None or cuda is None:
+        return
+    variant = ctx.tables.torch_variant(build.version, build.cuda)
+    arch_list, origin = _arch_list(build, variant)
+    targets = parse_arch_list(arch_list)
+    if not targets:
+        return
+    driver = _driver(ctx.facts, ctx.tables)
+    verdict: DriverVerdict | None = None
+    if driver is not None:
+        verdict = judge_driver(
+            ctx.tables,
+            driver=driver.version,
+            driver_cuda=driver.cuda,
+            cuda=cuda,
+            windows=driver.windows,
+        )
+    ptx_ok = verdict is None or verdict.fit is DriverFit.NATIVE
+    arch_text = describe_arch_list(targets)
+    for gpu in gpus(ctx.facts):
+        cc = _gpu_cc(gpu)
+        if cc is None:
+            continue
+        arch = judge_arch(targets, cc, ptx_jit_ok=ptx_ok)
+        if arch.fit is ArchFit.SASS:
+            continue
+        evidence = (
+            ("GPU", f"{gpu_label(gpu)}, compute capability {cc[0]}.{cc[1]} ({sm_name(cc)})"),
+            ("torch", build.version),
+            (f"compiled architectures ({origin})", arch_text),
+        )
+        if arch.fit is ArchFit.PTX:
+            yield Finding(
+                code="torch.arch-unsupported",
+                severity=Severity.WARNING,
+                title=(
+                    f"{gpu_label(gpu)} has no native kernels in torch {build.version}; it runs "
+                    f"only "
+                    f"through PTX JIT ({arch.target.name if arch.target else 'PTX'})"
+                ),
+                evidence=evidence,
+                remediation=Remediation(
+                    summary=f"Install a torch variant compiled for {sm_name(cc)}",
+                    steps=_install_steps(ctx, _advice(ctx)),
+                ),
+                subject=f"gpu{gpu.index}",
+            )
+            continue
+        rec = _advice(ctx)
+        blocked = arch.fit is ArchFit.PTX_BLOCKED
+        title = (
+            f"torch {build.version} has no kernels for {gpu_label(gpu)} ({sm_name(cc)}): CUDA "
+            f"ops fail with "
+            "'no kernel image is available for execution on the device'"
+        )
+        if blocked:
+            title = (
+                f"torch {build.version} has only PTX for {gpu_label(gpu)} ({sm_name(cc)}), and "
+                f"driver "
+                f"{driver.version if driver else ''} is too old to JIT-compile it"
+            )
+        steps = list(_install_steps(ctx, rec))
+        steps.append(f'or build torch from source with TORCH_CUDA_ARCH_LIST="{cc[0]}.{cc[1]}"')
+        yield Finding(
+            code="torch.arch-unsupported",
+            severity=Severity.ERROR,
+            title=title,
+            evidence=evidence,
+            remediation=Remediation(
+                summary=f"Install a torch variant that includes {sm_name(cc)}",
+                steps=tuple(steps),
+            ),
+            subject=f"gpu{gpu.index}",
+        )
+
+
+def _arch_list(build: TorchBuild, variant: TorchVariant | None) -> tuple[tuple[str, ...], str]:
+    if build.arch_list:
+        return build.arch_list, "torch.cuda.get_arch_list()"
+    if variant is not None:
+        return variant.arch_list, f"compat table, {variant.name}"
+    return (), ""
+
+
+# --- cuDNN -----------------------------------------------------------------------------------
+
+_INCOMPATIBLE = re.compile(
+    r"compiled\s+against\s+\((\d+),\s*(\d+),\s*(\d+)\)\s+but\s+(?:found\s+runtime\s+version|linked\s+against)"
+    r"\s+\((\d+),\s*(\d+),\s*(\d+)\)"
+)
+_LIB_VERSION = re.compile(r"libcudnn\.so\.(\d+(?:\.\d+)*)$")
+
+
+def _cudnn_wheel(build: TorchBuild) -> tuple[str, str] | None:
+    """The installed ``nvidia-cudnn-cuNN`` wheel (name, version)."""
+    return next(
+        ((n, v) for n, v in build.nvidia_wheels if n.lower().startswith("nvidia-cudnn-cu")), None
+    )
+
+
+def _expected_cudnn(
+    build: TorchBuild, variant: TorchVariant | None
+) -> tuple[tuple[int, int, int], str] | None:
+    wheel = _cudnn_wheel(build)
+    if wheel:
+        parsed = parse_cudnn(wheel[1])
+        if parsed:
+            return parsed, f"{wheel[0]} {wheel[1]} (pip wheel torch depends on)"
+    if variant is not None and variant.cudnn:
+        parsed = parse_cudnn(variant.cudnn)
+        if parsed:
+            return parsed, f"{variant.cudnn} (bundled with the official {variant.name} wheels)"
+    return None
+
+
+def _runtime_cudnn(build: TorchBuild) -> tuple[int, int, int] | None:
+    return (
+        parse_cudnn(build.cudnn_version.value) if isinstance(build.cudnn_version, Found) else None
+    )
+
+
+def _cudnn_cuda_incompatible(ctx: RuleContext) -> Iterator[Finding]:
+    build = _torch(ctx.facts)
+    cuda = parse_cuda(build.cuda) if build else None
+    if build is None or cuda is None:
+        return
+    wheel = _cudnn_wheel(build)
+    if wheel:
+        match = re.match(r"nvidia-cudnn-cu(\d+)$", wheel[0].lower())
+        if match and int(match.group(1)) != cuda[0]:
+            yield Finding(
+                code="cudnn.cuda-incompatible",
+                severity=Severity.ERROR,
+                title=(
+                    f"{wheel[0]} {wheel[1]} is the cuDNN for CUDA {match.group(1)}, but torch "
+                    f"{build.version} is built for CUDA {build.cuda}"
+                ),
+                evidence=(
+                    ("torch.version.cuda", build.cuda),
+                    ("cuDNN wheel", f"{wheel[0]} {wheel[1]}"),
+                ),
+                remediation=Remediation(
+                    summary=f"Install the cuDNN wheel for CUDA {cuda[0]} that torch depends on",
+                    steps=(
+                        f"{_python(ctx.facts)} -m pip uninstall -y {wheel[0]}",
+                        f"{_python(ctx.facts)} -m pip install --force-reinstall "
+                        f"torch=={build.version.split('+')[0]} "
+                        "--index-url <the index torch came from>",
+                    ),
+                ),
+            )
+    version = _runtime_cudnn(build)
+    raw = build.cudnn_version.value if isinstance(build.cudnn_version, Found) else ""
+    if version is None:
+        return
+    release = ctx.tables.cudnn_release(version)
+    if release is None:
+        return
+    shown = cudnn_text(version)
+    package = release.package_for(cuda)
+    evidence = [
+        ("torch", f"{build.version} (CUDA {build.cuda})"),
+        (
+            "cuDNN torch loaded",
+            f"{shown} (torch.backends.cudnn.version() = {raw})",
+        ),
+        (
+            "cuDNN support matrix",
+            f"{release.cudnn}: CUDA " + ", ".join(p.cuda for p in release.packages),
+        ),
+    ]
+    if package is None:
+        yield Finding(
+            code="cudnn.cuda-incompatible",
+            severity=Severity.ERROR,
+            title=f"cuDNN {shown} does not support CUDA {build.cuda}, the CUDA torch "
+            f"{build.version} uses",
+            evidence=tuple(evidence),
+            remediation=Remediation(
+                summary="Let torch load the cuDNN it was built with",
+                steps=(
+                    "remove other cuDNN directories from LD_LIBRARY_PATH",
+                    f"{_python(ctx.facts)} -m pip install --force-reinstall "
+                    f"torch=={build.version.split('+')[0]} --index-url <the index torch came from>",
+                ),
+            ),
+        )
+        return
+    driver = _driver(ctx.facts, ctx.tables)
+    needed = (
+        (package.windows_driver if driver and driver.windows else package.linux_driver)
+        if driver
+        else None
+    )
+    if driver and needed and driver_at_least(driver.version, needed) is False:
+        yield Finding(
+            code="cudnn.cuda-incompatible",
+            severity=Severity.WARNING,
+            title=f"cuDNN {shown} for CUDA {cuda[0]} documents driver ≥ {needed}; this driver is "
+            f"{driver.version}",
+            evidence=(*evidence, ("driver", driver.version)),
+            remediation=Remediation(
+                summary=f"Upgrade the NVIDIA driver to ≥ {needed}",
+                steps=(f"install driver ≥ {needed}, then reboot: {DRIVER_DOCS}",),
+                needs_root=True,
+                needs_reboot=True,
+            ),
+        )
+    min_cc = parse_cc(release.min_cc) if release.min_cc else None
+    for gpu in gpus(ctx.facts):
+        cc = _gpu_cc(gpu)
+        if cc is None or min_cc is None or cc >= min_cc:
+            continue
+        yield Finding(
+            code="cudnn.cuda-incompatible",
+            severity=Severity.ERROR,
+            title=(
+                f"cuDNN {shown} does not support {gpu_label(gpu)} (compute capability "
+                f"{cc[0]}.{cc[1]}; it needs ≥ {release.min_cc}): convolutions and RNNs fail on it"
+            ),
+            evidence=(*evidence, ("GPU", f"{gpu_label(gpu)}, {sm_name(cc)}")),
+            remediation=Remediation(
+                summary=f"Use a torch whose cuDNN still supports {sm_name(cc)}",
+                steps=_install_steps(ctx, _advice(ctx)),
+            ),
+            subject=f"gpu{gpu.index}",
+        )
+
+
+def _cudnn_load_mismatch(ctx: RuleContext) -> Iterator[Finding]:
+    build = _torch(ctx.facts)
+    if build is None:
+        return
+    variant = ctx.tables.torch_variant(build.version, build.cuda)
+    expected = _expected_cudnn(build, variant)
+    loaded = tuple(path for family, path in build.loaded_libraries if family == "libcudnn")
+    ld_path = ctx.facts.env.get("LD_LIBRARY_PATH")
+    evidence: list[tuple[str, str]] = [("torch", build.version)]
+    if expected:
+        evidence.append(("cuDNN torch expects", expected[1]))
+    evidence.extend(("libcudnn loaded", path) for path in loaded)
+    if ld_path:
+        evidence.append(("LD_LIBRARY_PATH", ld_path))
+    fix = Remediation(
+        summary="Make torch load its own cuDNN: take the other cuDNN off the loader path",
+        steps=(
+            "echo $LD_LIBRARY_PATH   # remove the directory that holds the other libcudnn",
+            "unset LD_LIBRARY_PATH   # or set it without that directory, then retry",
+            f"{_python(ctx.facts)} -c 'import torch; print(torch.backends.cudnn.version())'",
+        ),
+    )
+    # 1. torch itself refused the cuDNN it found (its own check, in the probe's reason text).
+    probed = build.cudnn_version
+    reason = (
+        probed.reason
+        if isinstance(probed, Absent)
+        else f"{probed.error} {probed.detail}"
+        if isinstance(probed, ProbeFailed)
+        else ""
+    )
+    match = _INCOMPATIBLE.search(reason)
+    if match:
+        compiled = ".".join(match.group(i) for i in (1, 2, 3))
+        found = ".".join(match.group(i) for i in (4, 5, 6))
+        yield Finding(
+            code="cudnn.load-mismatch",
+            severity=Severity.ERROR,
+            title=f"torch {build.version} was built with cuDNN {compiled} but loaded cuDNN "
+            f"{found}; it refuses to use it",
+            evidence=(*evidence, ("torch said", reason)),
+            remediation=fix,
+        )
+        return
+    if expected is None:
+        return
+    want = expected[0]
+    # 2. A libcudnn of another major version is mapped into the process.
+    for path in loaded:
+        file_version = _LIB_VERSION.search(path)
+        if not file_version:
+            continue
+        major = int(file_version.group(1).split(".")[0])
+        if major != want[0]:
+            yield Finding(
+                code="cudnn.load-mismatch",
+                severity=Severity.ERROR,
+                title=(
+                    f"torch {build.version} loaded {path.rsplit('/', 1)[-1]} (cuDNN "
+                    f"{file_version.group(1)}) "
+                    f"instead of the cuDNN {want[0]} it was built with"
+                ),
+                evidence=tuple(evidence),
+                remediation=fix,
+            )
+            return
+    # 3. The runtime version torch reports is older than the one it was built with.
+    runtime = _runtime_cudnn(build)
+    if runtime is None:
+        return
+    if runtime[0] != want[0] or runtime[1] < want[1]:
+        yield Finding(
+            code="cudnn.load-mismatch",
+            severity=Severity.ERROR,
+            title=(
+                f"torch {build.version} runs with cuDNN {cudnn_text(runtime)}, not the cuDNN "
+                f"{cudnn_text(want)} it expects"
+            ),
+            evidence=(*evidence, ("torch.backends.cudnn.version()", cudnn_text(runtime))),
+            remediation=fix,
+        )
+
+
+# --- driver.gpu-unsupported / driver.open-modules-required ---------------------------------
+
+
+def _gpu_unsupported(ctx: RuleContext) -> Iterator[Finding]:
+    driver = _driver(ctx.facts, ctx.tables)
+    if driver is None:
+        return
+    flavor = (
+        ctx.facts.kernel.driver.value.flavor if isinstance(ctx.facts.kernel.driver, Found) else None
+    )
+    for gpu in gpus(ctx.facts):
+        cc = _gpu_cc(gpu)
+        arch = ctx.tables.architecture(cc) if cc else None
+        if arch is None or arch.platform != "discrete":
+            continue
+        name = gpu.name.value if isinstance(gpu.name, Found) else "GPU"
+        problems = [
+            p
+            for p in gpu_driver_problems(arch, driver.version, flavor, gpu.index, name)
+            if "only with the open" not in p  # driver.open-modules-required says that one
+        ]
+        for problem in problems:
+            too_new = "no longer supports" in problem
+            if too_new:
+                steps: tuple[str, ...] = (
+                    f"install the R{arch.last_driver_branch} driver branch (the last for "
+                    f"{arch.arch}), "
+                    f"e.g. Ubuntu: sudo apt install nvidia-driver-{arch.last_driver_branch}",
+                    "reboot",
+                )
+                summary = f"Go back to the R{arch.last_driver_branch} driver branch"
+            elif "open NVIDIA kernel modules do not support" in problem:
+                steps = (
+                    "install the proprietary kernel-module flavour of the same driver branch "
+                    "(e.g. Ubuntu: nvidia-driver-<branch> rather than nvidia-driver-<branch>-open)",
+                    "reboot",
+                )
+                summary = f"Use the proprietary NVIDIA kernel modules for {arch.arch}"
+            else:
+                steps = (f"install driver ≥ {arch.first_driver}: {DRIVER_DOCS}", "reboot")
+                summary = f"Upgrade the NVIDIA driver to ≥ {arch.first_driver}"
+            yield Finding(
+                code="driver.gpu-unsupported",
+                severity=Severity.ERROR,
+                title=problem,
+                evidence=(
+                    ("GPU", f"{gpu_label(gpu)}, {arch.arch} {arch.sm}"),
+                    ("driver", driver.version),
+                    ("kernel modules", flavor or "unknown"),
+                    ("supported by", _support_window(arch)),
+                ),
+                remediation=Remediation(
+                    summary=summary,
+                    steps=steps,
+                    needs_root=True,
+                    needs_reboot=True,
+                    docs=DRIVER_DOCS,
+                ),
+                subject=f"gpu{gpu.index}",
+            )
+
+
+def _support_window(arch: object) -> str:
+    first = getattr(arch, "first_driver", None)
+    last = getattr(arch, "last_driver_branch", None)
+    parts = [f"driver ≥ {first}" if first else "", f"branches up to R{last}" if last else ""]
+    return ", ".join(p for p in parts if p) or "every current driver branch"
+
+
+def _open_modules_required(ctx: RuleContext) -> Iterator[Finding]:
+    kernel = ctx.facts.kernel.driver
+    if not isinstance(kernel, Found) or kernel.value.flavor != "proprietary":
+        return
+    branch = kernel.value.version.split(".")[0]
+    for gpu in gpus(ctx.facts):
+        cc = _gpu_cc(gpu)
+        arch = ctx.tables.architecture(cc) if cc else None
+        if arch is None or arch.kernel_modules != "open":
+            continue
+        yield Finding(
+            code="driver.open-modules-required",
+            severity=Severity.ERROR,
+            title=(
+                f"{gpu_label(gpu)} is {arch.arch}, which runs only with the open NVIDIA kernel "
+                f"modules; "
+                f"the proprietary module {kernel.value.version} is loaded"
+            ),
+            evidence=(
+                ("GPU", f"{gpu_label(gpu)}, {arch.sm}"),
+                ("/proc/driver/nvidia/version", kernel.value.raw or kernel.value.version),
+            ),
+            remediation=Remediation(
+                summary=f"Install the open kernel-module flavour of driver {branch}",
+                steps=(
+                    f"Ubuntu: sudo apt install nvidia-driver-{branch}-open",
+                    "RHEL/Rocky: sudo dnf module install nvidia-driver:open-dkms",
+                    "runfile: sh NVIDIA-Linux-*.run -m=kernel-open",
+                    "reboot, then check /proc/driver/nvidia/version says 'Open Kernel Module'",
+                ),
+                needs_root=True,
+                needs_reboot=True,
+                docs=OPEN_DOCS,
+            ),
+            subject=f"gpu{gpu.index}",
+        )
+
+
+# --- cuda.toolkit-driver-mismatch ------------------------------------------------------------
+
+
+def _toolkit_driver_mismatch(ctx: RuleContext) -> Iterator[Finding]:
+    nvcc = ctx.facts.env.nvcc
+    driver = _driver(ctx.facts, ctx.tables)
+    if not isinstance(nvcc, Found) or driver is None:
+        return
+    cuda = parse_cuda(nvcc.value.version)
+    if cuda is None:
+        return
+    verdict = judge_driver(
+        ctx.tables,
+        driver=driver.version,
+        driver_cuda=driver.cuda,
+        cuda=cuda,
+        windows=driver.windows,
+    )
+    evidence = (
+        ("nvcc", f"{nvcc.value.path} (CUDA {nvcc.value.version})"),
+        ("driver", driver.version),
+        ("driver supports CUDA up to", verdict.driver_cuda_text()),
+        ("driver needed", verdict.needed_text()),
+    )
+    if verdict.fit is DriverFit.TOO_OLD:
+        yield Finding(
+            code="cuda.toolkit-driver-mismatch",
+            severity=Severity.WARNING,
+            title=(
+                f"The CUDA toolkit at {nvcc.value.path} ({cuda_text(cuda)}) is newer than driver "
+                f"{driver.version} supports (CUDA {verdict.driver_cuda_text()}): what it builds "
+                f"will not run here"
+            ),
+            evidence=evidence,
+            remediation=Remediation(
+                summary=(
+                    f"Build with a CUDA toolkit ≤ {verdict.driver_cuda_text()}, or upgrade the "
+                    f"driver "
+                    f"to ≥ {verdict.needed or 'a newer branch'}"
+                ),
+                steps=(
+                    f"install CUDA toolkit {verdict.driver_cuda_text()} and point CUDA_HOME and "
+                    f"PATH at it",
+                    f"or upgrade the NVIDIA driver to ≥ {verdict.needed}, then reboot: "
+                    f"{DRIVER_DOCS}",
+                ),
+            ),
+        )
+    elif verdict.fit is DriverFit.MINOR_VERSION:
+        yield Finding(
+            code="cuda.toolkit-driver-mismatch",
+            severity=Severity.INFO,
+            title=(
+                f"nvcc {cuda_text(cuda)} is newer than driver {driver.version} (CUDA "
+                f"{verdict.driver_cuda_text()}); what it builds runs through minor-version "
+                f"compatibility, "
+                "but PTX it emits cannot be JIT-compiled by this driver"
+            ),
+            evidence=evidence,
+            remediation=Remediation(
+                summary='Compile SASS for your GPUs (e.g. TORCH_CUDA_ARCH_LIST="9.0"), not PTX '
+                "only",
+                steps=(
+                    'export TORCH_CUDA_ARCH_LIST="<your GPU\'s compute capability>"   # e.g. 8.0 '
+                    "or 9.0",
+                    f"or upgrade the driver to ≥ {verdict.full} for every CUDA {cuda_text(cuda)} "
+                    f"feature",
+                ),
+            ),
+        )
+
+
+RULES: tuple[Rule, ...] = (
+    Rule(
+        "torch.driver",
+        "The driver supports the CUDA version torch was built for",
+        ("torch.driver-too-old",),
+        _driver_too_old,
+    ),
+    Rule(
+        "torch.arch",
+        "torch has kernels (SASS or usable PTX) for every GPU",
+        ("torch.arch-unsupported",),
+        _arch_unsupported,
+    ),
+    Rule(
+        "cudnn.cuda",
+        "The cuDNN torch loads supports its CUDA version, the driver and the GPUs",
+        ("cudnn.cuda-incompatible",),
+        _cudnn_cuda_incompatible,
+    ),
+    Rule(
+        "cudnn.loaded",
+        "torch loads the cuDNN it was built with",
+        ("cudnn.load-mismatch",),
+        _cudnn_load_mismatch,
+    ),
+    Rule(
+        "driver.gpu-support",
+        "The driver branch supports every GPU",
+        ("driver.gpu-unsupported",),
+        _gpu_unsupported,
+    ),
+    Rule(
+        "driver.kernel-flavour",
+        "GPUs that need the open kernel modules have them",
+        ("driver.open-modules-required",),
+        _open_modules_required,
+    ),
+    Rule(
+        "cuda.toolkit",
+        "The local CUDA toolkit (nvcc) is not newer than the driver supports",
+        ("cuda.toolkit-driver-mismatch",),
+        _toolkit_driver_mismatch,
+    ),
+)

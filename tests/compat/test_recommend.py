@@ -1,0 +1,246 @@
+"""``envdoctor recommend``: golden outputs on six machines, pins, JSON, and the CLI."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+
+import pytest
+import typer
+from typer.testing import CliRunner
+
+from envdoctor.cli import recommend as recommend_cli
+from envdoctor.cli import tables as tables_cli
+from envdoctor.cli.common import AppContext
+from envdoctor.compat import load_tables
+from envdoctor.compat.recommend import (
+    Machine,
+    Recommendation,
+    machine_from_facts,
+    recommend,
+    render_text,
+    to_json,
+)
+from envdoctor.errors import EnvdoctorError
+from envdoctor.model.facts import Facts
+from envdoctor.model.probed import Absent
+from envdoctor.snapshot import dump_snapshot
+from tests import factories as f
+from tests.compat.machines import MACHINES, machine, named
+from tests.fakes.host import FakeHost
+
+TABLES = load_tables()
+GOLDEN = Path(__file__).parent / "golden"
+UPDATE = os.environ.get("ENVDOCTOR_UPDATE_GOLDEN") == "1"
+
+
+def rec_for(facts: Facts, pin: str | None = None) -> Recommendation:
+    return recommend(TABLES, machine_from_facts(facts, TABLES), pin=pin)
+
+
+def check_golden(name: str, text: str) -> None:
+    path = GOLDEN / name
+    if UPDATE:
+        path.write_text(text, encoding="utf-8")
+    assert path.exists(), f"missing golden file {path} (run with ENVDOCTOR_UPDATE_GOLDEN=1)"
+    assert text == path.read_text(encoding="utf-8")
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_golden_text(name: str) -> None:
+    check_golden(f"recommend-{name}.txt", render_text(TABLES, rec_for(named(name))))
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_golden_json(name: str) -> None:
+    data = to_json(TABLES, rec_for(named(name)))
+    check_golden(f"recommend-{name}.json", json.dumps(data, indent=2, ensure_ascii=False) + "\n")
+
+
+EXPECTED = {
+    "h100-580": ("2.14.1", "cu130"),
+    "a100-535": ("2.14.1", "cu126"),
+    "v100-580": ("2.14.1", "cu126"),
+    "rtx3090-550": ("2.14.1", "cu126"),
+    "rtx5090-570": ("2.11.0", "cu128"),
+    "gtx1080-535": ("2.14.1", "cu126"),
+}
+
+
+@pytest.mark.parametrize(("name", "want"), sorted(EXPECTED.items()))
+def test_choices(name: str, want: tuple[str, str]) -> None:
+    rec = rec_for(named(name))
+    assert rec.choice is not None
+    assert (rec.choice.version, rec.choice.variant.name) == want
+    assert rec.status == "ok" and rec.exit_code == 0
+    assert rec.choice.command == (
+        f"pip install torch=={want[0]} --index-url https://download.pytorch.org/whl/{want[1]}"
+    )
+
+
+def test_rtx_5090_explains_what_newer_torch_needs() -> None:
+    text = render_text(TABLES, rec_for(named("rtx5090-570")))
+    assert (
+        "torch 2.14.1 cu126: GPU 0 (NVIDIA GeForce RTX 5090) is sm_120; cu126 has no kernels"
+        in text
+    )
+    assert "with a driver ≥ 580.65.06, torch 2.14.1 cu130 would work too" in text
+
+
+def test_a_driver_that_cannot_run_the_gpu_blocks() -> None:
+    rec = rec_for(machine("NVIDIA GeForce RTX 5090", "12.0", "560.35.03", "12.6", "proprietary"))
+    assert rec.status == "blocked" and rec.exit_code == 1
+    assert any("needs ≥ 570.26" in b for b in rec.blockers)
+    assert any("open NVIDIA kernel modules" in b for b in rec.blockers)
+
+
+def test_pinned_release() -> None:
+    rec = rec_for(named("h100-580"), pin="2.11")
+    assert rec.choice is not None and rec.choice.command.endswith(
+        "torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130"
+    )
+    rec = rec_for(named("h100-580"), pin="2.10.0+cu128")
+    assert rec.choice is not None and rec.choice.variant.name == "cu128"
+    rec = rec_for(named("v100-580"), pin="2.11.0+cu128")  # Volta dropped from cu128 in 2.11
+    assert rec.choice is None and rec.exit_code == 1
+    assert "has no kernels for sm_70" in render_text(TABLES, rec)
+
+
+def test_pin_errors() -> None:
+    with pytest.raises(EnvdoctorError, match="not in the compatibility tables"):
+        rec_for(named("h100-580"), pin="3.0")
+    with pytest.raises(EnvdoctorError, match="no cu999 variant"):
+        rec_for(named("h100-580"), pin="2.11.0+cu999")
+
+
+def test_torch_1x_uses_local_versions() -> None:
+    rec = rec_for(named("v100-580"), pin="1.13")
+    assert rec.choice is not None
+    assert rec.choice.command == (
+        "pip install torch==1.13.1+cu117 --extra-index-url https://download.pytorch.org/whl/cu117"
+    )
+
+
+def test_no_driver_means_the_cpu_build() -> None:
+    facts = f.facts(
+        nvml=Absent("libnvidia-ml.so.1 not found"),
+        kernel=f.kernel(driver=Absent("/proc/driver/nvidia/version does not exist")),
+        host=f.host(nvidia_pci=Absent("no NVIDIA PCI device")),
+    )
+    rec = rec_for(facts)
+    assert rec.status == "cpu-only" and rec.exit_code == 0
+    assert (
+        rec.cpu_command
+        == "pip install torch==2.14.1 --index-url https://download.pytorch.org/whl/cpu"
+    )
+    with_gpu = rec_for(
+        f.facts(nvml=Absent("NVML: driver not loaded"), kernel=f.kernel(driver=Absent("no module")))
+    )
+    assert with_gpu.status == "none" and with_gpu.blockers
+
+
+def test_unknown_compute_capability_is_noted_not_guessed() -> None:
+    m = machine_from_facts(named("h100-580"), TABLES)
+    blind = Machine(
+        driver=m.driver, driver_cuda=m.driver_cuda, gpus=(m.gpus[0].__class__(0, "GPU", None),)
+    )
+    rec = recommend(TABLES, blind)
+    assert rec.choice is not None and any(
+        "compute capability unknown" in n for n in rec.choice.notes
+    )
+
+
+# --- the CLI ---------------------------------------------------------------------------------
+
+
+def cli() -> typer.Typer:
+    app = typer.Typer()
+
+    @app.callback()
+    def _root() -> None:
+        """envdoctor (test app with the compat commands)."""
+
+    recommend_cli.register(app)
+    tables_cli.register(app)
+    return app
+
+
+def write_snapshot(tmp_path: Path, facts: Facts) -> Path:
+    path = tmp_path / "snapshot.json"
+    path.write_text(dump_snapshot(facts, redact=False), encoding="utf-8")
+    return path
+
+
+def test_cli_recommend_from_a_snapshot(tmp_path: Path) -> None:
+    snap = write_snapshot(tmp_path, named("a100-535"))
+    result = CliRunner().invoke(
+        cli(),
+        ["recommend", "--snapshot", str(snap)],
+        obj=AppContext(host=FakeHost.scenario("healthy_h100")),
+    )
+    assert result.exit_code == 0, result.output
+    assert result.output == (GOLDEN / "recommend-a100-535.txt").read_text(encoding="utf-8")
+
+
+def test_cli_recommend_json_and_pin(tmp_path: Path) -> None:
+    snap = write_snapshot(tmp_path, named("rtx5090-570"))
+    result = CliRunner().invoke(
+        cli(),
+        ["recommend", "--snapshot", str(snap), "--json", "--torch", "2.14"],
+        obj=AppContext(host=FakeHost.scenario("healthy_h100")),
+    )
+    assert result.exit_code == 1, result.output
+    data = json.loads(result.output)
+    assert data["kind"] == "envdoctor-recommendation" and data["recommendation"] is None
+    assert {r["variant"] for r in data["rejected"]} == {"cu126", "cu130", "cu132"}
+
+
+def test_cli_recommend_live_through_the_host_seam() -> None:
+    result = CliRunner().invoke(
+        cli(), ["recommend"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
+    )
+    assert result.exit_code == 0, result.output
+    assert (
+        "pip install torch==2.14.1 --index-url https://download.pytorch.org/whl/cu130"
+        in result.output
+    )
+
+
+def test_cli_bad_pin_is_exit_2(tmp_path: Path) -> None:
+    snap = write_snapshot(tmp_path, named("a100-535"))
+    result = CliRunner().invoke(
+        cli(),
+        ["recommend", "--snapshot", str(snap), "--torch", "9.9"],
+        obj=AppContext(host=FakeHost.scenario("healthy_h100")),
+    )
+    assert result.exit_code == 2
+    assert "torch 9.9 is not in the compatibility tables" in result.output
+
+
+def test_cli_tables_validate_and_show(tmp_path: Path) -> None:
+    ok = CliRunner().invoke(cli(), ["tables", "validate"])
+    assert ok.exit_code == 0 and "pytorch: 17 rows" in ok.output
+    (tmp_path / "bad.yaml").write_text(
+        "schema: 1\ntable: cudnn\nreleases:\n  - "
+        "{cudnn: '>=9.30,<9.31', packages: [{cuda: '>=13.0,<14'}]}\n",
+        encoding="utf-8",
+    )
+    bad = CliRunner().invoke(cli(), ["tables", "validate", str(tmp_path)])
+    assert bad.exit_code == 2
+    assert f"{tmp_path / 'bad.yaml'}:4: cudnn releases: every row needs a source" in bad.output
+    assert "Traceback" not in bad.output
+    shown = CliRunner().invoke(
+        cli(), ["tables", "show", "pytorch"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
+    )
+    assert shown.exit_code == 0 and "torch 2.14 (latest 2.14.1" in shown.output
+    as_json = CliRunner().invoke(
+        cli(),
+        ["tables", "show", "driver-branches", "--json"],
+        obj=AppContext(host=FakeHost.scenario("healthy_h100")),
+    )
+    assert json.loads(as_json.output)["driver_branches"][0]["branch"] == 410
+    unknown = CliRunner().invoke(
+        cli(), ["tables", "show", "gpus"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
+    )
+    assert unknown.exit_code == 2

@@ -1,0 +1,334 @@
+"""The shipped tables are sourced and consistent; malformed tables fail with file:line."""
+
+from __future__ import annotations
+
+import dataclasses
+import textwrap
+from pathlib import Path
+
+import pytest
+from packaging.specifiers import SpecifierSet
+from packaging.version import Version
+
+from envdoctor.compat import TABLE_NAMES, load_tables, shipped_dir
+from envdoctor.compat.loader import intervals_overlap
+from envdoctor.compat.versions import parse_cuda
+from envdoctor.errors import EnvdoctorError
+
+TABLES = load_tables()
+ROW_FIELDS = (
+    "cuda_releases",
+    "minor_version_floors",
+    "minor_version_limitations",
+    "forward_compat_gpus",
+    "forward_compat_packages",
+    "driver_branches",
+    "architectures",
+    "cudnn",
+    "torch_releases",
+)
+
+
+def all_rows() -> list[object]:
+    rows: list[object] = []
+    for field in ROW_FIELDS:
+        rows.extend(getattr(TABLES, field))
+    rows.extend(v for r in TABLES.torch_releases for v in r.variants)
+    return rows
+
+
+def test_shipped_tables_are_found_and_complete() -> None:
+    assert shipped_dir().name == "compat_tables"
+    for field in ROW_FIELDS:
+        assert getattr(TABLES, field), field
+    names = {p.stem.replace("_", "-") for p in shipped_dir().glob("*.yaml")}
+    assert names == set(TABLE_NAMES)
+
+
+def test_every_row_has_a_source_with_a_url_or_repo_path() -> None:
+    for row in all_rows():
+        source = row.source  # type: ignore[attr-defined]
+        assert source, row
+        assert all("https://" in s or "/" in s for s in source), row
+
+
+def test_cuda_releases_cover_10_0_to_13_3_and_drivers_never_go_back() -> None:
+    versions = {parse_cuda(r.cuda) for r in TABLES.cuda_releases}
+    for want in [
+        (10, 0),
+        (10, 1),
+        (10, 2),
+        *((11, m) for m in range(9)),
+        *((12, m) for m in (0, 1, 2, 3, 4, 5, 6, 8, 9)),
+        *((13, m) for m in range(4)),
+    ]:
+        assert want in versions, want
+    linux = [r.linux_driver for r in TABLES.cuda_releases if r.linux_driver]
+    assert linux == sorted(linux, key=lambda d: tuple(int(p) for p in d.split(".")))
+
+
+def test_minor_version_floors() -> None:
+    floors = {f.major: f.linux_driver for f in TABLES.minor_version_floors}
+    assert floors == {11: "450.80.02", 12: "525.60.13", 13: "580.65.06"}
+
+
+def test_cudnn_ranges_do_not_overlap() -> None:
+    rows = TABLES.cudnn
+    for i, a in enumerate(rows):
+        for b in rows[i + 1 :]:
+            assert not intervals_overlap(a.cudnn, b.cudnn), (a.cudnn, b.cudnn)
+        for j, p in enumerate(a.packages):
+            for q in a.packages[j + 1 :]:
+                assert not intervals_overlap(p.cuda, q.cuda)
+
+
+def test_every_torch_variant_cuda_has_a_driver_row() -> None:
+    for release in TABLES.torch_releases:
+        for variant in release.variants:
+            row = TABLES.full_feature_driver(variant.cuda_version)
+            assert row is not None and row.linux_driver, (release.torch, variant.name)
+            if variant.cuda_version[0] >= 11:
+                assert TABLES.minor_version_floor(variant.cuda_version[0]) is not None
+
+
+def test_torch_variant_facts_from_the_build_scripts() -> None:
+    r211 = TABLES.torch_release("2.11.0+cu130")
+    assert r211 is not None and [v.name for v in r211.variants] == ["cu126", "cu128", "cu130"]
+    cu130 = r211.variant("cu130")
+    assert (
+        cu130 is not None
+        and cu130.arch_list[-1] == "compute_120"
+        and "sm_70" not in cu130.arch_list
+    )
+    assert cu130.index_url == "https://download.pytorch.org/whl/cu130"
+    cu128 = r211.variant("cu128")
+    assert cu128 is not None and "sm_70" not in cu128.arch_list  # Volta dropped in 2.11
+    r210 = TABLES.torch_release("2.10")
+    assert r210 is not None and "sm_70" in (r210.variant("cu128") or cu128).arch_list
+    assert TABLES.torch_variant("2.11.0", "12.8") == cu128
+
+
+def test_driver_branches_report_cuda_versions() -> None:
+    row = TABLES.branch_row("580.159.04")
+    assert row is not None and row.cuda == "13.0"
+    row = TABLES.branch_row("566.14")  # not listed: the nearest lower branch
+    assert row is not None and row.branch == 565
+
+
+def test_architectures() -> None:
+    blackwell = TABLES.architecture("12.0")
+    assert (
+        blackwell is not None
+        and blackwell.kernel_modules == "open"
+        and blackwell.first_driver == "570.26"
+    )
+    pascal = TABLES.architecture("6.1")
+    assert pascal is not None and pascal.last_driver_branch == 580 and pascal.last_cuda == "12.9"
+
+
+def test_unconfirmed_rows_are_marked() -> None:
+    r26 = TABLES.torch_release("2.6")
+    assert r26 is not None and not any(v.confirmed for v in r26.variants)
+    assert not next(b for b in TABLES.driver_branches if b.branch == 620).confirmed
+
+
+# --- malformed tables -----------------------------------------------------------------------
+
+
+def write(tmp_path: Path, text: str, name: str = "extra.yaml") -> Path:
+    (tmp_path / name).write_text(textwrap.dedent(text).lstrip(), encoding="utf-8")
+    return tmp_path
+
+
+BRANCH_HEADER = """\
+schema: 1
+table: driver-branches
+sources:
+  site: {title: "Our site notes", url: "https://example.org/notes"}
+branches:
+"""
+
+
+@pytest.mark.parametrize(
+    ("body", "line", "message"),
+    [
+        pytest.param(
+            '  - {branch: 999, cuda: "14.0", example: "999.1"}\n',
+            6,
+            "needs a source",
+            id="no-source",
+        ),
+        pytest.param(
+            '  - {branch: 999, cuda: "14.x", example: "999.1", source: site}\n',
+            6,
+            "not a CUDA version",
+            id="bad-version",
+        ),
+        pytest.param(
+            '  - {branch: 999, cuda: "14.0", example: "999.1", source: site, colour: red}\n',
+            6,
+            "unknown key 'colour'",
+            id="unknown-key",
+        ),
+        pytest.param(
+            '  - {branch: 999, cuda: "14.0", example: "998.1", source: site}\n',
+            6,
+            "not on branch",
+            id="example-off-branch",
+        ),
+        pytest.param(
+            '  - {branch: 999, cuda: "14.0", example: "999.1", source: nowhere}\n',
+            6,
+            "neither in this file",
+            id="unknown-source",
+        ),
+        pytest.param(
+            '  - {branch: 999, cuda: "14.0", example: "999.1", source: site}\n  - '
+            '{branch: 999, cuda: "14.0", example: "999.2", source: site}\n',
+            7,
+            "duplicate branch",
+            id="duplicate",
+        ),
+        pytest.param(
+            '  - {branch: 999, cuda: "10.0", example: "999.1", source: site}\n',
+            6,
+            "less than branch",
+            id="inconsistent",
+        ),
+        pytest.param(
+            '  - {branch: 999, cuda: "14.0", example: "999.1", source: site\n',
+            7,
+            "invalid YAML",
+            id="syntax",
+        ),
+    ],
+)
+def test_malformed_tables_name_file_and_line(
+    tmp_path: Path, body: str, line: int, message: str
+) -> None:
+    write(tmp_path, BRANCH_HEADER + body)
+    with pytest.raises(EnvdoctorError) as err:
+        load_tables(str(tmp_path))
+    assert err.value.where == f"{tmp_path / 'extra.yaml'}:{line}"
+    assert message in err.value.message
+
+
+def test_overlapping_cudnn_ranges_are_rejected(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        """
+        schema: 1
+        table: cudnn
+        releases:
+          - cudnn: ">=9.16,<9.18"
+            packages: [{cuda: ">=13.0,<14"}]
+            source: https://example.org/cudnn
+    """,
+    )
+    with pytest.raises(EnvdoctorError, match="overlap") as err:
+        load_tables(str(tmp_path))
+    assert err.value.where.endswith("extra.yaml:4")
+
+
+def test_specifiers_must_be_ranges(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        """
+        schema: 1
+        table: cudnn
+        releases:
+          - cudnn: "~=9.30"
+            packages: [{cuda: ">=13.0,<14"}]
+            source: https://example.org/cudnn
+    """,
+    )
+    with pytest.raises(EnvdoctorError, match="must be a range"):
+        load_tables(str(tmp_path))
+
+
+def test_wrong_schema_and_unknown_table(tmp_path: Path) -> None:
+    write(tmp_path, "schema: 2\ntable: cudnn\n")
+    with pytest.raises(EnvdoctorError, match="schema 2 is not supported"):
+        load_tables(str(tmp_path))
+    write(tmp_path, "schema: 1\ntable: gpus\n")
+    with pytest.raises(EnvdoctorError, match="unknown table 'gpus'"):
+        load_tables(str(tmp_path))
+
+
+def test_missing_directory(tmp_path: Path) -> None:
+    with pytest.raises(EnvdoctorError, match="no such directory"):
+        load_tables(str(tmp_path / "nope"))
+    with pytest.raises(EnvdoctorError, match="ENVDOCTOR_TABLES"):
+        load_tables(env={"ENVDOCTOR_TABLES": str(tmp_path / "nope")})
+
+
+# --- extending and overriding ---------------------------------------------------------------
+
+SITE_TORCH = """
+    schema: 1
+    table: pytorch
+    sources:
+      site: {title: "Our private torch builds", url: "https://wheels.example.org/"}
+    releases:
+      - torch: "2.11"
+        latest: "2.11.0"
+        python: ">=3.10,<3.15"
+        source: site
+        variants:
+          - {name: cu130, cuda: "13.0", arch: "8.0;9.0", index_url: "https://wheels.example.org/cu130", source: site}
+"""
+
+
+def test_user_tables_override_rows_by_key(tmp_path: Path) -> None:
+    write(tmp_path, SITE_TORCH, "torch.yaml")
+    tables = load_tables(str(tmp_path))
+    release = tables.torch_release("2.11")
+    assert release is not None and [v.name for v in release.variants] == ["cu130"]
+    assert release.variants[0].index_url == "https://wheels.example.org/cu130"
+    assert tables.torch_release("2.14") is not None  # the other shipped rows stay
+    assert tables.origins[-1] == str(tmp_path)
+
+
+def test_env_var_and_option_apply_in_order(tmp_path: Path) -> None:
+    env_dir = tmp_path / "env"
+    env_dir.mkdir()
+    write(env_dir, SITE_TORCH)
+    opt_dir = tmp_path / "opt"
+    opt_dir.mkdir()
+    write(opt_dir, SITE_TORCH.replace('arch: "8.0;9.0"', 'arch: "9.0"'))
+    tables = load_tables(str(opt_dir), env={"ENVDOCTOR_TABLES": str(env_dir)})
+    variant = tables.torch_variant("2.11.0+cu130")
+    assert variant is not None and variant.arch_list == ("sm_90",)
+    only_env = load_tables(env={"ENVDOCTOR_TABLES": str(env_dir)})
+    variant = only_env.torch_variant("2.11.0+cu130")
+    assert variant is not None and variant.arch_list == ("sm_80", "sm_90")
+
+
+def test_replace_mode_replaces_whole_sections(tmp_path: Path) -> None:
+    write(tmp_path, SITE_TORCH.replace("table: pytorch", "table: pytorch\n    replace: true"))
+    tables = load_tables(str(tmp_path))
+    assert [r.torch for r in tables.torch_releases] == ["2.11"]
+
+
+def test_user_rows_are_checked_against_shipped_ones(tmp_path: Path) -> None:
+    write(
+        tmp_path,
+        SITE_TORCH.replace('cuda: "13.0", arch', 'cuda: "13.9", arch').replace(
+            "name: cu130", "name: cu139"
+        ),
+    )
+    with pytest.raises(EnvdoctorError, match="no cuda-toolkits release row") as err:
+        load_tables(str(tmp_path))
+    assert "extra.yaml:" in err.value.where
+
+
+def test_rows_are_frozen() -> None:
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        TABLES.torch_releases[0].latest = "9"  # type: ignore[misc]
+
+
+def test_specifier_cuda_matching() -> None:
+    release = TABLES.cudnn_release("9.10.2.21")
+    assert release is not None
+    assert release.package_for((12, 8)) is not None and release.package_for((13, 0)) is None
+    assert Version("12.9") in SpecifierSet(release.packages[0].cuda)
