@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from envdoctor.compat.recommend import install_command, machine_from_facts, recommend
 from envdoctor.model.facts import TorchBroken, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
@@ -11,6 +12,16 @@ from envdoctor.rules.base import Rule, RuleContext
 from envdoctor.rules.facts_view import driver_present, gpus, nvidia_pci_count, show
 
 RECOMMEND = "envdoctor recommend   # prints the torch wheel and index URL that match this driver"
+
+
+def install_steps(ctx: RuleContext) -> tuple[str, ...]:
+    """The exact pip command for the best wheel for this driver and GPUs, from the tables."""
+    python = ctx.facts.torch.python
+    choice = recommend(ctx.tables, machine_from_facts(ctx.facts, ctx.tables)).choice
+    if choice is None:
+        return (RECOMMEND, f"{python} -m pip install torch --index-url <the URL it prints>")
+    command = install_command(choice.release, choice.variant, choice.version)
+    return (f"{python} -m {command}   # {', '.join(choice.reasons[:1]) or 'best match'}",)
 
 
 def _installed(ctx: RuleContext) -> Iterator[Finding]:
@@ -24,7 +35,7 @@ def _installed(ctx: RuleContext) -> Iterator[Finding]:
             evidence=(("python", python), ("import torch", probed.reason)),
             remediation=Remediation(
                 summary="Install the torch wheel that matches this machine's driver",
-                steps=(RECOMMEND, f"{python} -m pip install torch --index-url <the URL it prints>"),
+                steps=install_steps(ctx),
             ),
         )
     elif isinstance(probed, ProbeFailed):
@@ -79,8 +90,7 @@ def _import_failed(ctx: RuleContext) -> Iterator[Finding]:
             steps=(
                 *steps,
                 f"{python} -m pip uninstall -y torch",
-                RECOMMEND,
-                f"{python} -m pip install --force-reinstall torch --index-url <the URL it prints>",
+                *install_steps(ctx),
             ),
         ),
     )
@@ -99,7 +109,6 @@ def _cpu_build(ctx: RuleContext) -> Iterator[Finding]:
         return
     facts = ctx.facts
     gpu_here = bool(gpus(facts)) or bool(nvidia_pci_count(facts)) or driver_present(facts)
-    base = build.version.split("+", 1)[0]
     yield Finding(
         code="torch.cpu-build",
         severity=Severity.ERROR if gpu_here else Severity.WARNING,
@@ -113,9 +122,7 @@ def _cpu_build(ctx: RuleContext) -> Iterator[Finding]:
             summary="Replace it with a CUDA build of torch",
             steps=(
                 f"{ctx.facts.torch.python} -m pip uninstall -y torch",
-                RECOMMEND,
-                f"{ctx.facts.torch.python} -m pip install torch=={base} "
-                "--index-url https://download.pytorch.org/whl/cuXYZ   # cuXYZ from recommend",
+                *install_steps(ctx),
             ),
         ),
     )
