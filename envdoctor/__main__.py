@@ -1,6 +1,6 @@
 """`python -m envdoctor` runs the same CLI as the `envdoctor` command."""
 
-from envdoctor.cli.app import main
+from envdoctor.cli.entry import main
 
 if __name__ == "__main__":
     main()

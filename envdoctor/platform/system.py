@@ -70,7 +70,10 @@ class SystemHost:
         )
 
     def realpath(self, path: str) -> str:
-        resolved = os.path.realpath(self._path(path))
+        try:
+            resolved = os.path.realpath(self._path(path))
+        except OSError:  # e.g. /proc/1/fd/N without ptrace rights: readlink is refused
+            return path
         if self._root and resolved.startswith(self._root + "/"):
             return resolved[len(self._root) :]
         return resolved

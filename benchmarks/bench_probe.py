@@ -1,0 +1,65 @@
+"""Time `envdoctor probe` against a bare interpreter and `python -m torch.utils.collect_env`.
+
+All three run in one session, interleaved round by round so that they share the machine's
+state (page cache, CPU frequency). Goals (issue #7): the probe within 5x of `python -c pass`,
+and at least 15x faster than collect_env. The probe's exit code (0/1/2) does not matter here:
+a machine without a GPU is judged as quickly as one with.
+
+Usage: python benchmarks/bench_probe.py [--runs N] [--python PATH]
+"""
+
+from __future__ import annotations
+
+import argparse
+import shutil
+import statistics
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+GOAL_VS_BARE = 5.0
+GOAL_VS_COLLECT_ENV = 15.0
+
+
+def timed(argv: list[str]) -> float:
+    start = time.perf_counter()
+    subprocess.run(argv, capture_output=True, check=False, timeout=600)
+    return time.perf_counter() - start
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--runs", type=int, default=10)
+    parser.add_argument("--python", default=sys.executable)
+    args = parser.parse_args()
+    py = args.python
+    commands = {
+        "python -c pass": [py, "-c", "pass"],
+        "envdoctor probe": [py, "-m", "envdoctor.cli.entry", "probe"],
+        "python -m torch.utils.collect_env": [py, "-m", "torch.utils.collect_env"],
+    }
+    script = shutil.which("envdoctor", path=str(Path(py).parent))
+    if script:  # what people type; it is only as fast as its entry point allows
+        commands["envdoctor probe (console script)"] = [script, "probe"]
+    times: dict[str, list[float]] = {name: [] for name in commands}
+    for argv in commands.values():
+        timed(argv)  # warm the page cache and the bytecode caches
+    for _ in range(args.runs):
+        for name, argv in commands.items():
+            times[name].append(timed(argv))
+    median = {name: statistics.median(t) for name, t in times.items()}
+    for name, t in times.items():
+        print(f"{name:<36} best {min(t):.3f} s  median {median[name]:.3f} s")
+    probe = median["envdoctor probe"]
+    vs_bare = probe / median["python -c pass"]
+    vs_collect = median["python -m torch.utils.collect_env"] / probe
+    print(f"probe / bare interpreter (medians): {vs_bare:.1f}x  (goal <= {GOAL_VS_BARE:g}x)")
+    print(
+        f"collect_env / probe (medians):      {vs_collect:.1f}x  (goal >= {GOAL_VS_COLLECT_ENV:g}x)"
+    )
+    return 0 if vs_bare <= GOAL_VS_BARE and vs_collect >= GOAL_VS_COLLECT_ENV else 1
+
+
+if __name__ == "__main__":
+    raise SystemExit(main())

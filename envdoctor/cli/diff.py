@@ -1,0 +1,75 @@
+"""``envdoctor diff A.json B.json``: two snapshots side by side, only what differs.
+
+Exit 0 when the facts agree, 1 when they differ, 2 when a file cannot be read (like diff(1)).
+Facts that change between any two runs (free memory, processes, timestamps) are hidden unless
+``--all`` is given; ``--json`` prints every difference with a ``volatile`` flag.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import TYPE_CHECKING, Annotated
+
+import typer
+
+from envdoctor.cli.boundary import boundary
+
+if TYPE_CHECKING:
+    from collections.abc import Sequence
+
+    from envdoctor.fleet.diff import Difference
+
+MAX_VALUE_WIDTH = 40
+
+
+def diff(
+    a: Annotated[Path, typer.Argument(help="Snapshot of the first machine (envdoctor collect).")],
+    b: Annotated[Path, typer.Argument(help="Snapshot of the second machine.")],
+    show_all: Annotated[
+        bool, typer.Option("--all", help="Also show facts that change from run to run.")
+    ] = False,
+    as_json: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
+) -> None:
+    """Compare two snapshots ("works on node A, fails on B"): only the facts that differ."""
+    with boundary():
+        from envdoctor.fleet.diff import diff_facts  # imported late: keeps --help fast
+        from envdoctor.snapshot import load_snapshot
+
+        differences = diff_facts(load_snapshot(a), load_snapshot(b))
+        shown = [d for d in differences if show_all or not d.volatile]
+        if as_json:
+            data = {
+                "schema_version": 1,
+                "kind": "envdoctor-diff",
+                "a": str(a),
+                "b": str(b),
+                "differences": [
+                    {"path": d.path, "a": d.a, "b": d.b, "volatile": d.volatile}
+                    for d in differences
+                ],
+            }
+            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+        else:
+            typer.echo(_table(a.name, b.name, shown, hidden=len(differences) - len(shown)))
+        raise typer.Exit(1 if shown else 0)
+
+
+def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:
+    note = f"; {hidden} that change from run to run hidden (--all shows them)" if hidden else ""
+    if not diffs:
+        return f"{a} and {b}: no differences{note}"
+    head = f"{a} and {b}: {len(diffs)} difference{'s' if len(diffs) != 1 else ''}{note}"
+    path_w = max(len("fact"), *(len(d.path) for d in diffs))
+    a_w = min(MAX_VALUE_WIDTH, max(len(a), *(len(_show(d.a)) for d in diffs)))
+    lines = [head, "", f"{'fact':<{path_w}}  {a:<{a_w}}  {b}"]
+    lines += [f"{d.path:<{path_w}}  {_show(d.a):<{a_w}}  {_show(d.b)}" for d in diffs]
+    return "\n".join(lines)
+
+
+def _show(value: str) -> str:
+    return '""' if value == "" else value
+
+
+def register(app: typer.Typer) -> None:
+    app.command("diff")(diff)

@@ -1,0 +1,249 @@
+"""`envdoctor explain` (a log in, the cause and the fix out) and `envdoctor run` (run a command,
+pass its output through, explain it when it fails)."""
+
+from __future__ import annotations
+
+import enum
+import gzip
+import json
+import sys
+from pathlib import Path
+from typing import IO, TYPE_CHECKING, Optional
+
+import typer
+
+from envdoctor.cli.boundary import boundary
+from envdoctor.cli.common import facts_for
+from envdoctor.errors import EnvdoctorError
+
+if TYPE_CHECKING:
+    from envdoctor.kb.matcher import ByteSource, Scanner
+
+# Typer needs the runtime Optional[...] spelling on Python 3.9-compatible signatures.
+# ruff: noqa: UP045
+
+TAIL_BYTES = 64 << 10
+MAX_PARTIAL = 1 << 20
+
+
+class Format(str, enum.Enum):
+    text = "text"
+    json = "json"
+    markdown = "markdown"
+
+
+def explain_cmd(
+    ctx: typer.Context,
+    source: str = typer.Argument(
+        "-", metavar="[FILE|-]", help="The log to explain (a file, .gz too; - or nothing: stdin)."
+    ),
+    output_format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
+    as_json: bool = typer.Option(False, "--json", help="Shortcut for --format json."),
+    with_host: bool = typer.Option(
+        False, "--with-host", help="Confirm or rule out each cause with this machine's live facts."
+    ),
+    timeout: float = typer.Option(30.0, "--timeout", help="Time budget for --with-host probes."),
+    list_signatures: bool = typer.Option(
+        False, "--list-signatures", help="List every known error signature and exit."
+    ),
+) -> None:
+    """Explain an error log: which known failures it contains, the root cause, and the fix.
+
+    Exit 0 when no known signature occurs, 1 when a cause is found, 2 when only possible
+    causes are (or on a usage error)."""
+    with boundary():
+        from envdoctor.kb import assess, explain, load_default_kb, scan_stream
+        from envdoctor.kb.render import render
+
+        kb = load_default_kb()
+        if list_signatures:
+            for signature in kb.signatures:
+                typer.echo(f"{signature.id:<34} {signature.title}")
+            raise typer.Exit(0)
+        fmt = Format.json if as_json else output_format
+        name, stream, owned = _open_source(source)
+        try:
+            scan = scan_stream(stream, kb)
+        finally:
+            if owned:
+                stream.close()
+        explanation = explain(scan, kb, source=name)
+        if with_host:
+            explanation = assess(explanation, facts_for(ctx, include_torch=False, timeout=timeout))
+        typer.echo(render(explanation, fmt.value), nl=False)
+        raise typer.Exit(explanation.exit_code)
+
+
+def _open_source(source: str) -> tuple[str, ByteSource, bool]:
+    """(name, stream, whether we opened it and must close it)."""
+    if source == "-":
+        if sys.stdin is None or sys.stdin.isatty():
+            raise EnvdoctorError(
+                "no log given",
+                hint="envdoctor explain train.log, or: python train.py 2>&1 | envdoctor explain",
+            )
+        return "<stdin>", sys.stdin.buffer, False
+    path = Path(source)
+    try:
+        if source.endswith(".gz"):
+            return source, gzip.open(path, "rb"), True
+        return source, path.open("rb"), True
+    except FileNotFoundError:
+        raise EnvdoctorError("no such file", where=source) from None
+    except IsADirectoryError:
+        raise EnvdoctorError("is a directory, not a log file", where=source) from None
+    except PermissionError:
+        raise EnvdoctorError("permission denied", where=source) from None
+    except OSError as exc:
+        raise EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=source) from None
+
+
+# --- envdoctor run ------------------------------------------------------------------------
+
+
+class _Tee:
+    """Receives the child's output: passes it on unchanged, saves it, scans it, keeps the tail
+    of stderr. Lines are assembled per stream, so interleaved partial lines of stdout and
+    stderr never merge into one line of the scan (or of the saved log)."""
+
+    def __init__(self, scanner: Scanner, save: IO[bytes] | None) -> None:
+        self._scanner = scanner
+        self._save = save
+        self._partial = {"stdout": b"", "stderr": b""}
+        self._tail = bytearray()
+        self._closed: set[str] = set()
+
+    def __call__(self, stream: str, data: bytes) -> None:
+        self._passthrough(stream, data)
+        if stream == "stderr":
+            self._tail += data
+            del self._tail[: max(0, len(self._tail) - TAIL_BYTES)]
+        buf = self._partial[stream] + data
+        cut = buf.rfind(b"\n") + 1
+        if len(buf) - cut > MAX_PARTIAL:
+            cut = len(buf)
+        self._partial[stream] = buf[cut:]
+        if cut:
+            self._lines(buf[:cut])
+
+    def _passthrough(self, stream: str, data: bytes) -> None:
+        if stream in self._closed:
+            return
+        target = sys.stdout if stream == "stdout" else sys.stderr
+        try:
+            buffer = getattr(target, "buffer", None)
+            if buffer is not None:
+                buffer.write(data)
+            else:
+                target.write(data.decode("utf-8", errors="replace"))
+            target.flush()
+        except (BrokenPipeError, ValueError, OSError):
+            self._closed.add(stream)  # e.g. `envdoctor run … | head`: keep scanning, stop writing
+
+    def _lines(self, data: bytes) -> None:
+        self._scanner.feed(data)
+        if self._save is not None:
+            self._save.write(data)
+
+    def finish(self) -> str:
+        for stream in ("stdout", "stderr"):
+            rest = self._partial[stream]
+            if rest:
+                self._lines(rest + b"\n")
+                self._partial[stream] = b""
+        return bytes(self._tail).decode("utf-8", errors="replace")
+
+
+def run_cmd(
+    ctx: typer.Context,
+    command: list[str] = typer.Argument(
+        ..., metavar="-- CMD [ARGS]...", help="The command to run."
+    ),
+    blocking: bool = typer.Option(
+        False, "--blocking", help="Set CUDA_LAUNCH_BLOCKING=1 so CUDA errors get a true stack."
+    ),
+    save: Optional[Path] = typer.Option(None, "--save", help="Also write the full log here."),
+    output_format: Format = typer.Option(
+        Format.text, "--format", "-f", help="Format of the explanation (printed on stderr)."
+    ),
+    with_host: bool = typer.Option(
+        False, "--with-host", help="On failure, also confirm causes with live facts."
+    ),
+) -> None:
+    """Run a command, pass its output through unchanged, and explain it if it fails.
+
+    The exit code is the command's own (128+N when a signal killed it). The explanation goes
+    to stderr, so the command's stdout stays clean."""
+    with boundary():
+        from envdoctor.kb import Scanner, assess, explain, load_default_kb
+        from envdoctor.kb.model import Role
+        from envdoctor.kb.render import render, to_data
+        from envdoctor.platform.passthrough import run_passthrough, signal_name
+
+        kb = load_default_kb()
+        scanner = Scanner(kb)
+        save_file = _open_save(save)
+        tee = _Tee(scanner, save_file)
+        overrides = {"CUDA_LAUNCH_BLOCKING": "1"} if blocking else {}
+        try:
+            result = run_passthrough(
+                command,
+                tee,
+                env_overrides=overrides,
+                env_defaults={"PYTHONUNBUFFERED": "1"},
+            )
+            tail = tee.finish()
+        finally:
+            if save_file is not None:
+                save_file.close()
+        if not result.started:
+            typer.echo(f"envdoctor: {result.error}", err=True)
+            raise typer.Exit(result.returncode)
+        if result.returncode == 0:
+            raise typer.Exit(0)
+        explanation = explain(scanner.finish(), kb, source=" ".join(command[:3]))
+        if with_host:
+            explanation = assess(explanation, facts_for(ctx, include_torch=False))
+        how = (
+            f"was killed by {signal_name(result.signal)}"
+            if result.signal is not None
+            else f"exited with {result.returncode}"
+        )
+        if output_format is Format.json:
+            data = to_data(explanation, stderr_tail=tail)
+            data.update(command=command, returncode=result.returncode, blocking=blocking)
+            typer.echo(json.dumps(data, indent=2, ensure_ascii=False), err=True)
+        else:
+            typer.echo(f"\nenvdoctor: the command {how}.", err=True)
+            typer.echo(
+                render(explanation, output_format.value, stderr_tail=tail), err=True, nl=False
+            )
+            asynchronous = any(
+                c.signature.role in (Role.ASYNC, Role.KERNEL_ASSERT) for c in explanation.causes
+            )
+            if asynchronous and not blocking:
+                typer.echo(
+                    "hint: CUDA reports kernel errors late; re-run with "
+                    "`envdoctor run --blocking -- …` for the stack of the failing call.",
+                    err=True,
+                )
+            if save is not None:
+                typer.echo(f"full log: {save} (line numbers above refer to it)", err=True)
+        raise typer.Exit(result.returncode)
+
+
+def _open_save(save: Path | None) -> IO[bytes] | None:
+    if save is None:
+        return None
+    try:
+        return save.open("wb")
+    except OSError as exc:
+        raise EnvdoctorError(f"cannot write: {exc.strerror or exc}", where=str(save)) from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("explain")(explain_cmd)
+    app.command(
+        "run",
+        context_settings={"allow_interspersed_args": False, "ignore_unknown_options": True},
+    )(run_cmd)

@@ -1,0 +1,141 @@
+"""`envdoctor fix`: the findings of `check` as one reviewable remediation script (or plan).
+
+The script is a dry run unless started with ``--apply``; see docs/fix.md.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+import sys
+from pathlib import Path
+from typing import Annotated
+
+import typer
+
+from envdoctor.cli.boundary import boundary
+from envdoctor.cli.common import app_context, facts_for
+from envdoctor.errors import EnvdoctorError
+
+
+class FixFormat(str, enum.Enum):
+    script = "script"
+    steps = "steps"
+    json = "json"
+
+
+class Prefer(str, enum.Enum):
+    wheel = "wheel"
+    driver = "driver"
+
+
+def fix_command(
+    ctx: typer.Context,
+    snapshot: Annotated[
+        Path | None,
+        typer.Option(
+            "--snapshot", help="Plan for a snapshot (envdoctor collect) instead of this machine."
+        ),
+    ] = None,
+    output: Annotated[
+        Path | None,
+        typer.Option(
+            "--output", "-o", help="Write to FILE (a script gets mode 0755) instead of stdout."
+        ),
+    ] = None,
+    fmt: Annotated[
+        FixFormat,
+        typer.Option("--format", "-f", help="script (bash), steps (numbered plan) or json."),
+    ] = FixFormat.script,
+    python: Annotated[
+        str | None,
+        typer.Option(
+            "--python", help="Interpreter whose torch to inspect and repair (default: this one)."
+        ),
+    ] = None,
+    timeout: Annotated[
+        float, typer.Option("--timeout", help="Time budget for probing, in seconds.")
+    ] = 30.0,
+    prefer: Annotated[
+        Prefer,
+        typer.Option(
+            "--prefer",
+            help="torch.driver-too-old: reinstall a torch that fits the driver (wheel) or upgrade "
+            "the driver (driver).",
+        ),
+    ] = Prefer.wheel,
+) -> None:
+    """Write a script that fixes what `envdoctor check` finds: dry run by default, --apply acts."""
+    with boundary():
+        from envdoctor import __version__  # imported here: keeps --help fast
+        from envdoctor.compat import load_tables
+        from envdoctor.engine import evaluate
+        from envdoctor.platform.host import Deadline
+        from envdoctor.probes.holders import absent_fix_facts, probe_fix_facts
+        from envdoctor.remedy import (
+            PlanOptions,
+            build_plan,
+            plan_to_json,
+            render_script,
+            render_steps,
+        )
+        from envdoctor.rules import ALL_RULES
+
+        if timeout <= 0:
+            raise EnvdoctorError("--timeout must be a positive number of seconds")
+        app = app_context(ctx)
+        host = app.get_host()
+        tables = load_tables(None, host.env())
+        facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout)
+        report = evaluate(facts, ALL_RULES, tables)
+        if snapshot is not None:
+            live = absent_fix_facts(f"not scanned: planning from the snapshot {snapshot}")
+            source = f"the machine in {snapshot}"
+            verify: tuple[str, ...] = ("envdoctor", "check")
+        else:
+            live = probe_fix_facts(host, deadline=Deadline(timeout))
+            hostname = facts.host.hostname
+            source = getattr(hostname, "value", "") or "this machine"
+            verify = (sys.executable, "-m", "envdoctor", "check")
+            if python:
+                verify = (*verify, "--python", python)
+        plan = build_plan(
+            report,
+            live,
+            PlanOptions(
+                verify_argv=verify,
+                python=python or app.python,
+                prefer=prefer.value,
+                source=source,
+                envdoctor_version=__version__,
+                tables=tables,
+            ),
+        )
+        if fmt is FixFormat.json:
+            text = json.dumps(plan_to_json(plan), indent=2, ensure_ascii=False) + "\n"
+        elif fmt is FixFormat.steps:
+            text = render_steps(plan)
+        else:
+            text = render_script(plan)
+        if output is None:
+            typer.echo(text, nl=False)
+        else:
+            _write(output, text, executable=fmt is FixFormat.script)
+            how = (
+                f"review it, then run: {'sudo ' if plan.needs_root else ''}{output} --apply"
+                if fmt is FixFormat.script
+                else "review it"
+            )
+            typer.echo(f"envdoctor fix: wrote {output} ({len(plan.steps)} steps); {how}", err=True)
+
+
+def _write(path: Path, text: str, *, executable: bool) -> None:
+    try:
+        path.write_text(text, encoding="utf-8")
+        path.chmod(0o755 if executable else 0o644)
+    except OSError as exc:
+        raise EnvdoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
+
+
+def register(app: typer.Typer) -> None:
+    app.command("fix")(fix_command)

@@ -1,0 +1,361 @@
+"""``envdoctor probe``: the fast tier, for container startup probes and node-problem-detector.
+
+- Never imports torch or creates a CUDA context: NVML, ``/proc`` and ``/dev`` only.
+- A watchdog enforces the budget (``--timeout``, default 1 s): a hung NVML call or file read
+  ends in exit 2 with an "unknown" verdict within the budget, never a hang.
+- The first line of output is the verdict, at most 80 bytes (node-problem-detector cuts there).
+- Exit 0 healthy, 1 unhealthy, 2 could not determine (or a usage error).
+- ``--require EXPR`` gates (``gpus>=8``, ``memory_free>=70GiB``, see envdoctor.fleet.requirements).
+
+The options are parsed with argparse rather than Typer so that ``envdoctor probe`` can start
+without importing Typer at all (see ``envdoctor.cli.entry``); the Typer command registered here
+hands its arguments to the same parser.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+from pathlib import Path
+from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+
+from envdoctor.cli.watchdog import EXIT_UNKNOWN, Watchdog
+from envdoctor.engine import Report, evaluate
+from envdoctor.errors import EnvdoctorError
+from envdoctor.fleet.requirements import (
+    Requirement,
+    evaluate_requirement,
+    parse_requirements,
+    requirements_rule,
+)
+from envdoctor.fleet.verdict import MAX_VERDICT_BYTES, fit_line, one_line, verdict_line
+from envdoctor.model.probed import Probed
+from envdoctor.platform.host import (
+    MAX_READ_BYTES,
+    CommandResult,
+    Deadline,
+    FileInfo,
+    Host,
+    Identity,
+)
+
+if TYPE_CHECKING:
+    import typer
+
+    from envdoctor.platform.nvml import NvmlSession
+
+DEFAULT_TIMEOUT = 1.0
+PROBE_SCHEMA_VERSION = 1
+# Of the budget, this share goes to reading the machine; the rest judges, prints and absorbs
+# scheduling noise before the watchdog fires.
+COLLECT_SHARE = 0.75
+
+
+def build_parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="envdoctor probe",
+        description=(
+            "Fast health probe (NVML, /proc, /dev; never torch). The first output line is the "
+            "verdict (at most 80 bytes). Exit 0 healthy, 1 unhealthy, 2 could not determine."
+        ),
+    )
+    parser.add_argument(
+        "--timeout",
+        type=float,
+        default=DEFAULT_TIMEOUT,
+        metavar="SECONDS",
+        help="hard budget; past it the verdict is 'unknown' and the exit code 2 (default: 1)",
+    )
+    parser.add_argument(
+        "--format",
+        choices=("text", "json", "prometheus"),
+        default="text",
+        help="text (default), json, or the Prometheus textfile format",
+    )
+    parser.add_argument("--json", action="store_true", help="shortcut for --format json")
+    parser.add_argument(
+        "-o",
+        "--output",
+        type=Path,
+        metavar="FILE",
+        help="write the output to FILE (atomically: temp file + rename); stdout gets the verdict",
+    )
+    parser.add_argument(
+        "--require",
+        action="append",
+        default=[],
+        metavar="EXPR",
+        help="a gate such as gpus>=8, driver>=550, cuda>=12.4, memory_free>=70GiB, model~=H100 "
+        "(repeatable; every gate must hold)",
+    )
+    parser.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
+    parser.add_argument(
+        "-v", "--verbose", action="store_true", help="after the verdict, one line per finding"
+    )
+    return parser
+
+
+def run(
+    argv: Sequence[str],
+    *,
+    host: Host | None = None,
+    python: str | None = None,
+    stdout: TextIO | None = None,
+    hard_exit: Callable[[int], object] | None = None,
+) -> int:
+    """Run the probe; returns the exit code (the watchdog may end the process before)."""
+    started = time.monotonic()
+    out = stdout or sys.stdout
+    args = build_parser().parse_args(list(argv))
+    fmt = "json" if args.json else args.format
+    try:
+        if not args.timeout > 0:
+            raise EnvdoctorError("--timeout must be a positive number of seconds")
+        requirements = parse_requirements(args.require)
+    except EnvdoctorError as exc:
+        return _error(exc)
+    if fmt == "prometheus" or args.output is not None:
+        # Loaded now, so that the watchdog never has to import while the main thread is stuck.
+        import envdoctor.render.prometheus  # noqa: F401
+    traced = TracedHost(host if host is not None else _system_host())
+
+    def expire() -> None:
+        reason = f"no verdict within {args.timeout:g} s; stuck {traced.doing}"
+        try:
+            _emit(out, args.output, _unknown_output(fmt, reason, time.monotonic() - started))
+        except EnvdoctorError as exc:
+            _error(exc)
+
+    extra = {} if hard_exit is None else {"hard_exit": hard_exit}
+    watchdog = Watchdog(args.timeout, expire, **extra).start()
+    collect_until = started + args.timeout * COLLECT_SHARE
+    try:
+        report = _probe(traced, requirements, args, python or sys.executable, collect_until)
+        rendered = _render(report, fmt, time.monotonic() - started, requirements, args)
+        if not watchdog.claim():
+            return EXIT_UNKNOWN  # the watchdog spoke first and is ending the process
+        _emit(out, args.output, rendered)
+    except EnvdoctorError as exc:
+        return _error(exc) if watchdog.claim() else EXIT_UNKNOWN
+    return report.exit_code
+
+
+def main(argv: Sequence[str] | None = None) -> NoReturn:
+    """``envdoctor probe`` without Typer (the fast path of ``envdoctor.cli.entry``).
+
+    Outside Typer there is no ``cli.boundary``: an unexpected error becomes the same one line
+    and exit 2 here (``ENVDOCTOR_DEBUG=1`` shows the traceback).
+    """
+    try:
+        code = run(sys.argv[1:] if argv is None else argv)
+    except Exception as exc:
+        if os.environ.get("ENVDOCTOR_DEBUG"):
+            raise
+        print(
+            f"envdoctor: internal error: {type(exc).__name__}: {exc} "
+            "(set ENVDOCTOR_DEBUG=1 for the traceback and report it)",
+            file=sys.stderr,
+        )
+        code = EXIT_UNKNOWN
+    sys.exit(code)
+
+
+def _error(exc: EnvdoctorError) -> int:
+    print(f"envdoctor: error: {exc.one_line()}", file=sys.stderr)
+    return EXIT_UNKNOWN
+
+
+def register(app: typer.Typer) -> None:
+    """Register ``probe`` with the Typer app; Typer hands every argument to ``run``'s parser."""
+    import typer  # Typer is loaded already when the app registers its commands
+
+    from envdoctor.cli.boundary import boundary
+    from envdoctor.cli.common import app_context
+
+    def probe(ctx: typer.Context) -> None:
+        """Fast health probe for startup probes and node-problem-detector (see --help)."""
+        with boundary():
+            context = app_context(ctx)
+            code = run(ctx.args, host=context.get_host(), python=context.python)
+        raise typer.Exit(code)
+
+    # Typer resolves annotations in this module's globals, where typer is not imported (the
+    # fast path must not load it): give it the resolved types.
+    probe.__annotations__ = {"ctx": typer.Context, "return": None}
+    app.command(
+        "probe",
+        context_settings={"allow_extra_args": True, "ignore_unknown_options": True},
+        add_help_option=False,
+    )(probe)
+
+
+# --- the work ---------------------------------------------------------------------------------
+
+
+def _probe(
+    host: TracedHost,
+    requirements: Sequence[Requirement],
+    args: argparse.Namespace,
+    python: str,
+    collect_until: float,
+) -> Report:
+    # The probes and rules are imported here, not at the top, to keep `envdoctor --help` fast.
+    from envdoctor.compat import CompatTables
+    from envdoctor.probes import collect_facts
+    from envdoctor.rules import ALL_RULES
+
+    deadline = Deadline(max(0.05, collect_until - time.monotonic()))
+    facts = collect_facts(host, python=python, deadline=deadline, include_torch=False)
+    host.doing = "judging the facts"
+    rules = (*ALL_RULES, requirements_rule(requirements)) if requirements else ALL_RULES
+    return evaluate(facts, rules, CompatTables(), strict=args.strict)
+
+
+def _render(
+    report: Report,
+    fmt: str,
+    duration: float,
+    requirements: Sequence[Requirement],
+    args: argparse.Namespace,
+) -> tuple[str, str]:
+    """(verdict line, full output in ``fmt``)."""
+    verdict = verdict_line(report)
+    if fmt == "prometheus":
+        from envdoctor.render.prometheus import render_prometheus
+
+        return verdict, render_prometheus(report, duration, command="probe")
+    if fmt == "json":
+        return verdict, json.dumps(
+            _json(report, verdict, duration, requirements, args), indent=2, ensure_ascii=False
+        ) + "\n"
+    lines = [verdict]
+    if args.verbose:
+        lines += [f"  {f.severity.label:<7} {f.code}: {one_line(f.title)}" for f in report.findings]
+        lines += _requirement_lines(report, requirements)
+    return verdict, "\n".join(lines) + "\n"
+
+
+def _json(
+    report: Report,
+    verdict: str,
+    duration: float,
+    requirements: Sequence[Requirement],
+    args: argparse.Namespace,
+) -> dict[str, Any]:
+    from envdoctor.model import codec
+    from envdoctor.render.report_json import finding_to_json
+
+    return {
+        "schema_version": PROBE_SCHEMA_VERSION,
+        "kind": "envdoctor-probe",
+        "status": report.status,
+        "exit_code": report.exit_code,
+        "verdict": verdict,
+        "duration_s": round(duration, 4),
+        "budget_s": args.timeout,
+        "requirements": [
+            {"requirement": o.requirement.text, "verdict": o.verdict, "actual": o.actual}
+            for o in (evaluate_requirement(report.facts, r) for r in requirements)
+        ],
+        "findings": [finding_to_json(f) for f in report.findings],
+        "facts": codec.encode(report.facts),
+    }
+
+
+def _requirement_lines(report: Report, requirements: Sequence[Requirement]) -> list[str]:
+    outcomes = (evaluate_requirement(report.facts, r) for r in requirements)
+    return [f"  require {o.requirement.text}: {o.verdict} ({o.actual})" for o in outcomes]
+
+
+def _unknown_output(fmt: str, reason: str, duration: float) -> tuple[str, str]:
+    verdict = fit_line(f"unknown: {reason}", MAX_VERDICT_BYTES)
+    if fmt == "prometheus":
+        from envdoctor.render.prometheus import render_prometheus_unknown
+
+        return verdict, render_prometheus_unknown(reason, duration, command="probe")
+    if fmt == "json":
+        data = {
+            "schema_version": PROBE_SCHEMA_VERSION,
+            "kind": "envdoctor-probe",
+            "status": "unknown",
+            "exit_code": EXIT_UNKNOWN,
+            "verdict": verdict,
+            "reason": reason,
+            "duration_s": round(duration, 4),
+            "requirements": [],
+            "findings": [],
+        }
+        return verdict, json.dumps(data, indent=2) + "\n"
+    return verdict, verdict + "\n"
+
+
+def _emit(out: TextIO, path: Path | None, rendered: tuple[str, str]) -> None:
+    """The output to stdout, or to ``path`` (atomically) with only the verdict on stdout."""
+    verdict, text = rendered
+    if path is None:
+        out.write(text)
+    else:
+        from envdoctor.render.prometheus import write_textfile
+
+        write_textfile(path, text)
+        out.write(verdict + "\n")
+    out.flush()
+
+
+# --- the traced host --------------------------------------------------------------------------
+
+
+def _system_host() -> Host:
+    from envdoctor.platform.system import SystemHost
+
+    return SystemHost()
+
+
+class TracedHost:
+    """A Host that remembers what it is doing, so a watchdog timeout can say where it hung."""
+
+    def __init__(self, host: Host) -> None:
+        self._host = host
+        self.doing = "starting"
+
+    def read_text(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[str]:
+        self.doing = f"reading {path}"
+        return self._host.read_text(path, limit=limit)
+
+    def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
+        self.doing = f"listing {path}"
+        return self._host.list_dir(path)
+
+    def stat(self, path: str) -> Probed[FileInfo]:
+        self.doing = f"checking {path}"
+        return self._host.stat(path)
+
+    def realpath(self, path: str) -> str:
+        self.doing = f"resolving {path}"
+        return self._host.realpath(path)
+
+    def env(self) -> Mapping[str, str]:
+        return self._host.env()
+
+    def which(self, program: str) -> str | None:
+        self.doing = f"looking for {program}"
+        return self._host.which(program)
+
+    def run(
+        self, argv: Sequence[str], *, timeout: float, env: Mapping[str, str] | None = None
+    ) -> CommandResult:
+        self.doing = f"running {' '.join(argv[:2])}"
+        return self._host.run(argv, timeout=timeout, env=env)
+
+    def open_nvml(self, *, timeout: float) -> NvmlSession:
+        self.doing = "initialising NVML"
+        session = self._host.open_nvml(timeout=timeout)
+        self.doing = "querying NVML"
+        return session
+
+    def identity(self) -> Identity:
+        return self._host.identity()

@@ -1,0 +1,66 @@
+"""A hard time limit for a whole command: past it, say "unknown" and end the process.
+
+Probes already bound each subprocess and NVML call, but a read of ``/proc`` or ``/dev`` can block
+in the kernel, and a Kubernetes or node-problem-detector probe must answer within its budget.
+The watchdog is a daemon thread: when the budget runs out before the command has claimed its
+output, it writes the command's "unknown" verdict, flushes, and calls ``os._exit`` (no cleanup
+can hang the exit). The exit code is 2, "could not determine".
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import sys
+import threading
+from collections.abc import Callable
+
+EXIT_UNKNOWN = 2
+
+
+class Watchdog:
+    """``start()`` arms it; ``claim()`` disarms it, or reports that it already fired."""
+
+    def __init__(
+        self,
+        seconds: float,
+        on_expire: Callable[[], None],
+        *,
+        hard_exit: Callable[[int], object] = os._exit,
+    ) -> None:
+        self.seconds = seconds
+        self._on_expire = on_expire
+        self._hard_exit = hard_exit
+        self._lock = threading.Lock()
+        self._claimed = False
+        self.fired = False
+        self._timer = threading.Timer(seconds, self._expire)
+        self._timer.daemon = True
+        self._timer.name = "envdoctor-watchdog"
+
+    def start(self) -> Watchdog:
+        self._timer.start()
+        return self
+
+    def claim(self) -> bool:
+        """Called when the command is ready to print: True if it may (the watchdog is disarmed)."""
+        with self._lock:
+            if self.fired:
+                return False
+            self._claimed = True
+        self._timer.cancel()
+        return True
+
+    def _expire(self) -> None:
+        with self._lock:
+            if self._claimed:
+                return
+            self.fired = True
+        try:
+            self._on_expire()
+        finally:
+            for stream in (sys.stdout, sys.stderr):
+                # a closed or broken stream must not keep the process alive
+                with contextlib.suppress(OSError, ValueError):
+                    stream.flush()
+            self._hard_exit(EXIT_UNKNOWN)

@@ -1,0 +1,69 @@
+"""The error knowledge base behind ``envdoctor explain`` and ``envdoctor run``.
+
+Signatures are data (``signatures/*.yaml``, one entry per cause); ``loader`` validates them,
+``matcher`` streams a log through them in bounded memory, ``ranking`` orders what it found,
+``hostcheck`` confirms or rules out a cause with live facts, ``render`` prints the result.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+
+from envdoctor.kb.hostcheck import HOST_CHECKS
+from envdoctor.kb.loader import load_default_kb, load_kb
+from envdoctor.kb.matcher import Scanner, scan_bytes, scan_stream
+from envdoctor.kb.model import (
+    Cause,
+    Explanation,
+    HostCheck,
+    KnowledgeBase,
+    ScanResult,
+    Signature,
+    Verdict,
+)
+from envdoctor.kb.ranking import explain, fill, with_host
+from envdoctor.model.facts import Facts
+
+__all__ = [
+    "Cause",
+    "Explanation",
+    "HostCheck",
+    "KnowledgeBase",
+    "ScanResult",
+    "Scanner",
+    "Signature",
+    "Verdict",
+    "assess",
+    "explain",
+    "load_default_kb",
+    "load_kb",
+    "scan_bytes",
+    "scan_stream",
+]
+
+
+def host_checks_for(cause: Cause, facts: Facts) -> tuple[HostCheck, ...]:
+    """Run the live checks a cause's signature lists; a crashing check becomes a neutral note."""
+    captures: dict[str, str] = {}
+    for occurrence in cause.hit.occurrences:
+        for key, value in occurrence.captures:
+            captures.setdefault(key, value)
+    return tuple(_run_check(name, captures, facts) for name in cause.signature.facts)
+
+
+def _run_check(name: str, captures: Mapping[str, str], facts: Facts) -> HostCheck:
+    try:
+        return HOST_CHECKS[name](captures, facts)
+    except Exception as exc:  # noqa: BLE001 (one broken check must not hide the explanation)
+        return HostCheck(name, Verdict.NEUTRAL, f"check crashed: {type(exc).__name__}: {exc}")
+
+
+def assess(explanation: Explanation, facts: Facts) -> Explanation:
+    """Confirm or rule out each cause with the machine's live facts (``--with-host``)."""
+    checks: Mapping[str, tuple[HostCheck, ...]] = {
+        cause.id: host_checks_for(cause, facts) for cause in explanation.causes
+    }
+    return with_host(explanation, checks)
+
+
+del fill  # re-exported through ranking only

@@ -1,0 +1,230 @@
+"""The knowledge base as data: signatures (one per cause), what a scan found, ranked causes.
+
+Pure data, no I/O. ``loader`` builds a ``KnowledgeBase`` from YAML, ``matcher`` turns a log into
+``ScanResult``, ``ranking`` turns that into an ``Explanation``.
+"""
+
+from __future__ import annotations
+
+import enum
+import re
+from dataclasses import dataclass, field
+
+
+class Role(enum.Enum):
+    """How a signature relates to the errors around it (this drives the ranking).
+
+    - ``error``: an error with its own cause (a collate failure, a missing library).
+    - ``async``: an asynchronous CUDA error. CUDA reports these at a later API call, so the
+      first one in a log is the root and later ones are consequences of it.
+    - ``kernel-assert``: the kernel's own assertion message (``Assertion `t >= 0 && …`
+      failed``). It names what the generic ``device-side assert triggered`` does not, so it is
+      the root of the asynchronous errors around it.
+    - ``follow-on``: an error that is often only a consequence of an earlier asynchronous
+      failure (cuBLAS/cuDNN handle creation after a device-side assert); on its own it is a
+      cause in its own right.
+    """
+
+    ERROR = "error"
+    ASYNC = "async"
+    KERNEL_ASSERT = "kernel-assert"
+    FOLLOW_ON = "follow-on"
+
+
+@dataclass(frozen=True, slots=True)
+class Pattern:
+    """One way a cause shows up in a log: a regex searched in a line.
+
+    ``anchor`` is a literal every matching line contains (derived from the regex or given in
+    the YAML). A line is tested against ``regex`` only when it contains the anchor, which is
+    what lets the scanner skip most of a log with a few fast substring searches; ``literals``
+    are the other literals the regex requires, checked before the (slower) regex runs.
+    """
+
+    regex: re.Pattern[str]
+    anchor: str
+    confidence: float
+    examples: tuple[str, ...]
+    line: int
+    literals: tuple[str, ...] = ()  # every literal the regex requires (anchor included)
+
+
+@dataclass(frozen=True, slots=True)
+class ContextRule:
+    """Text in the lines before a match that makes this cause more (or less) likely."""
+
+    regex: re.Pattern[str]
+    weight: float
+    note: str
+
+
+@dataclass(frozen=True, slots=True)
+class Signature:
+    """One cause: how to recognise it, what it means, how to fix it, how to confirm it."""
+
+    id: str
+    title: str
+    role: Role
+    confidence: float
+    patterns: tuple[Pattern, ...]
+    summary: str
+    explanation: str
+    fix: tuple[str, ...]
+    facts: tuple[str, ...] = ()
+    see_also: tuple[str, ...] = ()
+    context: tuple[ContextRule, ...] = ()
+    analyzer: str = ""
+    docs: tuple[str, ...] = ()
+    explains: tuple[str, ...] = ()  # ids of less specific signatures this one accounts for
+    source: str = ""  # "file:line" of the definition
+
+    def captures_used(self) -> frozenset[str]:
+        """Named groups of all patterns (the placeholders ``summary`` may use)."""
+        names: set[str] = set()
+        for pattern in self.patterns:
+            names.update(pattern.regex.groupindex)
+        return frozenset(names)
+
+
+@dataclass(frozen=True, slots=True)
+class XidEntry:
+    """One code of NVIDIA's Xid catalog: what it means and what to do."""
+
+    code: int
+    name: str
+    meaning: str
+    action: str
+    severity: str  # "app", "hardware", "driver", "info"
+    source: str
+
+
+@dataclass(frozen=True, slots=True)
+class KnowledgeBase:
+    """All signatures plus the prefilter literals the scanner searches for."""
+
+    signatures: tuple[Signature, ...]
+    triggers: tuple[str, ...]
+    xid: dict[int, XidEntry] = field(default_factory=dict)
+
+    def get(self, signature_id: str) -> Signature:
+        for signature in self.signatures:
+            if signature.id == signature_id:
+                return signature
+        raise KeyError(signature_id)
+
+    @property
+    def ids(self) -> tuple[str, ...]:
+        return tuple(s.id for s in self.signatures)
+
+
+# --- what a scan found ----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class Occurrence:
+    """A line that matched: its number (1-based), text (shortened) and named captures."""
+
+    line: int
+    text: str
+    captures: tuple[tuple[str, str], ...] = ()
+
+    def capture(self, name: str) -> str | None:
+        for key, value in self.captures:
+            if key == name:
+                return value
+        return None
+
+
+@dataclass(frozen=True, slots=True)
+class Hit:
+    """Everything the scan saw of one signature (bounded: the first few occurrences)."""
+
+    signature_id: str
+    count: int
+    first_line: int
+    last_line: int
+    occurrences: tuple[Occurrence, ...]
+    confidence: float  # best pattern confidence plus context weight, capped to [0, 0.99]
+    context_notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class ScanResult:
+    """The outcome of one pass over a log."""
+
+    hits: tuple[Hit, ...]
+    lines: int
+    bytes: int
+    binary: bool = False
+    undecodable: bool = False
+    truncated_lines: int = 0
+
+
+# --- the explanation ------------------------------------------------------------------------
+
+
+class Verdict(enum.Enum):
+    CONFIRMS = "confirms"
+    RULES_OUT = "rules-out"
+    NEUTRAL = "neutral"
+
+
+@dataclass(frozen=True, slots=True)
+class HostCheck:
+    """What a live fact says about a cause (``--with-host``)."""
+
+    name: str
+    verdict: Verdict
+    note: str
+    evidence: tuple[tuple[str, str], ...] = ()
+
+
+@dataclass(frozen=True, slots=True)
+class Cause:
+    """A ranked cause: the signature, how sure we are, where it was seen and why."""
+
+    signature: Signature
+    hit: Hit
+    confidence: float
+    summary: str
+    consequence_of: str | None = None  # the id of the root cause that explains this one
+    alternatives: tuple[str, ...] = ()  # other causes matched on the same line
+    notes: tuple[str, ...] = ()
+    host_checks: tuple[HostCheck, ...] = ()
+
+    @property
+    def id(self) -> str:
+        return self.signature.id
+
+    @property
+    def is_root(self) -> bool:
+        return self.consequence_of is None
+
+
+CONFIDENT = 0.5  # below this a cause is only "possible"
+
+
+@dataclass(frozen=True, slots=True)
+class Explanation:
+    """Ranked causes for one log; ``status`` says whether anything is known with confidence."""
+
+    causes: tuple[Cause, ...]
+    scan: ScanResult
+    source: str = "-"
+
+    @property
+    def top(self) -> Cause | None:
+        return self.causes[0] if self.causes else None
+
+    @property
+    def status(self) -> str:
+        """ "explained" (a confident cause), "possible" (only weak ones) or "no-signature"."""
+        if not self.causes:
+            return "no-signature"
+        top = self.causes[0]
+        return "explained" if top.confidence >= CONFIDENT and top.is_root else "possible"
+
+    @property
+    def exit_code(self) -> int:
+        """0 nothing known in the log, 1 a known error explained, 2 only possible causes."""
+        return {"no-signature": 0, "explained": 1, "possible": 2}[self.status]

@@ -1,0 +1,164 @@
+"""From what a scan found to ranked causes.
+
+The rules, in order:
+
+1. CUDA reports kernel failures asynchronously, at some later API call. So among the
+   asynchronous errors (role ``async``) the *first* one in the log is the root cause; later ones
+   are its consequences.
+2. A kernel's own assertion message (role ``kernel-assert``: ``Assertion `t >= 0 && t <
+   n_classes` failed``) says what the generic ``device-side assert triggered`` cannot: when the
+   first asynchronous error is that generic assert and an assertion message is present, the
+   assertion message is the root.
+3. Errors that are often mere fallout of an earlier asynchronous failure (role ``follow-on``:
+   cuBLAS/cuDNN handle creation, ``CUDNN_STATUS_NOT_INITIALIZED``…) are explained by a root
+   that comes before them; with no such root they stand as causes of their own.
+4. Consequences keep a fraction of their confidence and sort after every root.
+5. A signature may say it ``explains`` less specific ones (the NCCL shared-memory warning
+   explains the generic "unhandled system error"); those become its consequences.
+6. Causes matched on the same line are alternatives of each other; the context before the
+   line (an ``embedding`` frame in the traceback…) decides between them.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import string
+from collections.abc import Mapping, Sequence
+
+from envdoctor.kb.analyzers import ANALYZERS
+from envdoctor.kb.model import (
+    Cause,
+    Explanation,
+    Hit,
+    HostCheck,
+    KnowledgeBase,
+    Role,
+    ScanResult,
+    Verdict,
+)
+
+CONSEQUENCE_FACTOR = 0.4
+CONFIRM_BONUS = 0.15
+RULE_OUT_FACTOR = 0.5
+_GENERIC_ASSERT = "cuda.device-assert"
+
+
+def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explanation:
+    """Rank the hits of ``scan`` into causes (no live facts)."""
+    return Explanation(causes=rank(scan.hits, kb), scan=scan, source=source)
+
+
+def rank(hits: Sequence[Hit], kb: KnowledgeBase) -> tuple[Cause, ...]:
+    roles = {hit.signature_id: kb.get(hit.signature_id).role for hit in hits}
+    root = _async_root(hits, roles)
+    explained_by = _explained_by(hits, kb)
+    causes: list[Cause] = []
+    for hit in hits:
+        signature = kb.get(hit.signature_id)
+        consequence_of: str | None = explained_by.get(hit.signature_id)
+        if consequence_of is None and root is not None and hit is not root:
+            role = roles[hit.signature_id]
+            if role is Role.ASYNC and (
+                roles[root.signature_id] is Role.KERNEL_ASSERT or hit.first_line >= root.first_line
+            ):
+                consequence_of = root.signature_id
+            elif role is Role.KERNEL_ASSERT and roles[root.signature_id] is Role.KERNEL_ASSERT:
+                consequence_of = None  # two different kernel asserts: both stand
+            elif role is Role.FOLLOW_ON and hit.first_line > root.first_line:
+                consequence_of = root.signature_id
+        confidence = hit.confidence * (CONSEQUENCE_FACTOR if consequence_of else 1.0)
+        captures = _captures(hit)
+        notes = list(hit.context_notes)
+        if signature.analyzer:
+            notes.extend(ANALYZERS[signature.analyzer](captures, kb))
+        causes.append(
+            Cause(
+                signature=signature,
+                hit=hit,
+                confidence=round(confidence, 3),
+                summary=fill(signature.summary, captures),
+                consequence_of=consequence_of,
+                notes=tuple(notes),
+            )
+        )
+    causes = _mark_alternatives(causes)
+    return tuple(sorted(causes, key=_order))
+
+
+def _async_root(hits: Sequence[Hit], roles: Mapping[str, Role]) -> Hit | None:
+    asynchronous = [h for h in hits if roles[h.signature_id] in (Role.ASYNC, Role.KERNEL_ASSERT)]
+    if not asynchronous:
+        return None
+    first = min(
+        asynchronous, key=lambda h: (h.first_line, roles[h.signature_id] is not Role.KERNEL_ASSERT)
+    )
+    if roles[first.signature_id] is Role.KERNEL_ASSERT:
+        return first
+    asserts = [h for h in asynchronous if roles[h.signature_id] is Role.KERNEL_ASSERT]
+    if first.signature_id == _GENERIC_ASSERT and asserts:
+        return min(asserts, key=lambda h: h.first_line)
+    return first
+
+
+def _explained_by(hits: Sequence[Hit], kb: KnowledgeBase) -> dict[str, str]:
+    """Signatures present that another present signature declares it ``explains``."""
+    present = {hit.signature_id for hit in hits}
+    explained: dict[str, str] = {}
+    for hit in hits:
+        for other in kb.get(hit.signature_id).explains:
+            if other in present and other not in explained:
+                explained[other] = hit.signature_id
+    # a signature that is itself explained does not explain others (no chains, no cycles)
+    return {k: v for k, v in explained.items() if v not in explained}
+
+
+def _mark_alternatives(causes: list[Cause]) -> list[Cause]:
+    by_line: dict[int, list[str]] = {}
+    for cause in causes:
+        by_line.setdefault(cause.hit.first_line, []).append(cause.id)
+    out: list[Cause] = []
+    for cause in causes:
+        others = tuple(i for i in by_line[cause.hit.first_line] if i != cause.id)
+        out.append(dataclasses.replace(cause, alternatives=others) if others else cause)
+    return out
+
+
+def _order(cause: Cause) -> tuple[bool, float, int, str]:
+    return (not cause.is_root, -cause.confidence, cause.hit.first_line, cause.id)
+
+
+def _captures(hit: Hit) -> dict[str, str]:
+    captures: dict[str, str] = {}
+    for occurrence in hit.occurrences:
+        for key, value in occurrence.captures:
+            captures.setdefault(key, value)
+    return captures
+
+
+class _Missing(dict[str, str]):
+    def __missing__(self, key: str) -> str:
+        return "?"
+
+
+def fill(template: str, captures: Mapping[str, str]) -> str:
+    """The summary with ``{name}`` filled from the captures ("?" when not captured)."""
+    return string.Formatter().vformat(template, (), _Missing(captures))
+
+
+def with_host(explanation: Explanation, checks: Mapping[str, Sequence[HostCheck]]) -> Explanation:
+    """Attach live checks to their causes and let their verdicts move the confidence."""
+    causes: list[Cause] = []
+    for cause in explanation.causes:
+        found = tuple(checks.get(cause.id, ()))
+        confidence = cause.confidence
+        for check in found:
+            if check.verdict is Verdict.CONFIRMS:
+                confidence = min(0.99, confidence + CONFIRM_BONUS)
+            elif check.verdict is Verdict.RULES_OUT:
+                confidence *= RULE_OUT_FACTOR
+        causes.append(
+            dataclasses.replace(cause, host_checks=found, confidence=round(confidence, 3))
+        )
+    return Explanation(
+        causes=tuple(sorted(causes, key=_order)), scan=explanation.scan, source=explanation.source
+    )

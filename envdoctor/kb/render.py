@@ -1,0 +1,265 @@
+"""Print an Explanation: text for a terminal, JSON for tools, Markdown for a bug report."""
+
+from __future__ import annotations
+
+import json
+import re
+import textwrap
+from typing import Any
+
+from envdoctor import __version__
+from envdoctor.kb.model import CONFIDENT, Cause, Explanation
+
+EXPLAIN_SCHEMA_VERSION = 1
+WIDTH = 100
+MAX_EXCERPTS = 3
+TAIL_LINES = 8
+
+
+def render(explanation: Explanation, fmt: str, *, stderr_tail: str = "") -> str:
+    if fmt == "json":
+        return render_json(explanation, stderr_tail=stderr_tail)
+    if fmt == "markdown":
+        return render_markdown(explanation, stderr_tail=stderr_tail)
+    return render_text(explanation, stderr_tail=stderr_tail)
+
+
+# --- text ---------------------------------------------------------------------------------
+
+
+def _wrap(text: str, indent: str, width: int = WIDTH, hang: int = 0) -> list[str]:
+    """Wrap ``text`` at ``width``; continuation lines are indented ``hang`` more."""
+    return textwrap.wrap(
+        text,
+        width=width,
+        initial_indent=indent,
+        subsequent_indent=indent + " " * hang,
+        break_long_words=False,
+        break_on_hyphens=False,
+    ) or [indent]
+
+
+def _percent(value: float) -> str:
+    return f"{round(value * 100)}%"
+
+
+def _where(cause: Cause) -> str:
+    hit = cause.hit
+    more = f" (+{hit.count - 1} more, last line {hit.last_line})" if hit.count > 1 else ""
+    return f"line {hit.first_line}{more}"
+
+
+def _headline(explanation: Explanation) -> str:
+    scan = explanation.scan
+    size = f"{scan.lines:,} lines, {_size(scan.bytes)}"
+    status = explanation.status
+    if status == "no-signature":
+        verdict = "no known signature"
+    elif status == "possible":
+        verdict = "no confident cause; possible causes below"
+    else:
+        roots = [c for c in explanation.causes if c.is_root and c.confidence >= CONFIDENT]
+        verdict = f"{len(roots)} cause{'s' if len(roots) != 1 else ''} found"
+    return f"envdoctor explain: {explanation.source} ({size}) — {verdict}"
+
+
+def _size(n: int) -> str:
+    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
+        if n >= size:
+            return f"{n / size:.1f} {unit}"
+    return f"{n} bytes"
+
+
+def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
+    out = [_headline(explanation)]
+    scan = explanation.scan
+    if scan.binary:
+        out.append("  note: the input looks binary (NUL bytes); it was scanned as text anyway")
+    elif scan.undecodable:
+        out.append("  note: some bytes are not UTF-8; they were replaced, not skipped")
+    if not explanation.causes:
+        out.append("")
+        out.extend(
+            _wrap(
+                "None of envdoctor's error signatures occurs in this log, so it cannot name a "
+                "cause. If a run failed, its error may be cut off or printed elsewhere (stdout "
+                "vs stderr, another rank's log, the kernel log: `sudo dmesg`).",
+                "  ",
+            )
+        )
+        out.extend(_tail_text(stderr_tail))
+        return "\n".join(out) + "\n"
+    roots = [c for c in explanation.causes if c.is_root]
+    consequences = [c for c in explanation.causes if not c.is_root]
+    for cause in roots:
+        out.append("")
+        out.extend(_cause_text(cause, explanation))
+    if consequences:
+        out.append("")
+        out.append("Consequences (explained by a cause above):")
+        for cause in consequences:
+            first = cause.hit.occurrences[0].text if cause.hit.occurrences else ""
+            out.extend(
+                _wrap(f"· {cause.id} ({_where(cause)}) ← {cause.consequence_of}", "  ", hang=2)
+            )
+            if first:
+                out.extend(_wrap(f"│ {first}", "    ", hang=2))
+    if explanation.status != "explained":
+        out.extend(_tail_text(stderr_tail))
+    return "\n".join(out) + "\n"
+
+
+def _cause_text(cause: Cause, explanation: Explanation) -> list[str]:
+    mark = "✗" if cause.confidence >= CONFIDENT else "?"
+    sig = cause.signature
+    lines = _wrap(
+        f"{mark} {cause.summary}  [{cause.id}, confidence {_percent(cause.confidence)}]", "", hang=2
+    )
+    lines.extend(_wrap(f"seen at {_where(cause)}:", "  "))
+    for occurrence in cause.hit.occurrences[:MAX_EXCERPTS]:
+        lines.extend(_wrap(f"{occurrence.line:>7} │ {occurrence.text}", "  ", hang=10))
+    if cause.alternatives:
+        lines.extend(
+            _wrap(f"other possible cause on the same line: {', '.join(cause.alternatives)}", "  ")
+        )
+    explained = [c.id for c in explanation.causes if c.consequence_of == cause.id]
+    if explained:
+        lines.extend(_wrap(f"explains: {', '.join(explained)}", "  "))
+    lines.append("  why:")
+    for paragraph in sig.explanation.split("\n\n"):
+        lines.extend(_wrap(" ".join(paragraph.split()), "    "))
+    for note in cause.notes:
+        lines.extend(_wrap(f"note: {note}", "    "))
+    for check in cause.host_checks:
+        lines.extend(
+            _wrap(f"host ({check.name}, {check.verdict.value}): {check.note}", "    ", hang=2)
+        )
+        for label, value in check.evidence:
+            lines.extend(_wrap(f"{label}: {value}", "      "))
+    lines.append("  fix:")
+    for number, step in enumerate(sig.fix, start=1):
+        lines.extend(_wrap(f"{number}. {step}", "    ", hang=3))
+    if sig.see_also:
+        lines.extend(_wrap(f"see also (envdoctor check): {', '.join(sig.see_also)}", "  "))
+    return lines
+
+
+def _tail_text(stderr_tail: str) -> list[str]:
+    tail = [line for line in stderr_tail.splitlines() if line.strip()][-TAIL_LINES:]
+    if not tail:
+        return []
+    return ["", "Last lines of stderr:", *(f"  │ {line}" for line in tail)]
+
+
+# --- json ---------------------------------------------------------------------------------
+
+
+def to_data(explanation: Explanation, *, stderr_tail: str = "") -> dict[str, Any]:
+    scan = explanation.scan
+    data: dict[str, Any] = {
+        "schema_version": EXPLAIN_SCHEMA_VERSION,
+        "kind": "explain",
+        "envdoctor_version": __version__,
+        "source": explanation.source,
+        "status": explanation.status,
+        "exit_code": explanation.exit_code,
+        "lines": scan.lines,
+        "bytes": scan.bytes,
+        "binary": scan.binary,
+        "undecodable": scan.undecodable,
+        "causes": [_cause_data(c) for c in explanation.causes],
+    }
+    if stderr_tail:
+        data["stderr_tail"] = stderr_tail
+    return data
+
+
+def _cause_data(cause: Cause) -> dict[str, Any]:
+    sig = cause.signature
+    captures: dict[str, str] = {}
+    for occurrence in cause.hit.occurrences:
+        for key, value in occurrence.captures:
+            captures.setdefault(key, value)
+    return {
+        "id": cause.id,
+        "title": sig.title,
+        "summary": cause.summary,
+        "role": "root" if cause.is_root else "consequence",
+        "consequence_of": cause.consequence_of,
+        "confidence": cause.confidence,
+        "count": cause.hit.count,
+        "first_line": cause.hit.first_line,
+        "last_line": cause.hit.last_line,
+        "occurrences": [{"line": o.line, "text": o.text} for o in cause.hit.occurrences],
+        "captures": captures,
+        "alternatives": list(cause.alternatives),
+        "explanation": " ".join(sig.explanation.split()),
+        "fix": list(sig.fix),
+        "notes": list(cause.notes),
+        "see_also": list(sig.see_also),
+        "docs": list(sig.docs),
+        "host_checks": [
+            {
+                "name": check.name,
+                "verdict": check.verdict.value,
+                "note": check.note,
+                "evidence": [[label, value] for label, value in check.evidence],
+            }
+            for check in cause.host_checks
+        ],
+    }
+
+
+def render_json(explanation: Explanation, *, stderr_tail: str = "") -> str:
+    return (
+        json.dumps(to_data(explanation, stderr_tail=stderr_tail), indent=2, ensure_ascii=False)
+        + "\n"
+    )
+
+
+# --- markdown -----------------------------------------------------------------------------
+
+_HOME = re.compile(r"(/home/|/Users/|C:\\Users\\)([^/\\\s]+)")
+_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+
+
+def redact(text: str) -> str:
+    """Hide user names in home paths and GPU UUIDs (for pasting into a public issue)."""
+    text = _HOME.sub(lambda m: m.group(1) + "<user>", text)
+    return _UUID.sub(lambda m: f"{m.group(1)}-<redacted>", text)
+
+
+def render_markdown(explanation: Explanation, *, stderr_tail: str = "") -> str:
+    out = [f"### {redact(_headline(explanation))}", ""]
+    if not explanation.causes:
+        out.append("No known error signature occurs in this log.")
+    for cause in explanation.causes:
+        sig = cause.signature
+        role = "" if cause.is_root else f" — consequence of `{cause.consequence_of}`"
+        out.append(
+            f"#### `{cause.id}` ({_percent(cause.confidence)}){role}: {redact(cause.summary)}"
+        )
+        out.append("")
+        out.append("```")
+        out.extend(f"{o.line}: {redact(o.text)}" for o in cause.hit.occurrences[:MAX_EXCERPTS])
+        out.append("```")
+        if not cause.is_root:
+            out.append("")
+            continue
+        out.append("")
+        out.append(" ".join(sig.explanation.split()))
+        out.extend(f"\n> {redact(note)}" for note in cause.notes)
+        out.extend(
+            f"\n- host `{check.name}` ({check.verdict.value}): {redact(check.note)}"
+            for check in cause.host_checks
+        )
+        out.append("")
+        out.append("**Fix:**")
+        out.append("")
+        out.extend(f"{n}. {step}" for n, step in enumerate(sig.fix, start=1))
+        out.append("")
+    tail = [line for line in stderr_tail.splitlines() if line.strip()][-TAIL_LINES:]
+    if tail and explanation.status != "explained":
+        out.extend(["Last lines of stderr:", "", "```", *(redact(t) for t in tail), "```", ""])
+    out.append(f"<sub>envdoctor {__version__}</sub>")
+    return "\n".join(out) + "\n"

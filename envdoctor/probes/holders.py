@@ -1,0 +1,359 @@
+"""What `envdoctor fix` needs beyond ``Facts``: who holds /dev/nvidia*, which GPU services run.
+
+Holders are found by scanning ``/proc/*/fd`` for links to ``/dev/nvidia*`` (the kernel's own
+answer), then cross-checked with ``lsof`` (or ``fuser``) when one is installed: a PID only the
+cross-check saw is kept and marked, a PID only the scan saw is normal (lsof may be missing
+or slower). For each holder we read ``cmdline`` (the exact argv the script re-checks before
+any signal), ``status`` (name, real uid) and ``cgroup`` (container or systemd unit).
+
+Everything goes through the ``Host`` seam; nothing here raises. Without root, other users'
+``/proc/PID/fd`` cannot be listed: the count of such processes is kept as a note so the plan
+can say its list may be incomplete.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import re
+from dataclasses import dataclass
+
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
+from envdoctor.platform.host import Deadline, Host
+
+# Daemons that open /dev/nvidia* and re-open it at once when killed, in the order they are
+# stopped (consumers first); they are started again in the reverse order.
+GPU_SERVICES = (
+    "dcgm-exporter",
+    "nvidia-dcgm",
+    "dcgm",
+    "nvidia-imex",
+    "nvidia-gridd",
+    "nvidia-fabricmanager",
+    "nvidia-persistenced",
+)
+
+# Display servers and compositors: a GPU driving a screen cannot have its modules reloaded
+# from inside that session, so these make the plan say "reboot" instead.
+DISPLAY_SERVERS = frozenset(
+    {
+        "X",
+        "Xorg",
+        "Xwayland",
+        "gnome-shell",
+        "kwin_wayland",
+        "kwin_x11",
+        "mutter",
+        "sway",
+        "weston",
+        "Hyprland",
+        "cosmic-comp",
+        "gdm-x-session",
+        "sddm-greeter",
+    }
+)
+
+_CONTAINER_PATTERNS = (
+    # Kubernetes first: its cgroup paths also name the runtime (cri-containerd-…, docker-…).
+    ("kubernetes", re.compile(r"kubepods.*?(?:[-/:]|^)([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
+    ("docker", re.compile(r"(?:/docker/|docker-)([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
+    ("podman", re.compile(r"libpod-(?:conmon-)?([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
+    ("containerd", re.compile(r"cri-containerd-([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
+    ("cri-o", re.compile(r"crio-([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
+)
+_SYSTEM_UNIT = re.compile(r"/system\.slice/(?:[^/]+\.slice/)*([A-Za-z0-9:_.@\\-]+\.service)(?:/|$)")
+_MAX_PROCESSES = 65536
+_CROSS_CHECK_TIMEOUT = 10.0
+
+
+@dataclass(frozen=True, slots=True)
+class Container:
+    """The container a holder runs in, from its cgroup path."""
+
+    runtime: str  # "docker", "podman", "containerd", "cri-o" or "kubernetes"
+    id: str  # the full 64-hex id
+    name: str = ""  # from `docker inspect`, when it answered
+
+
+@dataclass(frozen=True, slots=True)
+class GpuHolder:
+    """A process with a file descriptor open on a /dev/nvidia* node."""
+
+    pid: int
+    name: str  # the kernel's short name (status: Name)
+    argv: tuple[str, ...]  # /proc/PID/cmdline split on NUL: what the script re-checks
+    uid: int  # real uid; -1 when status could not be read
+    user: str
+    devices: tuple[str, ...]  # the /dev/nvidia* nodes it holds ("" entries never)
+    container: Container | None = None
+    unit: str = ""  # the systemd system service it runs under, if any
+    seen_by: tuple[str, ...] = ("proc",)  # "proc" (the fd scan), "lsof", "fuser"
+
+    @property
+    def command(self) -> str:
+        """The command line for people: argv joined by spaces, or the name in brackets."""
+        return " ".join(self.argv) if self.argv else f"[{self.name}]"
+
+    @property
+    def is_display_server(self) -> bool:
+        program = self.argv[0].rsplit("/", 1)[-1] if self.argv else ""
+        return self.name in DISPLAY_SERVERS or program in DISPLAY_SERVERS
+
+
+@dataclass(frozen=True, slots=True)
+class FixFacts:
+    """The live facts `envdoctor fix` adds to ``Facts`` (all absent for a snapshot)."""
+
+    holders: Probed[tuple[GpuHolder, ...]]
+    active_services: Probed[tuple[str, ...]]  # GPU_SERVICES entries that are active, in order
+    os_ids: Probed[tuple[str, ...]]  # ID and ID_LIKE words from /etc/os-release
+    self_pid: int = 0  # envdoctor's own PID (never listed as a holder); 0 when unknown
+    notes: tuple[str, ...] = ()
+
+
+def absent_fix_facts(reason: str) -> FixFacts:
+    """FixFacts for a run that cannot look at the machine (``--snapshot``)."""
+    return FixFacts(holders=Absent(reason), active_services=Absent(reason), os_ids=Absent(reason))
+
+
+def probe_fix_facts(host: Host, *, deadline: Deadline) -> FixFacts:
+    """Holders, active GPU services and the OS family of the live machine."""
+    notes: list[str] = []
+    self_pid = _self_pid(host)
+    holders = scan_holders(host, deadline=deadline, self_pid=self_pid, notes=notes)
+    return FixFacts(
+        holders=holders,
+        active_services=probe_services(host, deadline=deadline),
+        os_ids=probe_os_ids(host),
+        self_pid=self_pid,
+        notes=tuple(notes),
+    )
+
+
+def scan_holders(
+    host: Host, *, deadline: Deadline, self_pid: int = 0, notes: list[str] | None = None
+) -> Probed[tuple[GpuHolder, ...]]:
+    """Every process holding /dev/nvidia*, by the /proc fd scan plus the lsof/fuser cross-check."""
+    notes = [] if notes is None else notes
+    listing = host.list_dir("/proc")
+    if not isinstance(listing, Found):
+        return listing
+    pids = sorted(int(entry) for entry in listing.value if entry.isdigit())[:_MAX_PROCESSES]
+    held: dict[int, list[str]] = {}
+    unreadable = 0
+    for pid in pids:
+        if pid == self_pid:
+            continue
+        if deadline.expired():
+            notes.append("the /proc scan ran out of time; the holder list may be incomplete")
+            break
+        fds = host.list_dir(f"/proc/{pid}/fd")
+        if isinstance(fds, ProbeFailed):
+            unreadable += 1
+            continue
+        if not isinstance(fds, Found):
+            continue  # the process exited meanwhile
+        devices = _nvidia_targets(host, pid, fds.value)
+        if devices:
+            held[pid] = devices
+    if unreadable:
+        notes.append(
+            f"{unreadable} processes' open files could not be read (run as root for a "
+            "complete list)"
+        )
+    seen_by: dict[int, list[str]] = {pid: ["proc"] for pid in held}
+    nodes = _nvidia_nodes(host)
+    tool, cross = _cross_check(host, nodes, deadline) if nodes else ("", [])
+    if nodes and not tool:
+        notes.append("neither lsof nor fuser is installed: holders come from the /proc scan only")
+    for pid in cross:
+        if pid == self_pid:
+            continue
+        seen_by.setdefault(pid, []).append(tool)
+        if pid not in held:
+            held[pid] = []
+            notes.append(f"PID {pid} was reported by {tool} only (not by the /proc scan)")
+    passwd = _passwd(host)
+    holders = [_describe(host, pid, held[pid], tuple(seen_by[pid]), passwd) for pid in sorted(held)]
+    return Found(tuple(_name_containers(host, holders, deadline)))
+
+
+def probe_services(host: Host, *, deadline: Deadline) -> Probed[tuple[str, ...]]:
+    """Which of GPU_SERVICES systemd reports active (one `systemctl is-active` call)."""
+    if host.which("systemctl") is None:
+        return Absent("systemctl is not installed (no systemd services to stop)")
+    result = host.run(("systemctl", "is-active", *GPU_SERVICES), timeout=deadline.cap(10.0))
+    if result.status != "ok":
+        return ProbeFailed(result.describe())
+    states = result.stdout.split()
+    if len(states) != len(GPU_SERVICES):
+        return ProbeFailed(
+            f"systemctl is-active answered {len(states)} lines for {len(GPU_SERVICES)} units"
+        )
+    return Found(
+        tuple(unit for unit, state in zip(GPU_SERVICES, states, strict=True) if state == "active")
+    )
+
+
+def probe_os_ids(host: Host) -> Probed[tuple[str, ...]]:
+    """ID and ID_LIKE from /etc/os-release (e.g. ("ubuntu", "debian"))."""
+    text = host.read_text("/etc/os-release")
+    if not isinstance(text, Found):
+        return text
+    ids: list[str] = []
+    for line in text.value.splitlines():
+        key, _, value = line.partition("=")
+        if key.strip() in ("ID", "ID_LIKE"):
+            ids.extend(value.strip().strip("\"'").lower().split())
+    return Found(tuple(dict.fromkeys(ids)))
+
+
+def container_of(cgroup: str) -> Container | None:
+    """The container named by a /proc/PID/cgroup text, if any."""
+    for line in cgroup.splitlines():
+        path = line.split(":", 2)[-1]
+        for runtime, pattern in _CONTAINER_PATTERNS:
+            match = pattern.search(path)
+            if match:
+                return Container(runtime=runtime, id=match.group(1))
+    return None
+
+
+def unit_of(cgroup: str) -> str:
+    """The systemd system service (``name.service``) a /proc/PID/cgroup text places it in."""
+    for line in cgroup.splitlines():
+        match = _SYSTEM_UNIT.search(line.split(":", 2)[-1])
+        if match:
+            return match.group(1)
+    return ""
+
+
+def split_cmdline(text: str) -> tuple[str, ...]:
+    """/proc/PID/cmdline (NUL-separated, NUL-terminated) as argv; () for a kernel thread."""
+    if not text:
+        return ()
+    parts = text.split("\0")
+    return tuple(parts[:-1] if parts[-1] == "" else parts)
+
+
+def _resolve(host: Host, path: str) -> str:
+    """``host.realpath`` that never raises (the kernel refuses some /proc/PID/fd links)."""
+    try:
+        return host.realpath(path)
+    except OSError:
+        return path
+
+
+def _self_pid(host: Host) -> int:
+    resolved = _resolve(host, "/proc/self").rsplit("/", 1)[-1]
+    return int(resolved) if resolved.isdigit() else 0
+
+
+def _nvidia_targets(host: Host, pid: int, fds: tuple[str, ...]) -> list[str]:
+    devices: list[str] = []
+    for fd in fds:
+        if not fd.isdigit():
+            continue
+        target = _resolve(host, f"/proc/{pid}/fd/{fd}")
+        if target.startswith("/dev/nvidia") and target not in devices:
+            devices.append(target)
+    return devices
+
+
+def _cross_check(host: Host, nodes: tuple[str, ...], deadline: Deadline) -> tuple[str, list[int]]:
+    """PIDs lsof (or fuser) says hold ``nodes``; ("", []) when neither tool is installed."""
+    if host.which("lsof"):
+        result = host.run(
+            ("lsof", "-t", "-w", "--", *nodes), timeout=deadline.cap(_CROSS_CHECK_TIMEOUT)
+        )
+        return "lsof", _pids(result.stdout) if result.status == "ok" else []
+    if host.which("fuser"):
+        # fuser prints the PIDs on stdout (with access letters) and the file names on stderr.
+        result = host.run(("fuser", *nodes), timeout=deadline.cap(_CROSS_CHECK_TIMEOUT))
+        return "fuser", _pids(result.stdout) if result.status == "ok" else []
+    return "", []
+
+
+def _nvidia_nodes(host: Host) -> tuple[str, ...]:
+    listing = host.list_dir("/dev")
+    if not isinstance(listing, Found):
+        return ()
+    nodes = [f"/dev/{name}" for name in listing.value if name.startswith("nvidia")]
+    caps = host.list_dir("/dev/nvidia-caps")
+    if isinstance(caps, Found):
+        nodes = [n for n in nodes if n != "/dev/nvidia-caps"]
+        nodes.extend(f"/dev/nvidia-caps/{name}" for name in caps.value)
+    return tuple(nodes)
+
+
+def _pids(text: str) -> list[int]:
+    return sorted({int(m) for m in re.findall(r"\b(\d+)[a-zA-Z]*\b", text)})
+
+
+def _passwd(host: Host) -> dict[int, str]:
+    text = host.read_text("/etc/passwd")
+    users: dict[int, str] = {}
+    if isinstance(text, Found):
+        for line in text.value.splitlines():
+            fields = line.split(":")
+            if len(fields) > 2 and fields[2].isdigit():
+                users.setdefault(int(fields[2]), fields[0])
+    return users
+
+
+def _describe(
+    host: Host,
+    pid: int,
+    devices: list[str],
+    seen_by: tuple[str, ...],
+    passwd: dict[int, str],
+) -> GpuHolder:
+    cmdline = host.read_text(f"/proc/{pid}/cmdline")
+    argv = split_cmdline(cmdline.value) if isinstance(cmdline, Found) else ()
+    name, uid = "", -1
+    status = host.read_text(f"/proc/{pid}/status")
+    if isinstance(status, Found):
+        for line in status.value.splitlines():
+            key, _, value = line.partition(":")
+            if key == "Name":
+                name = value.strip()
+            elif key == "Uid" and value.split() and value.split()[0].isdigit():
+                uid = int(value.split()[0])
+    cgroup = host.read_text(f"/proc/{pid}/cgroup")
+    cgroup_text = cgroup.value if isinstance(cgroup, Found) else ""
+    container = container_of(cgroup_text)
+    return GpuHolder(
+        pid=pid,
+        name=name,
+        argv=argv,
+        uid=uid,
+        user=passwd.get(uid, str(uid) if uid >= 0 else "?"),
+        devices=tuple(devices),
+        container=container,
+        unit="" if container else unit_of(cgroup_text),
+        seen_by=seen_by,
+    )
+
+
+def _name_containers(host: Host, holders: list[GpuHolder], deadline: Deadline) -> list[GpuHolder]:
+    """Docker containers' names, one `docker inspect` per container."""
+    if not host.which("docker"):
+        return holders
+    names: dict[str, str] = {}
+    named = []
+    for holder in holders:
+        box = holder.container
+        if box is not None and box.runtime == "docker":
+            if box.id not in names:
+                names[box.id] = _docker_name(host, box.id, deadline)
+            holder = dataclasses.replace(
+                holder, container=dataclasses.replace(box, name=names[box.id])
+            )
+        named.append(holder)
+    return named
+
+
+def _docker_name(host: Host, container_id: str, deadline: Deadline) -> str:
+    result = host.run(
+        ("docker", "inspect", "--format", "{{.Name}}", container_id), timeout=deadline.cap(5.0)
+    )
+    return result.stdout.strip().lstrip("/") if result.ok else ""

@@ -1,0 +1,56 @@
+"""Quoting for the generated script: every value that came from the machine passes through here.
+
+``sh_quote`` is ``shlex.quote`` for printable text. Text with control or invisible characters
+(a newline, ESC, a bidi override) is written as bash ANSI-C quoting, ``$'…'``, with each such
+byte as ``\\xHH``: the script stays one printable line per command, so a process named
+``"a\\nrm -rf /"`` or one carrying terminal escape sequences cannot forge lines or hide
+text from the person reading the script. Both forms are single words that bash never expands.
+"""
+
+from __future__ import annotations
+
+import shlex
+from collections.abc import Iterable
+
+
+def sh_quote(value: str) -> str:
+    """One shell word that bash reads back as exactly ``value`` (NUL cannot be represented)."""
+    if "\0" in value:
+        raise ValueError("a shell word cannot contain NUL")
+    if value.isprintable():
+        return shlex.quote(value)
+    return "$'" + "".join(_ansi_c(ch) for ch in value) + "'"
+
+
+def sh_join(words: Iterable[str]) -> str:
+    """A command line of quoted words."""
+    return " ".join(sh_quote(word) for word in words)
+
+
+def display(value: str) -> str:
+    """``value`` for comments and messages: control and invisible characters as escapes."""
+    return "".join(ch if ch.isprintable() else _escape(ch) for ch in value)
+
+
+def _ansi_c(ch: str) -> str:
+    if ch == "\\":
+        return "\\\\"
+    if ch == "'":
+        return "\\'"
+    if ch.isprintable():
+        return ch
+    return "".join(f"\\x{byte:02x}" for byte in ch.encode("utf-8"))
+
+
+def _escape(ch: str) -> str:
+    code = ord(ch)
+    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
+    if ch in named:
+        return named[ch]
+    return (
+        f"\\x{code:02x}"
+        if code < 0x100
+        else f"\\u{code:04x}"
+        if code < 0x10000
+        else f"\\U{code:08x}"
+    )

@@ -1,0 +1,127 @@
+"""Which torch wheel to reinstall: the CUDA variant whose index matches the driver and GPUs.
+
+In order of preference:
+
+1. the compatibility tables' recommendation (``envdoctor recommend``: the newest release with a
+   variant the driver runs and whose arch list covers every GPU), pinned to that release;
+2. install advice a finding carries: a remediation step or evidence value naming
+   ``https://download.pytorch.org/whl/cuXYZ`` (and maybe ``torch==X.Y.Z``);
+3. without tables: the newest official variant whose CUDA version the driver supports
+   (``nvidia-smi``'s "CUDA Version"), torch unpinned so pip takes the newest release built for it.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import dataclass
+
+from envdoctor.compat import CompatTables
+from envdoctor.model.facts import Facts
+from envdoctor.model.finding import Finding
+from envdoctor.model.probed import Found
+
+INDEX_BASE = "https://download.pytorch.org/whl/"
+# The CUDA variants of the official wheels (pytorch/pytorch RELEASE.md; test-infra's
+# generate_binary_build_matrix.py), 2.0 to 2.14. A variant's index serves the releases built for it.
+KNOWN_VARIANTS = ("cu118", "cu121", "cu124", "cu126", "cu128", "cu129", "cu130", "cu132")
+
+_INDEX = re.compile(r"https://download\.pytorch\.org/whl/(cu[0-9]{3})(?![0-9A-Za-z])")
+_PIN = re.compile(r"\btorch==([0-9]+(?:\.[0-9]+)*)(?:\+[0-9A-Za-z.]+)?(?![0-9A-Za-z.+])")
+
+
+@dataclass(frozen=True, slots=True)
+class WheelChoice:
+    requirement: str  # "torch" or "torch==2.11.0"
+    variant: str  # "cu128"
+    why: str
+    index_url: str = ""
+
+    def __post_init__(self) -> None:
+        if not self.index_url:
+            object.__setattr__(self, "index_url", INDEX_BASE + self.variant)
+
+
+def choose(
+    facts: Facts, findings: Iterable[Finding], tables: CompatTables | None = None
+) -> WheelChoice | None:
+    """The tables' pick, else the findings' advice, else the newest variant the driver supports."""
+    recommended = from_tables(facts, tables) if tables is not None else None
+    if recommended is not None:
+        return recommended
+    advised = from_findings(findings)
+    if advised is not None:
+        return advised
+    driver_cuda = driver_cuda_version(facts)
+    variant = newest_variant_for(driver_cuda) if driver_cuda else None
+    if variant is None:
+        return None
+    return WheelChoice(
+        requirement="torch",
+        variant=variant,
+        why=f"the driver supports CUDA {driver_cuda}; {variant} is the newest official variant "
+        "that does not need more",
+    )
+
+
+def from_tables(facts: Facts, tables: CompatTables) -> WheelChoice | None:
+    """What `envdoctor recommend` picks for this machine (torch 2.x releases only)."""
+    from envdoctor.compat.recommend import machine_from_facts, recommend  # (only with tables)
+
+    if not tables.torch_releases:
+        return None
+    rec = recommend(tables, machine_from_facts(facts, tables))
+    choice = rec.choice
+    if rec.status != "ok" or choice is None or choice.release.release_version.major < 2:
+        return None  # 1.x wheels need +cuXYZ pins and --extra-index-url: left to a person
+    return WheelChoice(
+        requirement=f"torch=={choice.version}",
+        variant=choice.variant.name,
+        why=f"torch {choice.version}: the newest official wheel for this driver and these GPUs, "
+        "as `envdoctor recommend` picks",
+        index_url=choice.variant.index_url,
+    )
+
+
+def from_findings(findings: Iterable[Finding]) -> WheelChoice | None:
+    """Install advice (index URL, optional pin) a finding's remediation or evidence carries."""
+    for finding in findings:
+        texts = list(finding.remediation.steps) if finding.remediation else []
+        texts.extend(value for _, value in finding.evidence)
+        for text in texts:
+            index = _INDEX.search(text)
+            if not index:
+                continue
+            pin = _PIN.search(text)
+            return WheelChoice(
+                requirement=f"torch=={pin.group(1)}" if pin else "torch",
+                variant=index.group(1),
+                why=f"as {finding.code} advises",
+            )
+    return None
+
+
+def driver_cuda_version(facts: Facts) -> str:
+    """The CUDA version the driver supports ("13.0"), or "" when NVML did not say."""
+    if isinstance(facts.nvml, Found) and isinstance(facts.nvml.value.cuda_driver_version, Found):
+        return facts.nvml.value.cuda_driver_version.value
+    return ""
+
+
+def newest_variant_for(cuda: str) -> str | None:
+    """The newest known variant whose CUDA version is not above ``cuda`` ("12.4" → "cu124")."""
+    want = _version(cuda)
+    if want is None:
+        return None
+    fitting = [v for v in KNOWN_VARIANTS if _variant_version(v) <= want]
+    return fitting[-1] if fitting else None
+
+
+def _version(text: str) -> tuple[int, int] | None:
+    match = re.match(r"^\s*([0-9]+)\.([0-9]+)", text)
+    return (int(match.group(1)), int(match.group(2))) if match else None
+
+
+def _variant_version(variant: str) -> tuple[int, int]:
+    digits = variant[2:]
+    return (int(digits[:-1]), int(digits[-1]))

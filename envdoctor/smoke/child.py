@@ -1,0 +1,462 @@
+"""envdoctor's smoke child: runs in the TARGET interpreter with only the standard library + torch.
+
+It is started as ``python -c <this source> <json config>`` (or ``python child.py <json>``), so
+the target environment needs no envdoctor; it must stay importable on Python 3.8. It never
+decides what an error *means*: it runs the steps, checks results against a CPU reference and
+reports, one protocol line per event on stdout (other output, e.g. NCCL's logs, is ignored)::
+
+    @@envdoctor-smoke@@ {"event": "start", "step": "gemm-fp16"}
+    @@envdoctor-smoke@@ {"event": "result", "step": "gemm-fp16", "status": "passed", ...}
+    @@envdoctor-smoke@@ {"event": "done"}
+
+Config keys: ``mode`` ("smoke" or "hog"), ``device`` ("cuda" or "cpu": the CPU runs the same
+steps, for tests and benchmarks), ``index`` (the CUDA device to use), ``devices`` (how many for
+the NCCL step), ``steps``, ``poison`` (regexes of errors after which the CUDA context is unusable:
+the remaining steps are reported as skipped), ``budget`` (seconds: a native watchdog ends the
+process after it even if Python is stuck), ``memory_mib`` and ``watch_stdin`` (exit when stdin
+reaches end-of-file, i.e. when envdoctor is gone).
+
+Hog mode (``envdoctor smoke --reproduce``) imports torch, creates the context, reports ``ready``,
+then reads commands on stdin — ``{"leave_mib": N}`` reserves device memory until only N MiB are
+free and answers ``holding`` — until end-of-file.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import faulthandler
+import importlib
+import json
+import os
+import re
+import sys
+import threading
+import time
+import traceback
+from collections.abc import Callable
+from typing import Any
+
+MARK = "@@envdoctor-smoke@@ "
+MIB = 1 << 20
+STEPS = (
+    "import",
+    "context",
+    "memory",
+    "gemm-fp32",
+    "gemm-fp16",
+    "gemm-bf16",
+    "conv-forward",
+    "conv-backward",
+    "nccl-allreduce",
+)
+# Largest error accepted, relative to the largest magnitude of the float64 CPU reference that
+# was computed from the very same (rounded) inputs. TF32 is switched off for the fp32 checks.
+TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2, "conv": 1e-4}
+GEMM_N = 256
+
+
+class SkipStepError(Exception):
+    """The step does not apply here (e.g. bf16 on a GPU older than sm_80)."""
+
+
+class MismatchError(Exception):
+    """The step ran but its result differs from the CPU reference."""
+
+
+def emit(data: dict[str, Any]) -> None:
+    sys.stdout.write(MARK + json.dumps(data) + "\n")
+    sys.stdout.flush()
+
+
+def error_text(exc: BaseException) -> str:
+    text = str(exc).strip()
+    return (type(exc).__name__ + (": " + text if text else ""))[:6000]
+
+
+class Context:
+    """What the steps share: the config, torch once imported, the device."""
+
+    def __init__(self, config: dict[str, Any]) -> None:
+        self.config = config
+        self.cpu = config.get("device", "cuda") == "cpu"
+        self.index = int(config.get("index", 0))
+        self.devices = int(config.get("devices", 1))
+        self.torch: Any = None
+        self.capability = (0, 0)
+
+    @property
+    def device(self) -> str:
+        return "cpu" if self.cpu else f"cuda:{self.index}"
+
+    def sync(self) -> None:
+        if not self.cpu:
+            self.torch.cuda.synchronize(self.index)
+
+
+def mapped_libraries(*families: str) -> list[str]:
+    """Paths of the shared libraries of these families this process has mapped (Linux)."""
+    found: list[str] = []
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                parts = line.split(None, 5)
+                path = parts[5].strip() if len(parts) == 6 else ""
+                name = path.rsplit("/", 1)[-1]
+                if any(name.startswith(f + ".so") for f in families) and path not in found:
+                    found.append(path)
+    except OSError:
+        pass
+    return found
+
+
+def relative_error(torch: Any, got: Any, ref: Any) -> float:
+    scale = float(ref.abs().max().item()) or 1.0
+    return float((got.double() - ref).abs().max().item()) / scale
+
+
+def check(name: str, err: float, tol: float) -> str:
+    if not err <= tol:  # also catches NaN
+        raise MismatchError(
+            f"{name} differs from the float64 CPU reference: max error {err:.3g} of the largest "
+            f"value (tolerance {tol:.0e})"
+        )
+    return f"max error {err:.1e} (tolerance {tol:.0e})"
+
+
+# --- steps ----------------------------------------------------------------------------------
+
+
+def step_import(ctx: Context) -> tuple[str, dict[str, Any]]:
+    torch = importlib.import_module("torch")
+    ctx.torch = torch
+    version = str(getattr(torch, "__version__", "?"))
+    cuda = str(getattr(getattr(torch, "version", None), "cuda", None) or "")
+    info = {"torch": version, "cuda": cuda, "file": str(getattr(torch, "__file__", ""))}
+    return f"torch {version} (CUDA {cuda or 'none'})", info
+
+
+def step_context(ctx: Context) -> tuple[str, dict[str, Any]]:
+    torch = ctx.torch
+    if ctx.cpu:
+        return "CPU run: no CUDA context", {}
+    torch.cuda.init()
+    count = int(torch.cuda.device_count())
+    needed = ctx.index + ctx.devices
+    if count < needed:
+        visible = os.environ.get("CUDA_VISIBLE_DEVICES")
+        raise RuntimeError(
+            f"torch sees {count} CUDA device(s) with CUDA_VISIBLE_DEVICES={visible!r}; "
+            f"{needed} needed"
+        )
+    for i in range(ctx.index, needed):
+        torch.cuda.set_device(i)
+        torch.empty(1, device=f"cuda:{i}")  # an allocation creates the context; no kernel yet
+        torch.cuda.synchronize(i)
+    torch.cuda.set_device(ctx.index)
+    props = torch.cuda.get_device_properties(ctx.index)
+    ctx.capability = (int(props.major), int(props.minor))
+    free, total = (int(v) for v in torch.cuda.mem_get_info(ctx.index))
+    info = {
+        "name": str(props.name),
+        "capability": "{}.{}".format(*ctx.capability),
+        "uuid": str(getattr(props, "uuid", "") or ""),
+        "free": free,
+        "total": total,
+        "devices": count,
+    }
+    major, minor = ctx.capability
+    detail = f"{props.name} (sm_{major}{minor}), {free / MIB:.0f} MiB free of {total / MIB:.0f} MiB"
+    return detail, info
+
+
+def step_memory(ctx: Context) -> tuple[str, dict[str, Any]]:
+    torch = ctx.torch
+    mib = int(ctx.config.get("memory_mib", 8))
+    n = mib * MIB // 4
+    on_device = torch.arange(n, dtype=torch.int32, device=ctx.device) * 3 + 7  # fill by a kernel
+    ctx.sync()
+    back = on_device.cpu()
+    if not bool(torch.equal(back, torch.arange(n, dtype=torch.int32) * 3 + 7)):
+        raise MismatchError(f"a {mib} MiB buffer filled on the device reads back wrong")
+    gen = torch.Generator().manual_seed(7)
+    host = torch.randn(n, generator=gen)
+    round_trip = host.to(ctx.device).cpu()
+    if not bool(torch.equal(round_trip, host)):
+        raise MismatchError(f"a {mib} MiB host buffer copied to the device and back differs")
+    del on_device
+    return f"{mib} MiB filled on the device, copied both ways and verified", {"mib": mib}
+
+
+def gemm(ctx: Context, dtype_name: str) -> tuple[str, dict[str, Any]]:
+    torch = ctx.torch
+    if dtype_name == "bfloat16" and not ctx.cpu and ctx.capability < (8, 0):
+        raise SkipStepError(
+            "bf16 GEMM needs compute capability 8.0 or newer; this GPU is {}.{}".format(
+                *ctx.capability
+            )
+        )
+    with contextlib.suppress(AttributeError):
+        torch.backends.cuda.matmul.allow_tf32 = False
+    dtype = getattr(torch, dtype_name)
+    gen = torch.Generator().manual_seed(1234)
+    a = (torch.rand(GEMM_N, GEMM_N, generator=gen) * 2 - 1).to(dtype)
+    b = (torch.rand(GEMM_N, GEMM_N, generator=gen) * 2 - 1).to(dtype)
+    ref = a.double() @ b.double()
+    out = a.to(ctx.device) @ b.to(ctx.device)  # the first one creates the cuBLAS handle
+    ctx.sync()
+    err = relative_error(torch, out.cpu(), ref)
+    detail = check(f"{dtype_name} GEMM", err, TOLERANCE[dtype_name])
+    info: dict[str, Any] = {}
+    if not ctx.cpu:
+        info["libraries"] = mapped_libraries("libcublas", "libcublasLt")
+    return f"{GEMM_N}x{GEMM_N} {dtype_name}: {detail}", info
+
+
+def conv_inputs(ctx: Context) -> tuple[Any, Any, Any]:
+    torch = ctx.torch
+    if not ctx.cpu:
+        cudnn = torch.backends.cudnn
+        if not bool(cudnn.is_available()):
+            raise RuntimeError(
+                "torch.backends.cudnn.is_available() is False: this torch cannot load cuDNN"
+            )
+        cudnn.enabled = True
+        cudnn.benchmark = False
+        cudnn.allow_tf32 = False
+    gen = torch.Generator().manual_seed(99)
+    x = torch.rand(2, 8, 16, 16, generator=gen) * 2 - 1
+    w = torch.rand(16, 8, 3, 3, generator=gen) * 2 - 1
+    grad = torch.rand(2, 16, 16, 16, generator=gen) * 2 - 1
+    return x, w, grad
+
+
+def cudnn_info(ctx: Context) -> dict[str, Any]:
+    if ctx.cpu:
+        return {}
+    return {
+        "cudnn": str(ctx.torch.backends.cudnn.version()),
+        "libraries": mapped_libraries("libcudnn", "libcudnn_ops", "libcudnn_cnn", "libcudnn_graph"),
+    }
+
+
+def step_conv_forward(ctx: Context) -> tuple[str, dict[str, Any]]:
+    torch = ctx.torch
+    conv2d = torch.nn.functional.conv2d
+    x, w, _ = conv_inputs(ctx)
+    ref = conv2d(x.double(), w.double(), padding=1)
+    out = conv2d(x.to(ctx.device), w.to(ctx.device), padding=1)  # the first creates the handle
+    ctx.sync()
+    detail = check("conv2d forward", relative_error(torch, out.cpu(), ref), TOLERANCE["conv"])
+    return "conv2d 2x8x16x16 * 16x8x3x3: " + detail, cudnn_info(ctx)
+
+
+def conv_gradients(ctx: Context, x: Any, w: Any, grad: Any) -> tuple[Any, Any]:
+    """Input and weight gradients of a 3x3, padding 1 conv2d: cuDNN's backward-data and
+    backward-filter kernels on a GPU. The aten op skips the autograd engine's start-up (which
+    costs more than the kernels); autograd is the fallback where the op is missing."""
+    torch = ctx.torch
+    backward = getattr(getattr(torch, "ops", None), "aten", None)
+    backward = getattr(backward, "convolution_backward", None)
+    if backward is not None:
+        one, pad = [1, 1], [1, 1]
+        grads = backward(grad, x, w, None, one, pad, one, False, [0, 0], 1, [True, True, False])
+        return grads[0], grads[1]
+    xr, wr = x.requires_grad_(), w.requires_grad_()
+    torch.nn.functional.conv2d(xr, wr, padding=1).backward(grad)
+    return xr.grad, wr.grad
+
+
+def step_conv_backward(ctx: Context) -> tuple[str, dict[str, Any]]:
+    torch = ctx.torch
+    x, w, grad = conv_inputs(ctx)
+    ref_x, ref_w = conv_gradients(ctx, x.double(), w.double(), grad.double())
+    dev = ctx.device
+    got_x, got_w = conv_gradients(ctx, x.to(dev), w.to(dev), grad.to(dev))
+    ctx.sync()
+    errors = [
+        relative_error(torch, got_x.cpu(), ref_x),
+        relative_error(torch, got_w.cpu(), ref_w),
+    ]
+    detail = check("conv2d backward (input and weight gradients)", max(errors), TOLERANCE["conv"])
+    return "input and weight gradients: " + detail, {}
+
+
+def step_gemm_fp32(ctx: Context) -> tuple[str, dict[str, Any]]:
+    return gemm(ctx, "float32")
+
+
+def step_gemm_fp16(ctx: Context) -> tuple[str, dict[str, Any]]:
+    return gemm(ctx, "float16")
+
+
+def step_gemm_bf16(ctx: Context) -> tuple[str, dict[str, Any]]:
+    return gemm(ctx, "bfloat16")
+
+
+def step_nccl(ctx: Context) -> tuple[str, dict[str, Any]]:
+    torch = ctx.torch
+    if ctx.cpu:
+        raise SkipStepError("NCCL needs CUDA devices")
+    if ctx.devices < 2:
+        raise SkipStepError("an all-reduce needs two or more GPUs")
+    nccl = importlib.import_module("torch.cuda.nccl")
+    tensors = [
+        torch.full((1 << 16,), float(i + 1), device=f"cuda:{ctx.index + i}")
+        for i in range(ctx.devices)
+    ]
+    if not bool(nccl.is_available(tensors)):
+        raise SkipStepError("this torch was built without NCCL")
+    nccl.all_reduce(tensors)
+    for i in range(ctx.devices):
+        torch.cuda.synchronize(ctx.index + i)
+    expected = ctx.devices * (ctx.devices + 1) / 2
+    for i, tensor in enumerate(tensors):
+        if not bool((tensor.cpu() == expected).all()):
+            raise MismatchError(f"all-reduce result on GPU {i} is not {expected:g} everywhere")
+    version = ".".join(str(p) for p in nccl.version()) if hasattr(nccl, "version") else "?"
+    return f"all-reduce across {ctx.devices} GPUs (NCCL {version}) verified", {"nccl": version}
+
+
+STEP_FUNCTIONS: dict[str, Callable[[Context], tuple[str, dict[str, Any]]]] = {
+    "import": step_import,
+    "context": step_context,
+    "memory": step_memory,
+    "gemm-fp32": step_gemm_fp32,
+    "gemm-fp16": step_gemm_fp16,
+    "gemm-bf16": step_gemm_bf16,
+    "conv-forward": step_conv_forward,
+    "conv-backward": step_conv_backward,
+    "nccl-allreduce": step_nccl,
+}
+
+
+def run_step(ctx: Context, name: str) -> dict[str, Any]:
+    emit({"event": "start", "step": name})
+    start = time.monotonic()
+    result: dict[str, Any] = {"event": "result", "step": name}
+    try:
+        detail, info = STEP_FUNCTIONS[name](ctx)
+        result.update(status="passed", detail=detail, info=info)
+    except SkipStepError as exc:
+        result.update(status="skipped", reason=str(exc))
+    except MismatchError as exc:
+        result.update(status="failed", kind="mismatch", error=str(exc), error_type="Mismatch")
+    except Exception as exc:  # noqa: BLE001 (every failure is the step's result, verbatim)
+        result.update(
+            status="failed",
+            error=error_text(exc),
+            error_type=type(exc).__name__,
+            traceback=traceback.format_exc()[-3000:],
+        )
+    result["seconds"] = round(time.monotonic() - start, 4)
+    emit(result)
+    return result
+
+
+def skip_rest(steps: list[str], reason: str) -> None:
+    for name in steps:
+        emit({"event": "result", "step": name, "status": "skipped", "reason": reason, "seconds": 0})
+
+
+def run_smoke(ctx: Context) -> None:
+    steps = [s for s in ctx.config.get("steps", STEPS) if s in STEP_FUNCTIONS]
+    poison = [re.compile(p, re.IGNORECASE) for p in ctx.config.get("poison", [])]
+    for position, name in enumerate(steps):
+        result = run_step(ctx, name)
+        if result["status"] != "failed":
+            continue
+        first_line = (result.get("error") or "").splitlines()[0:1] or [""]
+        rest = steps[position + 1 :]
+        if name == "import":
+            skip_rest(rest, "torch could not be imported")
+            return
+        if name == "context":
+            skip_rest(rest, "no CUDA context: `context` failed")
+            return
+        if any(p.search(result.get("error") or "") for p in poison):
+            skip_rest(
+                rest,
+                f"the CUDA context is unusable after `{name}` failed with: {first_line[0]}",
+            )
+            return
+
+
+# --- hog mode (reproduction) ----------------------------------------------------------------
+
+
+def hold(ctx: Context, chunks: list[Any], leave: int) -> dict[str, Any]:
+    """Reserve device memory until about ``leave`` bytes are free; release some if below."""
+    torch = ctx.torch
+    free, total = (int(v) for v in torch.cuda.mem_get_info(ctx.index))
+    while free < leave and chunks:
+        chunks.pop()
+        torch.cuda.empty_cache()
+        free = int(torch.cuda.mem_get_info(ctx.index)[0])
+    step = 2 * MIB
+    size = (free - leave) // step * step
+    for _ in range(200):
+        if size < step or free - leave < step:
+            break
+        try:
+            chunks.append(torch.empty((size,), dtype=torch.uint8, device=ctx.device))
+        except Exception:  # noqa: BLE001 (out of memory: try a smaller chunk)
+            size = size // 2 // step * step
+            continue
+        free = int(torch.cuda.mem_get_info(ctx.index)[0])
+        size = min(size, (free - leave) // step * step)
+    held = sum(int(c.numel()) for c in chunks)
+    return {"event": "holding", "free": free, "total": total, "held": held}
+
+
+def run_hog(ctx: Context) -> None:
+    for name in ("import", "context"):
+        if run_step(ctx, name)["status"] != "passed":
+            return
+    chunks: list[Any] = []
+    emit({"event": "ready"})
+    for line in sys.stdin:
+        try:
+            command = json.loads(line)
+            reply = hold(ctx, chunks, int(command["leave_mib"]) * MIB)
+        except Exception as exc:  # noqa: BLE001 (reported, the hog keeps what it holds)
+            reply = {"event": "holding", "error": error_text(exc)}
+        emit(reply)
+
+
+# --- entry point ----------------------------------------------------------------------------
+
+
+def exit_when_stdin_closes() -> None:
+    # os.read on the raw descriptor: a daemon thread blocked inside sys.stdin's buffer would
+    # hold its lock and stall the interpreter's shutdown.
+    try:
+        while os.read(0, 65536):
+            pass
+    except OSError:
+        pass
+    os._exit(70)
+
+
+def main(argv: list[str]) -> None:
+    config: dict[str, Any] = json.loads(argv[0]) if argv else {}
+    faulthandler.enable()  # a native crash leaves the Python stack on stderr
+    budget = float(config.get("budget", 0) or 0)
+    if budget > 0:
+        # Native watchdog: ends the process even when a CUDA call hangs holding the GIL.
+        faulthandler.dump_traceback_later(budget, exit=True)
+    ctx = Context(config)
+    if config.get("mode") == "hog":
+        run_hog(ctx)
+        return
+    if config.get("watch_stdin"):
+        threading.Thread(target=exit_when_stdin_closes, daemon=True).start()
+    run_smoke(ctx)
+    emit({"event": "done"})
+    # Everything is reported: skip the interpreter's (and torch's) teardown, which can take
+    # longer than all the steps together. The driver releases the context at exit anyway.
+    sys.stderr.flush()
+    os._exit(0)
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,140 @@
+"""Smoke output: a step table per GPU above the usual report, or a versioned JSON document."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envdoctor.engine import Report
+from envdoctor.model.facts import Facts
+from envdoctor.model.finding import Finding
+from envdoctor.render.report_json import finding_to_json
+from envdoctor.render.text import UNICODE, Marks, render_text
+from envdoctor.smoke.model import FAILED, PASSED, ChildRun, SmokeRun, StepResult
+from envdoctor.smoke.reproduce import Probe, ReproduceRun
+
+SMOKE_SCHEMA_VERSION = 1
+
+
+def step_line(step: StepResult, marks: Marks) -> str:
+    if step.status == PASSED:
+        mark, text = marks.ok, step.detail
+    elif step.status == FAILED:
+        mark, text = marks.error, step.first_line or step.kind
+    else:
+        mark, text = "-", f"skipped: {step.reason}"
+    seconds = f"{step.seconds:6.2f} s" if step.status != "skipped" else " " * 8
+    return f"  {mark} {step.step:<15}{seconds}  {text}"
+
+
+def run_lines(child: ChildRun, marks: Marks) -> list[str]:
+    name = child.info("name")
+    head = f"{child.target.label}" + (f"  {name}" if name else "")
+    lines = [f"{head}  ({child.seconds:.1f} s, {child.ending})"]
+    lines.extend(step_line(step, marks) for step in child.steps)
+    return lines
+
+
+def render_smoke_text(
+    facts: Facts,
+    run: SmokeRun,
+    findings: tuple[Finding, ...],
+    *,
+    width: int,
+    marks: Marks = UNICODE,
+) -> str:
+    out = [f"envdoctor smoke — {run.python}  ({run.seconds:.1f} s, GPUs in parallel)", ""]
+    for child in run.runs:
+        out.extend(run_lines(child, marks))
+        out.append("")
+    for skipped in run.not_run:
+        out.extend([f"{skipped.label}  not run: {skipped.reason}", ""])
+    return "\n".join(out) + "\n" + render_text(Report(facts, findings), width=width, marks=marks)
+
+
+def render_reproduce_text(
+    facts: Facts,
+    run: ReproduceRun,
+    findings: tuple[Finding, ...],
+    *,
+    width: int,
+    marks: Marks = UNICODE,
+) -> str:
+    label = run.target.label if run.target else "GPU"
+    out = [f"envdoctor smoke --reproduce {run.kind} — {label}  ({run.seconds:.1f} s)", ""]
+    for probe in run.probes:
+        level = "no pressure" if probe.leave_mib is None else f"{probe.leave_mib} MiB left free"
+        out.append(f"{level}:")
+        out.extend(step_line(step, marks) for step in probe.run.steps)
+    if run.problem:
+        out.append(f"problem: {run.problem}")
+    out.append("")
+    return "\n".join(out) + "\n" + render_text(Report(facts, findings), width=width, marks=marks)
+
+
+def step_json(step: StepResult) -> dict[str, Any]:
+    return {
+        "step": step.step,
+        "status": step.status,
+        "seconds": step.seconds,
+        "detail": step.detail,
+        "error": step.error,
+        "error_type": step.error_type,
+        "kind": step.kind,
+        "reason": step.reason,
+        "info": dict(step.info),
+    }
+
+
+def child_json(child: ChildRun) -> dict[str, Any]:
+    return {
+        "label": child.target.label,
+        "nvml_indices": list(child.target.nvml_indices),
+        "cuda_visible_devices": child.target.visible,
+        "ending": child.ending,
+        "seconds": child.seconds,
+        "returncode": child.returncode,
+        "steps": [step_json(s) for s in child.steps],
+        "stderr_tail": child.stderr_tail,
+    }
+
+
+def smoke_json(facts: Facts, run: SmokeRun, findings: tuple[Finding, ...]) -> dict[str, Any]:
+    report = Report(facts, findings)
+    return {
+        "schema_version": SMOKE_SCHEMA_VERSION,
+        "command": "smoke",
+        "status": report.status,
+        "exit_code": report.exit_code,
+        "python": run.python,
+        "seconds": run.seconds,
+        "runs": [child_json(c) for c in run.runs],
+        "not_run": [{"label": n.label, "reason": n.reason} for n in run.not_run],
+        "findings": [finding_to_json(f) for f in findings],
+    }
+
+
+def _probe_json(probe: Probe) -> dict[str, Any]:
+    return {
+        "leave_mib": probe.leave_mib,
+        "free_before": probe.free_before,
+        "free_in_probe": probe.free_in_probe,
+        "passed": probe.passed,
+        "code": probe.code,
+        "run": child_json(probe.run),
+    }
+
+
+def reproduce_json(
+    run: ReproduceRun, findings: tuple[Finding, ...], exit_code: int
+) -> dict[str, Any]:
+    return {
+        "schema_version": SMOKE_SCHEMA_VERSION,
+        "command": "smoke --reproduce",
+        "kind": run.kind,
+        "target": run.target.label if run.target else None,
+        "exit_code": exit_code,
+        "problem": run.problem,
+        "seconds": run.seconds,
+        "probes": [_probe_json(p) for p in run.probes],
+        "findings": [finding_to_json(f) for f in findings],
+    }

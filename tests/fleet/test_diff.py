@@ -1,0 +1,101 @@
+"""`envdoctor diff`: two snapshots, only what differs, records keyed by what names them."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+from typer.testing import CliRunner
+
+from envdoctor.cli.app import app
+from envdoctor.fleet.diff import MISSING, diff_facts, flatten_facts
+from envdoctor.model.facts import Facts, MemoryInfo
+from envdoctor.model.probed import Absent, Found
+from envdoctor.snapshot import dump_snapshot
+from tests import factories as fx
+from tests.conftest import scenario_facts
+
+
+def paths(a: Facts, b: Facts, *, volatile: bool = False) -> dict[str, tuple[str, str]]:
+    return {d.path: (d.a, d.b) for d in diff_facts(a, b) if volatile or not d.volatile}
+
+
+def test_identical_facts_have_no_differences() -> None:
+    facts = scenario_facts("healthy_h100")
+    assert diff_facts(facts, facts) == ()
+
+
+def test_driver_mismatch_node_against_healthy_node() -> None:
+    got = paths(scenario_facts("healthy_h100"), scenario_facts("driver_mismatch"))
+    assert got["kernel.driver.version"] == ("580.159.04", "580.95.05")
+    assert "nvml" in got  # NVML failed on B: one line, not one per GPU field
+    assert got["nvml"][1].startswith("probe failed: LibRmVersionMismatch")
+    assert not any(p.startswith("nvml.gpus[") for p in got)
+
+
+def test_records_are_keyed_by_name_and_one_sided_records_are_one_line() -> None:
+    a = fx.facts()
+    b = fx.facts(kernel=fx.kernel(modules=fx.modules("nvidia", "nvidia_drm", "nvidia_modeset")))
+    assert paths(a, b) == {"kernel.modules[nvidia_uvm]": ("present", MISSING)}
+
+
+def test_gpus_are_keyed_by_index_and_bytes_are_readable() -> None:
+    a = fx.facts(nvml=fx.nvml(gpus=(fx.gpu(0), fx.gpu(1))))
+    smaller = MemoryInfo(total=40 << 30, used=1 << 30, free=39 << 30)
+    b = fx.facts(nvml=fx.nvml(gpus=(fx.gpu(0, memory=Found(smaller)),)))
+    got = paths(a, b)
+    assert got["nvml.gpus[1]"] == ("present", MISSING)
+    assert got["nvml.gpus[0].memory.total"] == ("85899345920 (80.0 GiB)", "42949672960 (40.0 GiB)")
+    assert "nvml.gpus[0].memory.free" not in got  # volatile: hidden by default
+    assert "nvml.gpus[0].memory.free" in paths(a, b, volatile=True)
+
+
+def test_environment_variables_by_name() -> None:
+    a = fx.facts(env=fx.env({"CUDA_VISIBLE_DEVICES": "0,1"}))
+    b = fx.facts(env=fx.env({"CUDA_VISIBLE_DEVICES": "", "LD_PRELOAD": "/x.so"}))
+    assert paths(a, b) == {
+        "env.variables[CUDA_VISIBLE_DEVICES]": ("0,1", ""),
+        "env.variables[LD_PRELOAD]": (MISSING, "/x.so"),
+    }
+
+
+def test_absent_and_failed_values_keep_their_reason() -> None:
+    flat = flatten_facts(fx.facts(nvml=Absent("NVML library not found")))
+    assert flat["nvml"] == "absent: NVML library not found"
+
+
+def write(tmp_path: Path, name: str, facts: Facts) -> Path:
+    path = tmp_path / name
+    path.write_text(dump_snapshot(facts), encoding="utf-8")
+    return path
+
+
+def test_cli_side_by_side(tmp_path: Path) -> None:
+    a = write(tmp_path, "node-a.json", scenario_facts("healthy_h100"))
+    b = write(tmp_path, "node-b.json", scenario_facts("uvm_missing"))
+    result = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    assert result.exit_code == 1
+    lines = result.output.splitlines()
+    assert lines[0].startswith("node-a.json and node-b.json: ")
+    header = lines[2].split()
+    assert header == ["fact", "node-a.json", "node-b.json"]
+    assert any(line.startswith("kernel.modules[nvidia_uvm]") for line in lines)
+
+
+def test_cli_identical_exits_0_and_json(tmp_path: Path) -> None:
+    a = write(tmp_path, "a.json", scenario_facts("healthy_h100"))
+    result = CliRunner().invoke(app, ["diff", str(a), str(a)])
+    assert result.exit_code == 0
+    assert "no differences" in result.output
+    b = write(tmp_path, "b.json", scenario_facts("memory_held"))
+    data = json.loads(CliRunner().invoke(app, ["diff", "--json", str(a), str(b)]).output)
+    assert data["kind"] == "envdoctor-diff"
+    assert {"path", "a", "b", "volatile"} <= set(data["differences"][0])
+
+
+def test_cli_bad_snapshot_is_exit_2(tmp_path: Path) -> None:
+    bad = tmp_path / "bad.json"
+    bad.write_text("{not json", encoding="utf-8")
+    result = CliRunner().invoke(app, ["diff", str(bad), str(bad)])
+    assert result.exit_code == 2
+    assert "bad.json:1: not valid JSON" in result.output

@@ -1,0 +1,190 @@
+"""`envdoctor explain` and `envdoctor run` through Typer's runner and as real commands."""
+
+from __future__ import annotations
+
+import json
+import sys
+from pathlib import Path
+
+import jsonschema
+import pytest
+from typer.testing import CliRunner
+
+from envdoctor.cli.app import app
+from envdoctor.model.facts import Facts
+from envdoctor.model.probed import Found
+from tests import factories
+from tests.kb.helpers import CORPUS
+
+SCHEMA = json.loads(
+    (Path(__file__).parents[2] / "docs" / "schema" / "explain.schema.json").read_text()
+)
+OOM_LOG = CORPUS / "cuda.out-of-memory" / "dcrnn-6.txt"
+ASSERT_LOG = CORPUS / "cuda.assert-target-out-of-range" / "seed-000.txt"
+
+
+def test_explain_a_file(tmp_path: Path) -> None:
+    result = CliRunner().invoke(app, ["explain", str(ASSERT_LOG)])
+    assert result.exit_code == 1
+    assert "cuda.assert-target-out-of-range" in result.output
+    assert "fix:" in result.output
+    assert "Consequences" in result.output
+
+
+def test_explain_stdin_json_matches_schema() -> None:
+    result = CliRunner().invoke(app, ["explain", "--json"], input=OOM_LOG.read_bytes())
+    assert result.exit_code == 1
+    data = json.loads(result.output)
+    jsonschema.validate(data, SCHEMA)
+    assert data["source"] == "<stdin>"
+    assert data["causes"][0]["id"] == "cuda.out-of-memory"
+    assert data["causes"][0]["captures"]["requested"] == "20.00 MiB"
+    assert any("Allocator numbers" in n for n in data["causes"][0]["notes"])
+
+
+def test_explain_markdown_redacts_home_dirs(tmp_path: Path) -> None:
+    log = tmp_path / "x.log"
+    log.write_text(
+        '  File "/home/alice/proj/train.py", line 3\n'
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n"
+        "ImportError: /home/alice/venv/lib/libtorch_cuda.so: undefined symbol: cudaLaunchKernelExC\n",
+        encoding="utf-8",
+    )
+    result = CliRunner().invoke(app, ["explain", str(log), "--format", "markdown"])
+    assert result.exit_code == 1
+    assert "/home/<user>/" in result.output
+    assert "alice" not in result.output
+    assert "#### `" in result.output
+
+
+def test_healthy_log_exits_0(tmp_path: Path) -> None:
+    log = tmp_path / "ok.log"
+    log.write_text("epoch 1 loss 0.3\nepoch 2 loss 0.2\ndone\n", encoding="utf-8")
+    result = CliRunner().invoke(app, ["explain", str(log)])
+    assert result.exit_code == 0
+    assert "no known signature" in result.output
+
+
+def test_binary_file_is_handled(tmp_path: Path) -> None:
+    blob = tmp_path / "core.bin"
+    blob.write_bytes(bytes(range(256)) * 1000 + b"\nRuntimeError: CUDA error: out of memory\n")
+    result = CliRunner().invoke(app, ["explain", str(blob)])
+    assert result.exit_code == 1
+    assert "looks binary" in result.output
+    assert "Traceback" not in result.output
+
+
+def test_gzip_log(tmp_path: Path) -> None:
+    import gzip
+
+    path = tmp_path / "train.log.gz"
+    with gzip.open(path, "wb") as f:
+        f.write(OOM_LOG.read_bytes())
+    result = CliRunner().invoke(app, ["explain", str(path), "--json"])
+    assert json.loads(result.output)["causes"][0]["id"] == "cuda.out-of-memory"
+
+
+@pytest.mark.parametrize("target", ["missing.log", "."])
+def test_unreadable_input_is_one_line_and_exit_2(tmp_path: Path, target: str) -> None:
+    path = tmp_path / target if target != "." else tmp_path
+    result = CliRunner().invoke(app, ["explain", str(path)])
+    assert result.exit_code == 2
+    assert result.output.count("\n") == 1
+    assert "envdoctor: error:" in result.output
+
+
+def test_list_signatures() -> None:
+    result = CliRunner().invoke(app, ["explain", "--list-signatures"])
+    assert result.exit_code == 0
+    assert "cuda.out-of-memory" in result.output
+    assert len(result.output.splitlines()) >= 40
+
+
+def test_with_host_adds_live_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
+    import envdoctor.cli.explain as cli_explain
+
+    def fake_facts(ctx: object, **kwargs: object) -> Facts:
+        assert kwargs.get("include_torch") is False
+        return factories.facts(nvml=factories.nvml(driver_version=Found("535.104.05")))
+
+    monkeypatch.setattr(cli_explain, "facts_for", fake_facts)
+    log = b"Failed to initialize NVML: Driver/library version mismatch\n"
+    result = CliRunner().invoke(app, ["explain", "--with-host", "--json"], input=log)
+    data = json.loads(result.output)
+    jsonschema.validate(data, SCHEMA)
+    checks = data["causes"][0]["host_checks"]
+    assert checks[0]["name"] == "driver-library-match"
+    assert checks[0]["verdict"] == "confirms"
+
+
+# --- envdoctor run --------------------------------------------------------------------------
+
+FAILING = (
+    "import sys\n"
+    "print('epoch 1 loss 0.5', flush=True)\n"
+    "sys.stderr.write('Traceback (most recent call last):\\n')\n"
+    "sys.stderr.write('RuntimeError: CUDA error: device-side assert triggered\\n')\n"
+    "import os; print('blocking=' + os.environ.get('CUDA_LAUNCH_BLOCKING', 'unset'), flush=True)\n"
+    "sys.exit(3)\n"
+)
+
+
+def test_run_passes_output_through_keeps_exit_code_and_explains(tmp_path: Path) -> None:
+    log = tmp_path / "run.log"
+    result = CliRunner().invoke(
+        app, ["run", "--blocking", "--save", str(log), "--", sys.executable, "-c", FAILING]
+    )
+    assert result.exit_code == 3
+    assert "epoch 1 loss 0.5" in result.stdout
+    assert "blocking=1" in result.stdout
+    assert "RuntimeError: CUDA error: device-side assert triggered" in result.stderr
+    assert "exited with 3" in result.stderr
+    assert "cuda.device-assert" in result.stderr
+    saved = log.read_text(encoding="utf-8")
+    assert "epoch 1 loss 0.5" in saved and "device-side assert" in saved
+
+
+def test_run_success_is_silent_and_exit_0() -> None:
+    result = CliRunner().invoke(app, ["run", sys.executable, "-c", "print('fine')"])
+    assert result.exit_code == 0
+    assert result.stdout == "fine\n"
+    assert result.stderr == ""
+
+
+def test_run_json_report_on_stderr() -> None:
+    result = CliRunner().invoke(
+        app, ["run", "--format", "json", "--", sys.executable, "-c", FAILING]
+    )
+    assert result.exit_code == 3
+    data = json.loads(result.stderr[result.stderr.index("{") :])
+    jsonschema.validate(data, SCHEMA)
+    assert data["returncode"] == 3
+    assert "device-side assert" in data["stderr_tail"]
+
+
+def test_run_unknown_failure_shows_stderr_tail() -> None:
+    code = "import sys; sys.stderr.write('ValueError: something odd\\n'); sys.exit(1)"
+    result = CliRunner().invoke(app, ["run", sys.executable, "-c", code])
+    assert result.exit_code == 1
+    assert "no known signature" in result.stderr
+    assert "Last lines of stderr" in result.stderr
+
+
+def test_run_signal_exit_code() -> None:
+    code = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
+    result = CliRunner().invoke(app, ["run", sys.executable, "-c", code])
+    assert result.exit_code == 128 + 15
+    assert "SIGTERM" in result.stderr
+
+
+def test_run_missing_command_is_127() -> None:
+    result = CliRunner().invoke(app, ["run", "--", "no-such-program-envdoctor-test"])
+    assert result.exit_code == 127
+    assert "command not found" in result.stderr
+
+
+def test_run_binary_output_is_passed_through_unchanged() -> None:
+    code = "import sys; sys.stdout.buffer.write(bytes(range(256))); sys.exit(2)"
+    result = CliRunner().invoke(app, ["run", sys.executable, "-c", code])
+    assert result.exit_code == 2
+    assert result.stdout_bytes == bytes(range(256))

@@ -1,0 +1,247 @@
+"""The knowledge base loads, is valid, and a malformed signature is an error naming file:line."""
+
+from __future__ import annotations
+
+import re
+import shutil
+import textwrap
+from pathlib import Path
+
+import pytest
+
+from envdoctor.errors import EnvdoctorError
+from envdoctor.kb import load_default_kb, load_kb
+from envdoctor.kb.anchor import derive_anchor, required_literals
+from envdoctor.kb.loader import default_root
+from envdoctor.model.finding import is_valid_code
+
+DOCS = Path(__file__).parents[2] / "docs"
+MAX_TRIGGERS = 12
+
+
+def test_shipped_kb_loads_and_is_broad() -> None:
+    kb = load_default_kb()
+    assert len(kb.signatures) >= 40
+    assert all(is_valid_code(s.id) for s in kb.signatures)
+    assert len(set(kb.ids)) == len(kb.ids)
+    assert all(s.fix and s.explanation and s.patterns for s in kb.signatures)
+    assert len(kb.xid) >= 20
+
+
+def test_the_issue_minimum_causes_are_known() -> None:
+    required = {
+        "cuda.assert-target-out-of-range",
+        "cuda.assert-index-out-of-range",
+        "cuda.device-assert",
+        "cudnn.not-initialized",
+        "cudnn.execution-failed",
+        "cudnn.mapping-error",
+        "cublas.alloc-failed",
+        "cublas.not-initialized",
+        "cublas.execution-failed",
+        "cublas.embedding-too-small",
+        "cuda.out-of-memory",
+        "cuda.no-kernel-image",
+        "cuda.driver-too-old",
+        "nvml.driver-library-mismatch",
+        "nvidia-smi.no-driver",
+        "cuda.no-driver-found",
+        "libs.missing-library",
+        "libs.undefined-symbol",
+        "checkpoint.map-location",
+        "autograd.nan-in-backward",
+        "data.collate-unequal-size",
+        "amp.no-inf-checks",
+        "autograd.backward-twice",
+        "tensor.device-mismatch",
+        "nccl.system-error",
+        "nccl.timeout",
+        "nccl.network-interface",
+        "cuda.illegal-memory-access",
+        "cuda.launch-failure",
+        "cuda.unknown-error",
+        "cuda.system-not-ready",
+        "dataloader.shm-bus-error",
+        "kernel.rmmod-in-use",
+        "kernel.xid",
+    }
+    assert required <= set(load_default_kb().ids)
+
+
+def test_the_prefilter_stays_small() -> None:
+    """Each trigger is one substring search over the whole log: keep the list short."""
+    assert len(load_default_kb().triggers) <= MAX_TRIGGERS
+
+
+def test_every_signature_is_documented_and_links_to_documented_codes() -> None:
+    findings = (DOCS / "findings.md").read_text(encoding="utf-8")
+    section = findings[findings.index("## explain signatures") :]
+    documented = set(re.findall(r"^\| `([a-z0-9.-]+)` \|", section, flags=re.MULTILINE))
+    kb = load_default_kb()
+    assert set(kb.ids) - documented == set()
+    check_codes = set(
+        re.findall(
+            r"^\| `([a-z0-9.-]+)` \|",
+            findings[: findings.index("## explain signatures")],
+            flags=re.MULTILINE,
+        )
+    )
+    linked = {code for s in kb.signatures for code in s.see_also}
+    assert linked - check_codes == set()
+    assert set(kb.ids) & check_codes == set(), "a signature id must not reuse a check code"
+
+
+def test_every_example_matches_only_through_its_anchor() -> None:
+    for signature in load_default_kb().signatures:
+        for pattern in signature.patterns:
+            for example in pattern.examples:
+                assert pattern.anchor in example
+                assert all(lit in example for lit in pattern.literals)
+
+
+@pytest.mark.parametrize(
+    ("regex", "anchor"),
+    [
+        ("CUDA out of memory", "CUDA out of memory"),
+        ("(?P<status>CUDNN_STATUS_NOT_INITIALIZED)", "CUDNN_STATUS_NOT_INITIALIZED"),
+        (r"Assertion `?(?P<c>t >= 0)`? failed", "Assertion"),
+        (r"foo(?:bar)?bazz", "bazz"),
+        (r"a|b", None),
+        (r"x\d+y", None),
+        (r"rror[^\n]*?an illegal memory access", "an illegal memory access"),
+        (r"(?=look)ahead", "ahead"),
+    ],
+)
+def test_anchor_derivation(regex: str, anchor: str | None) -> None:
+    assert derive_anchor(regex) == anchor
+
+
+def test_anchor_prefers_prefilter_triggers() -> None:
+    assert derive_anchor(r"rror[^\n]*?an illegal memory access", ("rror",)) == "rror"
+    assert required_literals(r"ab(?:cd|ef)gh\.") == ["ab", "gh."]
+
+
+# --- malformed knowledge bases --------------------------------------------------------------
+
+GOOD = """\
+schema: 1
+signatures:
+  - id: test.good
+    title: A good signature
+    role: error
+    confidence: 0.9
+    patterns:
+      - regex: 'Something (?P<what>\\w+) failed'
+        examples:
+          - 'RuntimeError: Something big failed'
+    summary: 'something {what} failed'
+    explanation: It failed.
+    fix:
+      - Fix it.
+"""
+
+
+def _kb(tmp_path: Path, body: str) -> Path:
+    root = tmp_path / "kb"
+    (root / "signatures").mkdir(parents=True)
+    shutil.copy(Path(str(default_root() / "prefilter.yaml")), root / "prefilter.yaml")
+    (root / "signatures" / "test.yaml").write_text(body, encoding="utf-8")
+    return root
+
+
+def test_a_good_minimal_kb_loads(tmp_path: Path) -> None:
+    kb = load_kb(_kb(tmp_path, GOOD))
+    assert kb.ids == ("test.good",)
+    assert kb.triggers == ("Something",) or kb.triggers
+
+
+BAD = [
+    (
+        "unknown key",
+        GOOD.replace("    title:", "    colour: red\n    title:"),
+        4,
+        "unknown key 'colour'",
+    ),
+    (
+        "bad regex",
+        GOOD.replace("Something (?P<what>\\w+) failed", "Something (unclosed"),
+        8,
+        "does not compile",
+    ),
+    (
+        "example mismatch",
+        GOOD.replace("Something big failed", "Something big worked"),
+        10,
+        "does not",
+    ),
+    ("unknown placeholder", GOOD.replace("{what}", "{who}"), 11, "{who}"),
+    ("bad id", GOOD.replace("test.good", "Test_Good"), 3, "kebab-case"),
+    ("bad role", GOOD.replace("role: error", "role: fatal"), 5, "unknown role"),
+    ("bad confidence", GOOD.replace("confidence: 0.9", "confidence: 7"), 6, "confidence"),
+    ("missing fix", GOOD.replace("    fix:\n      - Fix it.\n", ""), 3, "missing key 'fix'"),
+    ("unknown check", GOOD + "    facts: [crystal-ball]\n", 15, "unknown host check"),
+    ("unknown analyzer", GOOD + "    analyzer: tarot\n", 15, "unknown analyzer"),
+    ("bad see_also", GOOD + "    see_also: [NotACode]\n", 15, "not a finding code"),
+    (
+        "yaml syntax",
+        GOOD.replace("    title: A good signature", "    title: [unclosed"),
+        5,
+        "invalid YAML",
+    ),
+    (
+        "no anchor",
+        GOOD.replace("Something (?P<what>\\w+) failed", "(?:a|b)\\d+")
+        .replace("RuntimeError: Something big failed", "a1")
+        .replace("{what}", "x"),
+        8,
+        "anchor",
+    ),
+    ("wrong schema", GOOD.replace("schema: 1", "schema: 2"), 1, "schema"),
+    ("duplicate id", GOOD + GOOD.split("signatures:\n", 1)[1], 15, "duplicate signature id"),
+    ("explains unknown", GOOD + "    explains: [nope.nothing]\n", 3, "explains"),
+]
+
+
+@pytest.mark.parametrize(("label", "body", "line", "message"), BAD, ids=[b[0] for b in BAD])
+def test_malformed_signature_names_file_and_line(
+    tmp_path: Path, label: str, body: str, line: int, message: str
+) -> None:
+    with pytest.raises(EnvdoctorError) as info:
+        load_kb(_kb(tmp_path, body))
+    assert info.value.where == f"{tmp_path / 'kb' / 'signatures' / 'test.yaml'}:{line}", label
+    assert message in info.value.message, info.value.one_line()
+
+
+def test_missing_prefilter_is_an_error(tmp_path: Path) -> None:
+    root = _kb(tmp_path, GOOD)
+    (root / "prefilter.yaml").unlink()
+    with pytest.raises(EnvdoctorError, match="file not found"):
+        load_kb(root)
+
+
+def test_example_must_be_one_line(tmp_path: Path) -> None:
+    body = GOOD.replace(
+        "          - 'RuntimeError: Something big failed'",
+        '          - "Something big failed\\nsecond"',
+    )
+    with pytest.raises(EnvdoctorError, match="one log line"):
+        load_kb(_kb(tmp_path, body))
+
+
+def test_xid_catalog_is_validated(tmp_path: Path) -> None:
+    root = _kb(tmp_path, GOOD)
+    (root / "xid.yaml").write_text(
+        textwrap.dedent("""\
+        schema: 1
+        codes:
+          - code: 79
+            name: off the bus
+            meaning: gone
+            action: reboot
+            severity: catastrophic
+        """),
+        encoding="utf-8",
+    )
+    with pytest.raises(EnvdoctorError) as info:
+        load_kb(root)
+    assert info.value.where.endswith("xid.yaml:7")

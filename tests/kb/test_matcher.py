@@ -1,0 +1,202 @@
+"""The streaming scanner: chunking, line numbers, odd input, bounded memory."""
+
+from __future__ import annotations
+
+import codecs
+import io
+import tracemalloc
+
+import pytest
+
+from envdoctor.kb import Scanner, load_default_kb, scan_bytes, scan_stream
+from envdoctor.kb.matcher import MAX_LINE
+
+OOM = (
+    "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total "
+    "capacity; 4.36 GiB already allocated; 6.69 MiB free; 4.63 GiB reserved in total by PyTorch)"
+)
+ASSERT = (
+    "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: "
+    "[0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed."
+)
+
+
+def _log(n_lines: int, errors: dict[int, str]) -> bytes:
+    lines = [errors.get(i, f"step {i} loss {i % 7}.123 lr 0.001") for i in range(1, n_lines + 1)]
+    return ("\n".join(lines) + "\n").encode()
+
+
+def test_line_numbers_are_exact() -> None:
+    data = _log(5000, {17: ASSERT, 4242: OOM})
+    result = scan_bytes(data, load_default_kb())
+    by_id = {h.signature_id: h for h in result.hits}
+    assert by_id["cuda.assert-target-out-of-range"].first_line == 17
+    assert by_id["cuda.out-of-memory"].first_line == 4242
+    assert result.lines == 5000
+
+
+@pytest.mark.parametrize("chunk", [1, 7, 64, 4096, 1 << 20])
+def test_chunking_does_not_change_the_result(chunk: int) -> None:
+    data = _log(3000, {5: ASSERT, 1500: OOM, 2999: ASSERT})
+    kb = load_default_kb()
+    whole = scan_bytes(data, kb)
+    scanner = Scanner(kb)
+    for i in range(0, len(data), chunk):
+        scanner.feed(data[i : i + chunk])
+    assert scanner.finish() == whole
+
+
+def test_no_trailing_newline_and_counts() -> None:
+    result = scan_bytes(("x\n" * 9 + OOM).encode(), load_default_kb())
+    assert result.lines == 10
+    assert result.hits[0].first_line == 10
+
+
+def test_occurrences_are_bounded_but_counted() -> None:
+    data = _log(2000, dict.fromkeys(range(1, 2001, 2), ASSERT))
+    hit = scan_bytes(data, load_default_kb()).hits[0]
+    assert hit.count == 1000
+    assert len(hit.occurrences) <= 8
+    assert (hit.first_line, hit.last_line) == (1, 1999)
+
+
+def test_binary_and_undecodable_input_is_scanned_not_crashed() -> None:
+    data = b"\x00\x01\xff\xfe garbage \x80\x81\n" + OOM.encode() + b"\n\xc3\x28 bad utf8\n"
+    result = scan_bytes(data, load_default_kb())
+    assert result.binary
+    assert [h.signature_id for h in result.hits] == ["cuda.out-of-memory"]
+
+
+def test_latin1_and_truncated_utf8_lines_still_match() -> None:
+    line = b"caf\xe9 " + ASSERT.encode() + b" \xe2\x82"
+    result = scan_bytes(line, load_default_kb())
+    assert result.undecodable
+    assert result.hits[0].signature_id == "cuda.assert-target-out-of-range"
+
+
+def test_utf16_log_is_transcoded() -> None:
+    text = "hello\r\n" + OOM + "\r\n"
+    data = codecs.BOM_UTF16_LE + text.encode("utf-16-le")
+    result = scan_stream(io.BytesIO(data), load_default_kb(), chunk_size=33)
+    assert [h.signature_id for h in result.hits] == ["cuda.out-of-memory"]
+    assert result.hits[0].first_line == 2
+
+
+def test_carriage_return_progress_bars_are_split() -> None:
+    bar = "".join(f"\r{i}%|####| {i}/100 [00:01<00:10]" for i in range(100)) * 40
+    line = bar + "\r" + OOM + "\r" + bar + "\n"
+    result = scan_bytes(line.encode(), load_default_kb())
+    assert [h.signature_id for h in result.hits] == ["cuda.out-of-memory"]
+
+
+def test_endless_line_is_cut_not_buffered() -> None:
+    kb = load_default_kb()
+    scanner = Scanner(kb)
+    for _ in range(40):
+        scanner.feed(b"x" * (MAX_LINE // 4))
+    scanner.feed(OOM.encode() + b"\n")
+    result = scanner.finish()
+    assert result.truncated_lines >= 1
+    assert [h.signature_id for h in result.hits] == ["cuda.out-of-memory"]
+
+
+class _Generated(io.RawIOBase):
+    """A large log produced on the fly (never held in memory as a whole)."""
+
+    def __init__(self, size: int) -> None:
+        self._left = size
+        self._block = _log(20_000, {10_000: OOM})
+
+    def readable(self) -> bool:
+        return True
+
+    def read(self, n: int = -1) -> bytes:
+        if self._left <= 0:
+            return b""
+        take = min(n if n > 0 else len(self._block), self._left, len(self._block))
+        self._left -= take
+        return self._block[:take]
+
+
+def _peak_during_scan(size: int) -> int:
+    kb = load_default_kb()
+    tracemalloc.start()
+    try:
+        result = scan_stream(_Generated(size), kb, chunk_size=1 << 20)
+        _, peak = tracemalloc.get_traced_memory()
+    finally:
+        tracemalloc.stop()
+    assert result.bytes == size
+    return peak
+
+
+def test_memory_is_flat_in_the_log_size() -> None:
+    small = _peak_during_scan(8 << 20)
+    large = _peak_during_scan(64 << 20)
+    assert large < 16 << 20
+    assert large < small * 1.5 + (1 << 20)
+
+
+def test_context_rules_raise_the_specific_cause() -> None:
+    log = (
+        '  File "model.py", line 10, in forward\n'
+        "    x = self.embedding(input_ids)\n"
+        '  File "torch/nn/modules/linear.py", line 114, in forward\n'
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`\n"
+    )
+    hits = {h.signature_id: h for h in scan_bytes(log.encode(), load_default_kb()).hits}
+    assert hits["cublas.embedding-too-small"].confidence > hits["cublas.alloc-failed"].confidence
+    assert hits["cublas.embedding-too-small"].context_notes
+
+
+def _reference(data: bytes) -> list[tuple[str, int, int]]:
+    """The obvious, slow matcher: every line against every pattern (anchor, then regex)."""
+    kb = load_default_kb()
+    found: dict[str, list[int]] = {}
+    for number, raw in enumerate(data.split(b"\n"), start=1):
+        for segment in raw.split(b"\r"):
+            text = segment.decode("utf-8", errors="replace")
+            for signature in kb.signatures:
+                if number in found.get(signature.id, []):
+                    continue
+                if any(p.anchor in text and p.regex.search(text) for p in signature.patterns):
+                    found.setdefault(signature.id, []).append(number)
+    return sorted((sid, len(lines), lines[0]) for sid, lines in found.items())
+
+
+def _mixed_log(seed: int) -> bytes:
+    import random
+
+    from tests.kb.helpers import corpus
+
+    rng = random.Random(seed)  # noqa: S311 (test data, not cryptography)
+    errors = [line for case in corpus() for line in case.log.decode("utf-8").splitlines()]
+    benign = [
+        "INFO eval: accuracy 0.{n} val_error_rate 0.0{n}",
+        "wandb: train/MeanSquaredError 0.{n} CUDA mem {n}.1 GiB",
+        "node1:12:34 [0] NCCL INFO Channel {n}/32 : 0 1 2 3 via P2P/CUMEM/read",
+        "step {n} loss 1.{n}",
+        "RuntimeError: something unrelated {n}",
+    ]
+    lines = []
+    for _ in range(4000):
+        if rng.random() < 0.05:
+            lines.append(rng.choice(errors))
+        else:
+            lines.append(rng.choice(benign).format(n=rng.randint(0, 999)))
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_optimised_scanner_agrees_with_the_obvious_matcher(seed: int) -> None:
+    """The prefilter, second stage and template cache never lose a match."""
+    data = _mixed_log(seed)
+    result = scan_bytes(data, load_default_kb())
+    got = sorted((h.signature_id, h.count, h.first_line) for h in result.hits)
+    assert got == _reference(data)
+
+
+def test_a_line_benign_for_one_trigger_still_matches_through_another() -> None:
+    line = b"RuntimeError: CUDNN_STATUS_MAPPING_ERROR\n"
+    result = scan_bytes(line * 3, load_default_kb())
+    assert [(h.signature_id, h.count) for h in result.hits] == [("cudnn.mapping-error", 3)]

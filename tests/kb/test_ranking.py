@@ -1,0 +1,97 @@
+"""Ranking: the first asynchronous CUDA error is the root; asserts explain what follows them."""
+
+from __future__ import annotations
+
+from tests.kb.helpers import ids, run
+
+TARGET_ASSERT = (
+    "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: "
+    "[0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed."
+)
+INDEX_ASSERT = (
+    "../aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [18,0,0], "
+    "thread: [5,0,0] Assertion `srcIndex < srcSelectDimSize` failed."
+)
+DSA = "RuntimeError: CUDA error: device-side assert triggered"
+CUBLAS_ALLOC = (
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+)
+CUDNN_INIT = "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
+ILLEGAL = "RuntimeError: CUDA error: an illegal memory access was encountered"
+LAUNCH = "RuntimeError: CUDA error: unspecified launch failure"
+
+
+def test_kernel_assert_is_root_and_explains_the_generic_assert() -> None:
+    explanation = run("\n".join([TARGET_ASSERT, TARGET_ASSERT, DSA]))
+    top = explanation.top
+    assert top is not None and top.id == "cuda.assert-target-out-of-range"
+    generic = next(c for c in explanation.causes if c.id == "cuda.device-assert")
+    assert generic.consequence_of == "cuda.assert-target-out-of-range"
+    assert generic.confidence < top.confidence
+    assert explanation.status == "explained"
+
+
+def test_kernel_assert_printed_after_the_runtime_error_still_wins() -> None:
+    explanation = run("\n".join([DSA, "Traceback ...", TARGET_ASSERT]))
+    assert ids(explanation)[0] == "cuda.assert-target-out-of-range"
+
+
+def test_device_side_assert_explains_later_cublas_and_cudnn_errors() -> None:
+    explanation = run("\n".join([DSA, "next step", CUBLAS_ALLOC, CUDNN_INIT]))
+    assert ids(explanation)[0] == "cuda.device-assert"
+    for cause in explanation.causes[1:]:
+        assert cause.consequence_of == "cuda.device-assert", cause.id
+
+
+def test_index_assert_explains_cublas_errors() -> None:
+    explanation = run("\n".join([INDEX_ASSERT, CUBLAS_ALLOC]))
+    assert ids(explanation)[0] == "cuda.assert-index-out-of-range"
+    assert all(c.consequence_of for c in explanation.causes[1:])
+
+
+def test_first_asynchronous_error_is_the_root() -> None:
+    explanation = run("\n".join([ILLEGAL, "...", LAUNCH, DSA]))
+    assert ids(explanation)[0] == "cuda.illegal-memory-access"
+    assert {c.consequence_of for c in explanation.causes[1:]} == {"cuda.illegal-memory-access"}
+
+
+def test_follow_on_error_alone_is_a_cause() -> None:
+    explanation = run(CUBLAS_ALLOC)
+    assert explanation.top is not None and explanation.top.is_root
+    assert explanation.top.id == "cublas.alloc-failed"
+    assert explanation.top.alternatives == ("cublas.embedding-too-small",)
+
+
+def test_follow_on_error_before_the_assert_is_not_its_consequence() -> None:
+    explanation = run("\n".join([CUDNN_INIT, "restart", DSA]))
+    cudnn = next(c for c in explanation.causes if c.id == "cudnn.not-initialized")
+    assert cudnn.is_root
+
+
+def test_explains_declared_in_data() -> None:
+    log = (
+        "RuntimeError: NCCL error in ProcessGroupNCCL.cpp:290, unhandled system error\n"
+        "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied\n"
+    )
+    explanation = run(log)
+    assert ids(explanation) == ["nccl.shared-memory", "nccl.system-error"]
+    assert explanation.causes[1].consequence_of == "nccl.shared-memory"
+
+
+def test_independent_errors_rank_by_confidence() -> None:
+    explanation = run(
+        "RuntimeError: stack expects each tensor to be equal size, but got [3] at entry 0 and [4] at entry 1\n"
+        + CUDNN_INIT
+    )
+    assert ids(explanation) == ["data.collate-unequal-size", "cudnn.not-initialized"]
+    assert all(c.is_root for c in explanation.causes)
+
+
+def test_summary_is_filled_from_captures() -> None:
+    explanation = run(
+        "RuntimeError: Attempting to deserialize object on CUDA device 3 but torch.cuda.device_count() is 1."
+    )
+    top = explanation.top
+    assert top is not None
+    assert top.hit.occurrences[0].capture("device") == "3"
+    assert "map_location" in top.summary

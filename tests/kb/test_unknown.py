@@ -1,0 +1,77 @@
+"""Text that is not a known error must never produce a confident cause."""
+
+from __future__ import annotations
+
+import random
+
+from tests.kb.helpers import run
+
+HEALTHY = """\
+Epoch 1/10
+  0%|          | 0/1563 [00:00<?, ?it/s]
+ 12%|█▏        | 188/1563 [00:14<01:42, 13.40it/s, loss=2.31, lr=0.001]
+[rank0]: step 200 loss 1.8732 grad_norm 0.913 tokens/s 51234 mem 31.2GiB
+INFO 2024-05-03 12:00:01,123 trainer.py:120: Using CUDA device cuda:0 (NVIDIA H100 80GB HBM3)
+NCCL INFO Bootstrap : Using eth0:10.0.0.4<0>
+node1:1234:1234 [0] NCCL INFO NET/Plugin: No plugin found (libnccl-net.so), using internal implementation
+node1:1234:1299 [0] NCCL INFO Channel 00/32 :    0   1   2   3
+/usr/lib/python3/dist-packages/torch/utils/data/dataloader.py:557: UserWarning: This DataLoader will create 8 worker processes in total.
+wandb: Run summary: train/loss 0.4412 val/MeanSquaredError 0.0213 val/error_rate 0.031
+Validation: accuracy 0.9312, error 0.0688, top5 0.9951
+Saved checkpoint to /data/ckpt/step_2000.pt (took 3.21s)
+CUDA_VISIBLE_DEVICES=0,1,2,3 torchrun --nproc_per_node 4 train.py
+torch 2.5.1+cu124, CUDA 12.4, cuDNN 90100, NVIDIA driver 550.54.15
+Epoch 10/10: 100%|██████████| 1563/1563 [01:52<00:00, 13.91it/s, loss=0.112]
+Training finished. Best val accuracy 0.9441 at epoch 9.
+"""
+
+
+def test_healthy_training_log_has_no_signature() -> None:
+    explanation = run(HEALTHY * 50)
+    assert explanation.causes == ()
+    assert explanation.status == "no-signature"
+    assert explanation.exit_code == 0
+
+
+def test_random_text_has_no_confident_cause() -> None:
+    rng = random.Random(1234)  # noqa: S311 (test data, not cryptography)
+    words = [
+        "error",
+        "Error",
+        "CUDA",
+        "NVIDIA",
+        "NCCL",
+        "cuda",
+        "assert",
+        "memory",
+        "device",
+        "driver",
+        "failed",
+        "RuntimeError:",
+        "tensor",
+        "GPU",
+        "the",
+        "of",
+        "nan",
+        "RROR",
+    ]
+    lines = [" ".join(rng.choice(words) for _ in range(rng.randint(3, 14))) for _ in range(5000)]
+    explanation = run("\n".join(lines))
+    assert explanation.status != "explained", [c.id for c in explanation.causes]
+
+
+def test_random_bytes_do_not_crash_or_explain() -> None:
+    rng = random.Random(99)  # noqa: S311 (test data, not cryptography)
+    data = bytes(rng.getrandbits(8) for _ in range(200_000))
+    explanation = run(data)
+    assert explanation.status == "no-signature"
+    assert explanation.scan.binary or explanation.scan.undecodable
+
+
+def test_prose_about_errors_is_not_confident() -> None:
+    text = (
+        "We fixed a bug where the error message was confusing.\n"
+        "Errors in CUDA code are hard to debug; see the docs on asynchronous execution.\n"
+        "NVIDIA released a new driver. NCCL is the library for collectives.\n"
+    )
+    assert run(text).status == "no-signature"

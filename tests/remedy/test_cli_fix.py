@@ -1,0 +1,121 @@
+"""`envdoctor fix` end to end: scenario hosts → real probes and rules → plan → script."""
+
+from __future__ import annotations
+
+import json
+import stat
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from envdoctor.cli.app import app
+from envdoctor.cli.common import AppContext
+from envdoctor.probes.holders import GPU_SERVICES
+from tests.conftest import PYTHON, SCENARIO_NAMES
+from tests.fakes.host import FakeHost
+from tests.remedy.sandbox import shellcheck
+
+# driver_mismatch, plus what `fix` looks at: holders of /dev/nvidia*, an active persistenced.
+HOLDERS: dict[str, Any] = {
+    "links": {
+        "/proc/self": "/proc/31337",
+        "/proc/4242/fd/3": "/dev/nvidia0",
+        "/proc/1234/fd/3": "/dev/nvidiactl",
+    },
+    "files": {
+        "/proc/4242/status": "Name:\tpython\nUid:\t1000\t1000\t1000\t1000\n",
+        "/proc/1234/cgroup": "0::/system.slice/nvidia-persistenced.service\n",
+        "/etc/passwd": "root:x:0:0::/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/bash\n",
+    },
+    "which": {"systemctl": "/usr/bin/systemctl"},
+    "commands": [
+        {
+            "argv": ["systemctl", "is-active", *GPU_SERVICES],
+            "stdout": "inactive\n" * (len(GPU_SERVICES) - 1) + "active\n",
+            "returncode": 3,
+        }
+    ],
+}
+
+
+def invoke(host: FakeHost, *args: str):  # type: ignore[no-untyped-def]  # click's Result
+    return CliRunner().invoke(app, ["fix", *args], obj=AppContext(host=host, python=PYTHON))
+
+
+def mismatch_host() -> FakeHost:
+    host = FakeHost.scenario("driver_mismatch", **HOLDERS)
+    host.commands.extend(FakeHost.scenario("healthy_h100").commands)  # keep ldconfig
+    return host
+
+
+def test_fix_plans_the_reload_for_a_live_mismatch() -> None:
+    result = invoke(mismatch_host(), "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert "driver.version-mismatch" in plan["addressed"]
+    steps = [(s["kind"], s["commands"]) for s in plan["steps"]]
+    assert steps[0] == ("stop-service", [["systemctl", "stop", "nvidia-persistenced"]])
+    assert steps[1][0] == "terminate" and steps[1][1][0] == ["kill", "-s", "TERM", "4242"]
+    assert [c[0][1] for k, c in steps if k == "unload-module"] == [
+        "nvidia_drm",
+        "nvidia_modeset",
+        "nvidia_uvm",
+        "nvidia",
+    ]
+    assert steps[-1][0] == "verify"
+    holders = {h["pid"]: h for h in plan["holders"]}
+    assert holders[4242]["argv"] == ["python", "train.py", "--epochs", "100"]
+    assert holders[1234]["unit"] == "nvidia-persistenced.service"
+
+
+def test_fix_writes_an_executable_script(tmp_path: Path) -> None:
+    out = tmp_path / "fix.sh"
+    result = invoke(mismatch_host(), "-o", str(out))
+    assert result.exit_code == 0, result.output
+    assert stat.S_IMODE(out.stat().st_mode) == 0o755
+    script = out.read_text()
+    assert script.startswith("#!/usr/bin/env bash\n")
+    assert "set -euo pipefail" in script
+    assert f"sudo {out} --apply" in result.output
+    assert shellcheck(script, tmp_path) == ""
+
+
+def test_fix_steps_format() -> None:
+    result = invoke(mismatch_host(), "--format", "steps")
+    assert result.exit_code == 0, result.output
+    assert "answers: driver.version-mismatch" in result.output
+    assert "$ rmmod nvidia_drm" in result.output
+
+
+@pytest.mark.parametrize("scenario", SCENARIO_NAMES)
+def test_every_scenario_gives_a_clean_script(scenario: str, tmp_path: Path) -> None:
+    result = invoke(FakeHost.scenario(scenario))
+    assert result.exit_code == 0, result.output
+    assert result.output.startswith("#!/usr/bin/env bash\n")
+    assert shellcheck(result.output, tmp_path) == ""
+
+
+def test_fix_from_a_snapshot_probes_nothing_live(tmp_path: Path) -> None:
+    snap = tmp_path / "snap.json"
+    host = FakeHost.scenario("uvm_missing")
+    collected = CliRunner().invoke(
+        app, ["collect", "-o", str(snap)], obj=AppContext(host=host, python=PYTHON)
+    )
+    assert collected.exit_code == 0, collected.output
+    offline = FakeHost({})
+    result = CliRunner().invoke(
+        app, ["fix", "--snapshot", str(snap), "--format", "json"], obj=AppContext(host=offline)
+    )
+    assert result.exit_code == 0, result.output
+    plan = json.loads(result.output)
+    assert offline.ran == []
+    assert ["nvidia-modprobe", "-u", "-c", "0"] in [c for s in plan["steps"] for c in s["commands"]]
+    assert plan["steps"][-1]["commands"] == [["envdoctor", "check"]]
+
+
+def test_bad_timeout_is_a_usage_error() -> None:
+    result = invoke(FakeHost.scenario("healthy_h100"), "--timeout", "0")
+    assert result.exit_code == 2
+    assert "--timeout" in result.output

@@ -1,0 +1,224 @@
+"""The runner against the fake torch: verdicts, timeouts, crashes, poisoning, parallelism."""
+
+from __future__ import annotations
+
+import time
+from collections.abc import Callable
+from pathlib import Path
+
+from envdoctor.model.finding import Severity
+from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
+from envdoctor.smoke.model import FAILED, PASSED, SKIPPED, SmokeRun
+from tests.smoke.conftest import PYTHON, alive, fake_pids, gpu_facts, uuid, wait_dead
+
+EnvMaker = Callable[..., dict[str, str | None]]
+
+
+def run(facts_count: int, env: dict[str, str | None], **options: float) -> SmokeRun:
+    facts = gpu_facts(facts_count)
+    opts = SmokeOptions(
+        python=PYTHON,
+        env=env,
+        timeout=options.get("timeout", 10.0),
+        step_timeout=options.get("step_timeout", 10.0),
+    )
+    return run_smoke(facts, opts)
+
+
+def statuses(run_: SmokeRun, index: int = 0) -> dict[str, str]:
+    return {s.step: s.status for s in run_.runs[index].steps}
+
+
+def test_healthy_gpu_passes_every_step(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env())
+    assert len(result.runs) == 1
+    child = result.runs[0]
+    assert child.ok and child.ending == "completed"
+    assert set(statuses(result).values()) == {PASSED}
+    assert child.target.visible == uuid(0)
+    findings = smoke_findings(gpu_facts(1), result)
+    assert [f.code for f in findings] == ["smoke.passed"]
+    assert findings[0].severity == Severity.OK
+    assert ("gemm-fp16", "256x256 float16: max error 0.0e+00 (tolerance 5e-03)") in findings[
+        0
+    ].evidence
+
+
+def test_two_gpus_run_in_parallel_then_nccl_across_them(fake_env: EnvMaker) -> None:
+    start = time.monotonic()
+    result = run(2, fake_env(f"init@{uuid(0)}=sleep:1.5,init@{uuid(1)}=sleep:1.5"))
+    elapsed = time.monotonic() - start
+    labels = [r.target.label for r in result.runs]
+    assert labels == ["GPU 0", "GPU 1", "GPUs 0,1"]
+    # each per-GPU child spends 1.5 s initialising CUDA: one after the other would take 3 s+
+    assert 1.5 < elapsed < 2.9, elapsed
+    nccl = result.runs[2]
+    assert nccl.target.visible == f"{uuid(0)},{uuid(1)}"
+    assert nccl.step("nccl-allreduce") is not None
+    assert nccl.ok
+
+
+def test_cublas_alloc_failure_is_classified_and_attributed(fake_env: EnvMaker) -> None:
+    facts = gpu_facts(1, free_mib=210, processes=((4242, "python train.py", 81000),))
+    env = fake_env(TOTAL_MIB="81920", USED_MIB="81210", CONTEXT_MIB="400", CUBLAS_MIB="400")
+    result = run_smoke(facts, SmokeOptions(python=PYTHON, env=env, timeout=10))
+    status = statuses(result)
+    assert status["gemm-fp32"] == FAILED and status["conv-forward"] == PASSED
+    (finding,) = [f for f in smoke_findings(facts, result) if f.severity == Severity.ERROR]
+    assert finding.code == "smoke.cublas-alloc-failed"
+    assert "memory pressure" in finding.title
+    evidence = dict(finding.evidence)
+    assert evidence["error"].startswith(
+        "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+    )
+    # the child's own reading (310 MiB free after its context) and the holder from NVML
+    assert (
+        evidence["memory"]
+        == "GPU 0 has 310 MiB free of 80.0 GiB; PID 4242 `python train.py` holds 79.1 GiB"
+    )
+    assert finding.remediation is not None
+    assert finding.remediation.steps[0].startswith("kill 4242")
+    assert any("--reproduce cublas-alloc --gpu 0" in s for s in finding.remediation.steps)
+
+
+def test_hung_step_is_killed_and_named(fake_env: EnvMaker, tmp_path: Path) -> None:
+    start = time.monotonic()
+    result = run(1, fake_env("conv=hang-with-child"), step_timeout=1.0, timeout=5.0)
+    assert time.monotonic() - start < 4.0
+    child = result.runs[0]
+    assert child.ending == "timeout"
+    conv = child.step("conv-forward")
+    assert conv is not None and conv.status == FAILED and conv.kind == "timeout"
+    assert "per-step limit of 1 s" in conv.error
+    backward = child.step("conv-backward")
+    assert backward is not None and backward.status == SKIPPED
+    assert backward.reason == "not run: the child was killed after `conv-forward` hung"
+    # the whole process group went: the child and the grandchild it started
+    assert wait_dead(int((tmp_path / "grandchild").read_text()))
+    assert all(wait_dead(pid) for pid in fake_pids(tmp_path))
+    (finding,) = [f for f in smoke_findings(gpu_facts(1), result) if f.code != "smoke.passed"]
+    assert finding.code == "smoke.timeout"
+    assert dict(finding.evidence)["hung in"].startswith("`conv-forward` after")
+
+
+def test_per_gpu_budget_bounds_the_whole_child(fake_env: EnvMaker) -> None:
+    start = time.monotonic()
+    result = run(1, fake_env("sync=sleep:0.4"), step_timeout=5.0, timeout=1.0)
+    assert time.monotonic() - start < 3.0
+    failed = [s for s in result.runs[0].steps if s.status == FAILED]
+    assert len(failed) == 1 and "per-GPU limit of 1 s" in failed[0].error
+
+
+def test_segfault_is_a_crash_with_the_signal(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env("matmul.float16=segv"))
+    child = result.runs[0]
+    assert child.ending == "crashed" and child.returncode == -11
+    step = child.step("gemm-fp16")
+    assert step is not None and step.kind == "crash"
+    assert step.error == "the child was killed by SIGSEGV during `gemm-fp16`"
+    assert "Segmentation fault" in child.stderr_tail  # faulthandler's Python stack
+    (finding,) = [f for f in smoke_findings(gpu_facts(1), result) if f.code != "smoke.passed"]
+    assert finding.code == "smoke.crashed"
+    assert (
+        finding.title
+        == "GPU 0: the smoke child crashed — the child was killed by SIGSEGV during `gemm-fp16`"
+    )
+    assert "Segmentation fault" in dict(finding.evidence)["child's stderr"]
+
+
+def test_abort_is_a_crash_with_sigabrt(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env("conv-backward=abort"))
+    step = result.runs[0].step("conv-backward")
+    assert step is not None and step.error_type == "SIGABRT"
+
+
+def test_exit_without_report_is_a_crash(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env("fill=exit:3"))
+    step = result.runs[0].step("memory")
+    assert step is not None and step.error == "the child exited with status 3 during `memory`"
+
+
+def test_poisoning_error_skips_the_rest(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env("matmul.float16=raise:illegal-memory-access"))
+    status = statuses(result)
+    assert status["gemm-fp32"] == PASSED and status["gemm-fp16"] == FAILED
+    for name in ("gemm-bf16", "conv-forward", "conv-backward"):
+        assert status[name] == SKIPPED
+    reason = result.runs[0].steps[-1].reason
+    assert reason.startswith("the CUDA context is unusable after `gemm-fp16` failed with:")
+    (finding,) = [f for f in smoke_findings(gpu_facts(1), result) if f.code != "smoke.passed"]
+    assert finding.code == "smoke.illegal-memory-access"
+    assert "then skipped" in dict(finding.evidence)
+
+
+def test_non_poisoning_errors_let_later_steps_run(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env("conv=raise:cudnn-not-initialized"))
+    status = statuses(result)
+    assert status["conv-forward"] == FAILED
+    assert status["conv-backward"] == FAILED  # its own forward pass fails the same way
+    findings = smoke_findings(gpu_facts(1), result)
+    (finding,) = [f for f in findings if f.code == "smoke.cudnn-not-initialized"]
+    assert dict(finding.evidence)["failed steps"] == "`conv-forward`, `conv-backward`"
+    assert "not memory pressure" in finding.title  # 81 GiB free on the fake GPU
+
+
+def test_wrong_result_is_reported(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env("matmul.bfloat16=wrong"))
+    step = result.runs[0].step("gemm-bf16")
+    assert step is not None and step.kind == "mismatch"
+    assert "differs from the float64 CPU reference" in step.error
+    codes = [f.code for f in smoke_findings(gpu_facts(1), result)]
+    assert codes == ["smoke.wrong-result"]
+
+
+def test_bf16_is_skipped_before_sm80(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env(CAPABILITY="7.5"))
+    step = result.runs[0].step("gemm-bf16")
+    assert step is not None and step.status == SKIPPED
+    assert "compute capability 8.0" in step.reason
+    assert result.runs[0].ok
+
+
+def test_import_failure_skips_everything(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env("import=raise:cudnn-version-incompatibility"))
+    status = statuses(result)
+    assert status["import"] == FAILED
+    assert {status[s] for s in status if s != "import"} == {SKIPPED}
+    codes = [f.code for f in smoke_findings(gpu_facts(1), result)]
+    assert codes == ["smoke.torch-import-failed"]
+
+
+def test_only_the_broken_gpu_fails(fake_env: EnvMaker) -> None:
+    result = run(2, fake_env(f"init@{uuid(1)}=raise:no-cuda-gpus"))
+    assert result.runs[0].ok
+    assert statuses(result, 1)["context"] == FAILED
+    assert len(result.runs) == 2  # no NCCL: only one GPU came up
+    codes = {(f.subject, f.code) for f in smoke_findings(gpu_facts(2), result)}
+    assert codes == {("GPU 0", "smoke.passed"), ("GPU 1", "smoke.no-device")}
+
+
+def test_gpu_selection_and_unknown_gpu(fake_env: EnvMaker) -> None:
+    facts = gpu_facts(2)
+    result = run_smoke(facts, SmokeOptions(python=PYTHON, env=fake_env(), gpus=(1,)))
+    assert [r.target.label for r in result.runs] == ["GPU 1"]
+    try:
+        run_smoke(facts, SmokeOptions(python=PYTHON, env=fake_env(), gpus=(5,)))
+    except Exception as exc:  # noqa: BLE001
+        assert "no GPU 5: NVML sees GPU(s) 0, 1" in str(exc)
+    else:
+        raise AssertionError("expected an error for GPU 5")
+
+
+def test_missing_interpreter_is_not_run(fake_env: EnvMaker) -> None:
+    facts = gpu_facts(1)
+    result = run_smoke(facts, SmokeOptions(python="/nonexistent/python3", env=fake_env()))
+    assert result.runs[0].ending == "not-started"
+    (finding,) = smoke_findings(facts, result)
+    assert finding.code == "smoke.not-run" and finding.inconclusive
+
+
+def test_no_child_outlives_a_run(fake_env: EnvMaker, tmp_path: Path) -> None:
+    run(2, fake_env())
+    pids = fake_pids(tmp_path)
+    assert len(pids) == 3  # two GPUs and the NCCL child
+    assert not any(alive(pid) for pid in pids)
