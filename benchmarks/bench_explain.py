@@ -168,10 +168,14 @@ def main() -> int:
         t0 = time.perf_counter()
         injected = generate(big, size)
         generate(small, max(size // 8, 1 << 20), seed=8)
-        print(f"generated {big.stat().st_size / (1 << 20):.0f} MiB log with {injected} error "
-              f"blocks in {time.perf_counter() - t0:.1f} s")
-        print(f"{len(kb.signatures)} signatures, {sum(len(s.patterns) for s in kb.signatures)} "
-              f"patterns, {len(kb.triggers)} prefilter literals")
+        print(
+            f"generated {big.stat().st_size / (1 << 20):.0f} MiB log with {injected} error "
+            f"blocks in {time.perf_counter() - t0:.1f} s"
+        )
+        print(
+            f"{len(kb.signatures)} signatures, {sum(len(s.patterns) for s in kb.signatures)} "
+            f"patterns, {len(kb.triggers)} prefilter literals"
+        )
         explain = [sys.executable, "-m", "envdoctor", "explain", "--format", "json"]
         warm(big)
         out = workdir / "out.txt"
@@ -185,18 +189,26 @@ def main() -> int:
         mib = big.stat().st_size / (1 << 20)
         print()
         print(f"{'tool':<28}{'wall s':>9}{'MiB/s':>9}{'peak RSS MiB':>14}")
-        print(f"{'grep -E -n -f (same regexes)':<28}{grep_run.seconds:>9.2f}"
-              f"{mib / grep_run.seconds:>9.0f}{grep_run.max_rss_kib / 1024:>14.1f}")
-        print(f"{'envdoctor explain':<28}{explain_run.seconds:>9.2f}"
-              f"{mib / explain_run.seconds:>9.0f}{explain_run.max_rss_kib / 1024:>14.1f}")
-        print(f"{'envdoctor explain (1/8 log)':<28}{small_run.seconds:>9.2f}"
-              f"{small.stat().st_size / (1 << 20) / small_run.seconds:>9.0f}"
-              f"{small_run.max_rss_kib / 1024:>14.1f}")
+        print(
+            f"{'grep -E -n -f (same regexes)':<28}{grep_run.seconds:>9.2f}"
+            f"{mib / grep_run.seconds:>9.0f}{grep_run.max_rss_kib / 1024:>14.1f}"
+        )
+        print(
+            f"{'envdoctor explain':<28}{explain_run.seconds:>9.2f}"
+            f"{mib / explain_run.seconds:>9.0f}{explain_run.max_rss_kib / 1024:>14.1f}"
+        )
+        print(
+            f"{'envdoctor explain (1/8 log)':<28}{small_run.seconds:>9.2f}"
+            f"{small.stat().st_size / (1 << 20) / small_run.seconds:>9.0f}"
+            f"{small_run.max_rss_kib / 1024:>14.1f}"
+        )
         print()
         print(f"grep printed {matched} matching lines; explain reported {causes} causes")
         print(f"ratio explain/grep: {ratio:.2f}x (goal: within 3x)")
-        print(f"peak RSS {small_run.max_rss_kib / 1024:.1f} MiB at 1/8 size vs "
-              f"{explain_run.max_rss_kib / 1024:.1f} MiB at full size (goal: flat)")
+        print(
+            f"peak RSS {small_run.max_rss_kib / 1024:.1f} MiB at 1/8 size vs "
+            f"{explain_run.max_rss_kib / 1024:.1f} MiB at full size (goal: flat)"
+        )
         if explain_run.returncode != 1:
             print(f"unexpected explain exit code {explain_run.returncode}", file=sys.stderr)
             return 1

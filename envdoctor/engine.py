@@ -5,11 +5,14 @@ from __future__ import annotations
 import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from envdoctor.compat import CompatTables
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.rules.base import Rule, RuleContext
+
+if TYPE_CHECKING:
+    from envdoctor.compat.tables import CompatTables
 
 
 @dataclass(frozen=True, slots=True)

@@ -204,14 +204,15 @@ def _probe(
     collect_until: float,
 ) -> Report:
     # The probes and rules are imported here, not at the top, to keep `envdoctor --help` fast.
-    from envdoctor.compat import CompatTables
+    from envdoctor.compat.tables import CompatTables
     from envdoctor.probes import collect_facts
-    from envdoctor.rules import ALL_RULES
+    from envdoctor.rules import CORE_RULES
 
     deadline = Deadline(max(0.05, collect_until - time.monotonic()))
     facts = collect_facts(host, python=python, deadline=deadline, include_torch=False)
     host.doing = "judging the facts"
-    rules = (*ALL_RULES, requirements_rule(requirements)) if requirements else ALL_RULES
+    # The fast tier judges facts without compatibility tables (no torch facts to judge anyway).
+    rules = (*CORE_RULES, requirements_rule(requirements)) if requirements else CORE_RULES
     return evaluate(facts, rules, CompatTables(), strict=args.strict)
 
 

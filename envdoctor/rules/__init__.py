@@ -1,21 +1,45 @@
-"""The rule registry: every rule envdoctor runs, in a stable, explicit order."""
+"""The rule registry: every rule envdoctor runs, in a stable, explicit order.
+
+``CORE_RULES`` need no compatibility tables; ``ALL_RULES`` adds the table-driven ones. Both are
+built on first use (PEP 562) so that the fast probe tier does not import the table machinery.
+"""
 
 from __future__ import annotations
 
-from envdoctor.rules import compat, devices, driver, env, gpu, libs, torch
-from envdoctor.rules.base import Rule
+import functools
+from typing import TYPE_CHECKING, Any
 
-ALL_RULES: tuple[Rule, ...] = (
-    *driver.RULES,
-    *devices.RULES,
-    *gpu.RULES,
-    *torch.RULES,
-    *env.RULES,
-    *libs.RULES,
-    *compat.RULES,
-)
+if TYPE_CHECKING:
+    from envdoctor.rules.base import Rule
+
+    ALL_RULES: tuple[Rule, ...]
+    CORE_RULES: tuple[Rule, ...]
+
+
+@functools.cache
+def core_rules() -> tuple[Rule, ...]:
+    """Rules over facts alone (driver, devices, GPUs, torch, environment, libraries)."""
+    from envdoctor.rules import devices, driver, env, gpu, libs, torch
+
+    return (*driver.RULES, *devices.RULES, *gpu.RULES, *torch.RULES, *env.RULES, *libs.RULES)
+
+
+@functools.cache
+def all_rules() -> tuple[Rule, ...]:
+    """Core rules plus the compatibility-table rules."""
+    from envdoctor.rules import compat
+
+    return (*core_rules(), *compat.RULES)
 
 
 def all_codes() -> tuple[str, ...]:
     """Every finding code any registered rule can emit."""
-    return tuple(code for rule in ALL_RULES for code in rule.codes)
+    return tuple(code for rule in all_rules() for code in rule.codes)
+
+
+def __getattr__(name: str) -> Any:
+    if name == "ALL_RULES":
+        return all_rules()
+    if name == "CORE_RULES":
+        return core_rules()
+    raise AttributeError(f"module 'envdoctor.rules' has no attribute {name!r}")

@@ -4,10 +4,13 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
-from envdoctor.compat import CompatTables
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
+
+if TYPE_CHECKING:
+    from envdoctor.compat.tables import CompatTables
 
 
 @dataclass(frozen=True, slots=True)

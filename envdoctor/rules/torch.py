@@ -4,7 +4,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from envdoctor.compat.recommend import install_command, machine_from_facts, recommend
 from envdoctor.model.facts import TorchBroken, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
@@ -16,6 +15,12 @@ RECOMMEND = "envdoctor recommend   # prints the torch wheel and index URL that m
 
 def install_steps(ctx: RuleContext) -> tuple[str, ...]:
     """The exact pip command for the best wheel for this driver and GPUs, from the tables."""
+    from envdoctor.compat.recommend import (  # lazy: the probe tier never needs the tables
+        install_command,
+        machine_from_facts,
+        recommend,
+    )
+
     python = ctx.facts.torch.python
     choice = recommend(ctx.tables, machine_from_facts(ctx.facts, ctx.tables)).choice
     if choice is None:
