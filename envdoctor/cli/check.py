@@ -2,17 +2,23 @@
 
 from __future__ import annotations
 
+import dataclasses
 import enum
 import json
 import shutil
 import sys
+import time
 from pathlib import Path
-from typing import Optional
+from typing import TYPE_CHECKING, Optional
 
 import typer
 
 from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import app_context, facts_for
+from envdoctor.errors import EnvdoctorError
+
+if TYPE_CHECKING:
+    from envdoctor.engine import Report
 
 # Typer needs the runtime Optional[...] spelling on Python 3.9-compatible signatures.
 # ruff: noqa: UP045
@@ -22,6 +28,7 @@ class Format(str, enum.Enum):
     text = "text"
     json = "json"
     markdown = "markdown"
+    prometheus = "prometheus"
 
 
 def check(
@@ -45,7 +52,18 @@ def check(
         False, "--verbose", "-v", help="Also list every check that passed."
     ),
     tables: Optional[Path] = typer.Option(
-        None, "--tables", help="Extra compatibility tables (extend/override; also ENVDOCTOR_TABLES)."
+        None,
+        "--tables",
+        help="Extra compatibility tables (extend/override; also ENVDOCTOR_TABLES).",
+    ),
+    deep: bool = typer.Option(
+        False, "--deep", help="Also run the smoke kernels (CUDA, cuBLAS, cuDNN) on every GPU."
+    ),
+    spec: Optional[Path] = typer.Option(
+        None, "--spec", help="Baseline from `envdoctor spec init`: every drift is a finding."
+    ),
+    output: Optional[Path] = typer.Option(
+        None, "--output", "-o", help="Write the report here (atomically) instead of stdout."
     ),
 ) -> None:
     """Diagnose this machine (or a snapshot): driver, GPUs, CUDA libraries, torch, environment."""
@@ -58,19 +76,51 @@ def check(
             for rule in ALL_RULES:
                 typer.echo(f"{rule.name:<28} {rule.summary}  [{', '.join(rule.codes)}]")
             raise typer.Exit(0)
+        start = time.monotonic()
         fmt = Format.json if as_json else output_format
+        rules = tuple(ALL_RULES)
+        if spec is not None:
+            from envdoctor.fleet.spec import load_spec, spec_rule
+
+            rules = (*rules, spec_rule(load_spec(spec)))
         facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout)
         env = app_context(ctx).get_host().env()
         compat = load_tables(extra_dir=str(tables) if tables else None, env=env)
-        report = evaluate(facts, ALL_RULES, compat, strict=strict)
-        typer.echo(_render(report, fmt, verbose=verbose), nl=False)
+        report = evaluate(facts, rules, compat, strict=strict)
+        if deep:
+            report = _with_smoke(report, python or app_context(ctx).python, timeout)
+        if fmt is Format.prometheus:
+            from envdoctor.render.prometheus import render_prometheus
+
+            text = render_prometheus(report, time.monotonic() - start)
+        else:
+            text = _render(report, fmt, verbose=verbose)
+        _emit(text, output)
         raise typer.Exit(report.exit_code)
 
 
-def _render(report: object, fmt: Format, *, verbose: bool = False) -> str:
-    from envdoctor.engine import Report
+def _with_smoke(report: Report, python: str, timeout: float) -> Report:
+    """The report plus the smoke kernels' findings (run in child processes, per GPU)."""
+    from envdoctor.smoke import deep_findings
 
-    assert isinstance(report, Report)
+    findings = (*report.findings, *deep_findings(report.facts, python=python, timeout=timeout))
+    ordered = tuple(sorted(findings, key=lambda f: (-f.severity, f.code, f.subject)))
+    return dataclasses.replace(report, findings=ordered)
+
+
+def _emit(text: str, output: Path | None) -> None:
+    if output is None:
+        typer.echo(text, nl=False)
+        return
+    from envdoctor.render.prometheus import write_textfile
+
+    try:
+        write_textfile(output, text)
+    except OSError as exc:
+        raise EnvdoctorError(f"cannot write: {exc.strerror or exc}", where=str(output)) from None
+
+
+def _render(report: Report, fmt: Format, *, verbose: bool = False) -> str:
     if fmt is Format.json:
         from envdoctor.render.report_json import report_to_json
 

@@ -116,3 +116,28 @@ def test_unknown_python_is_a_usage_error() -> None:
 def test_usage_errors_exit_2() -> None:
     assert invoke("healthy_h100", "check", "--format", "yaml").exit_code == 2
     assert invoke("healthy_h100", "check", "--timeout", "0").exit_code == 2
+
+
+def test_deep_adds_the_smoke_verdict() -> None:
+    data = json.loads(invoke("no_driver", "check", "--json", "--deep", "--timeout", "10").output)
+    smoke = [f for f in data["findings"] if f["code"].startswith("smoke.")]
+    assert [f["code"] for f in smoke] == ["smoke.not-run"]
+    assert smoke[0]["inconclusive"]
+
+
+def test_spec_drift_fails_the_check(tmp_path: Path) -> None:
+    spec = tmp_path / "node.yaml"
+    assert invoke("healthy_h100", "spec", "init", "-o", str(spec)).exit_code == 0
+    assert invoke("healthy_h100", "check", "--spec", str(spec)).exit_code == 0
+    drifted = invoke("gpu_lost", "check", "--json", "--spec", str(spec))
+    codes = {f["code"] for f in json.loads(drifted.output)["findings"]}
+    assert drifted.exit_code == 1 and any(c.startswith("spec.") for c in codes)
+
+
+def test_prometheus_textfile_is_written_atomically(tmp_path: Path) -> None:
+    target = tmp_path / "envdoctor.prom"
+    result = invoke("memory_held", "check", "--format", "prometheus", "-o", str(target))
+    assert result.exit_code == 1 and result.output == ""
+    text = target.read_text()
+    assert 'code="gpu.memory-held"' in text
+    assert [p.name for p in tmp_path.iterdir()] == ["envdoctor.prom"]
