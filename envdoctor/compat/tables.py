@@ -7,9 +7,10 @@ readable source confirmed) and ``where`` (file:line it was read from, for messag
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
-from packaging.specifiers import SpecifierSet
-from packaging.version import Version
+if TYPE_CHECKING:
+    from packaging.version import Version
 
 from envdoctor.compat.versions import (
     ArchTarget,
@@ -139,6 +140,9 @@ class CudnnPackage:
     windows_driver: str | None = None
 
     def supports(self, cuda: Cuda) -> bool:
+        from packaging.specifiers import SpecifierSet  # lazy: the probe tier never matches
+        from packaging.version import Version
+
         return Version(f"{cuda[0]}.{cuda[1]}") in SpecifierSet(self.cuda)
 
 
@@ -156,6 +160,9 @@ class CudnnRelease:
     where: str = field(default="", compare=False)
 
     def contains(self, version: tuple[int, int, int]) -> bool:
+        from packaging.specifiers import SpecifierSet  # lazy: the probe tier never matches
+        from packaging.version import Version
+
         return Version(".".join(str(n) for n in version)) in SpecifierSet(self.cudnn)
 
     def package_for(self, cuda: Cuda) -> CudnnPackage | None:
@@ -205,6 +212,8 @@ class TorchRelease:
 
     @property
     def release_version(self) -> Version:
+        from packaging.version import Version
+
         return Version(self.torch)
 
     def variant(self, name: str) -> TorchVariant | None:

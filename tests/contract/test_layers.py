@@ -42,10 +42,14 @@ def test_torch_is_never_imported_by_the_doctor_itself() -> None:
 def test_rules_see_facts_not_the_machine() -> None:
     for rel, names in _modules():
         if rel.startswith("rules/"):
-            assert not any(n.startswith(("envdoctor.platform", "envdoctor.probes")) for n in names), rel
+            assert not any(
+                n.startswith(("envdoctor.platform", "envdoctor.probes")) for n in names
+            ), rel
 
 
 def test_model_imports_nothing_else_from_envdoctor() -> None:
     for rel, names in _modules():
         if rel.startswith("model/"):
-            assert all(n.startswith("envdoctor.model") for n in names if n.startswith("envdoctor")), rel
+            assert all(
+                n.startswith("envdoctor.model") for n in names if n.startswith("envdoctor")
+            ), rel
