@@ -12,11 +12,41 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
+# bash reserved words: a bare one is syntax in some positions (shellcheck SC1010 and friends).
+_RESERVED = frozenset(
+    [
+        "!",
+        "case",
+        "coproc",
+        "do",
+        "done",
+        "elif",
+        "else",
+        "esac",
+        "fi",
+        "for",
+        "function",
+        "if",
+        "in",
+        "select",
+        "then",
+        "time",
+        "until",
+        "while",
+        "{",
+        "}",
+        "[[",
+        "]]",
+    ]
+)
+
 
 def sh_quote(value: str) -> str:
     """One shell word that bash reads back as exactly ``value`` (NUL cannot be represented)."""
     if "\0" in value:
         raise ValueError("a shell word cannot contain NUL")
+    if value in _RESERVED:
+        return f"'{value}'"  # shlex leaves `then`, `fi` … bare; quoted they stay plain data
     if value.isprintable():
         return shlex.quote(value)
     return "$'" + "".join(_ansi_c(ch) for ch in value) + "'"

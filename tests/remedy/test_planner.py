@@ -403,3 +403,18 @@ def test_every_plan_ends_with_a_verdict(box: Sandbox) -> None:
         assert isinstance(plan.steps[-1].action, Verify | Note)
         if plan.reboot_required:
             assert any(isinstance(s.action, RebootRequired) for s in plan.steps)
+
+
+@pytest.mark.parametrize("word", ["then", "fi", "do", "{", "[[", "esac"])
+def test_reserved_words_are_quoted_and_read_back(word: str) -> None:
+    """A process argv of `then` once made the script's kill line a shellcheck error (SC1010)."""
+    import subprocess
+
+    from envdoctor.remedy.quoting import sh_quote
+
+    quoted = sh_quote(word)
+    assert quoted.startswith("'")
+    read = subprocess.run(
+        ["bash", "-c", f"printf %s {quoted}"], capture_output=True, text=True, check=True
+    )
+    assert read.stdout == word
