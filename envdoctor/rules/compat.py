@@ -700,47 +700,72 @@ def _toolkit_driver_mismatch(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
+def _has_driver(ctx: RuleContext) -> bool:
+    """Table judgements of the driver need its version; without one they do not apply."""
+    return _driver(ctx.facts, ctx.tables) is not None
+
+
+def _has_cuda_torch(ctx: RuleContext) -> bool:
+    probed = ctx.facts.torch.torch
+    return (
+        isinstance(probed, Found)
+        and isinstance(probed.value, TorchBuild)
+        and bool(probed.value.cuda)
+    )
+
+
+def _has_driver_and_cuda_torch(ctx: RuleContext) -> bool:
+    return _has_driver(ctx) and _has_cuda_torch(ctx)
+
+
 RULES: tuple[Rule, ...] = (
     Rule(
         "torch.driver",
         "The driver supports the CUDA version torch was built for",
         ("torch.driver-too-old",),
         _driver_too_old,
+        applies=_has_driver_and_cuda_torch,
     ),
     Rule(
         "torch.arch",
         "torch has kernels (SASS or usable PTX) for every GPU",
         ("torch.arch-unsupported",),
         _arch_unsupported,
+        applies=_has_cuda_torch,
     ),
     Rule(
         "cudnn.cuda",
         "The cuDNN torch loads supports its CUDA version, the driver and the GPUs",
         ("cudnn.cuda-incompatible",),
         _cudnn_cuda_incompatible,
+        applies=_has_cuda_torch,
     ),
     Rule(
         "cudnn.loaded",
         "torch loads the cuDNN it was built with",
         ("cudnn.load-mismatch",),
         _cudnn_load_mismatch,
+        applies=_has_cuda_torch,
     ),
     Rule(
         "driver.gpu-support",
         "The driver branch supports every GPU",
         ("driver.gpu-unsupported",),
         _gpu_unsupported,
+        applies=_has_driver,
     ),
     Rule(
         "driver.kernel-flavour",
         "GPUs that need the open kernel modules have them",
         ("driver.open-modules-required",),
         _open_modules_required,
+        applies=_has_driver,
     ),
     Rule(
         "cuda.toolkit",
         "The local CUDA toolkit (nvcc) is not newer than the driver supports",
         ("cuda.toolkit-driver-mismatch",),
         _toolkit_driver_mismatch,
+        applies=_has_driver,
     ),
 )
