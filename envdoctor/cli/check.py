@@ -15,7 +15,6 @@ import typer
 
 from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import app_context, facts_for
-from envdoctor.errors import EnvdoctorError
 
 if TYPE_CHECKING:
     from envdoctor.engine import Report
@@ -112,12 +111,9 @@ def _emit(text: str, output: Path | None) -> None:
     if output is None:
         typer.echo(text, nl=False)
         return
-    from envdoctor.render.prometheus import write_textfile
+    from envdoctor.render.files import write_atomic
 
-    try:
-        write_textfile(output, text)
-    except OSError as exc:
-        raise EnvdoctorError(f"cannot write: {exc.strerror or exc}", where=str(output)) from None
+    write_atomic(output, text)
 
 
 def _render(report: Report, fmt: Format, *, verbose: bool = False) -> str:

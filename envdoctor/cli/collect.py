@@ -9,7 +9,6 @@ import typer
 
 from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import facts_for
-from envdoctor.errors import EnvdoctorError
 
 # ruff: noqa: UP045  (Typer reads Optional[...] at runtime)
 
@@ -36,12 +35,9 @@ def collect(
         if output is None:
             typer.echo(text, nl=False)
             return
-        try:
-            output.write_text(text, encoding="utf-8")
-        except OSError as exc:
-            raise EnvdoctorError(
-                f"cannot write: {exc.strerror or exc}", where=str(output)
-            ) from None
+        from envdoctor.render.files import write_atomic
+
+        write_atomic(output, text)
         typer.echo(f"wrote {output}", err=True)
 
 

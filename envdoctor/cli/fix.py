@@ -130,11 +130,9 @@ def fix_command(
 
 
 def _write(path: Path, text: str, *, executable: bool) -> None:
-    try:
-        path.write_text(text, encoding="utf-8")
-        path.chmod(0o755 if executable else 0o644)
-    except OSError as exc:
-        raise EnvdoctorError(f"cannot write {path}: {exc.strerror or exc}") from None
+    from envdoctor.render.files import write_atomic
+
+    write_atomic(path, text, mode=0o755 if executable else 0o644)
 
 
 def register(app: typer.Typer) -> None:

@@ -12,9 +12,6 @@ catches a probe that stopped running.
 
 from __future__ import annotations
 
-import contextlib
-import os
-import tempfile
 import time
 from collections import Counter
 from collections.abc import Iterable, Sequence
@@ -23,10 +20,10 @@ from typing import Any
 
 from envdoctor import __version__
 from envdoctor.engine import Report
-from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, TorchBuild
 from envdoctor.model.finding import Severity
 from envdoctor.model.probed import Found, Probed
+from envdoctor.render.files import write_atomic
 
 STATUSES = ("healthy", "unhealthy", "unknown")
 SEVERITIES = (Severity.ERROR, Severity.WARNING, Severity.INFO)
@@ -73,32 +70,8 @@ def render_prometheus_unknown(
 
 
 def write_textfile(path: Path, text: str) -> None:
-    """Write ``text`` to ``path`` atomically: a temp file beside it, fsync, then rename.
-
-    The temp name does not end in ``.prom``, so the textfile collector never reads it; the file
-    is made world-readable (0644) because node_exporter usually runs as another user.
-    """
-    directory = path.parent if str(path.parent) else Path(".")
-    fd = -1
-    tmp = ""
-    try:
-        fd, tmp = tempfile.mkstemp(prefix=f".{path.name}.", suffix=".tmp", dir=directory)
-        with os.fdopen(fd, "w", encoding="utf-8") as handle:
-            fd = -1  # owned by the file object now
-            handle.write(text)
-            handle.flush()
-            os.fsync(handle.fileno())
-        Path(tmp).chmod(0o644)
-        Path(tmp).replace(path)
-    except OSError as exc:
-        if fd >= 0:
-            os.close(fd)
-        if tmp:
-            with contextlib.suppress(OSError):
-                Path(tmp).unlink()
-        raise EnvdoctorError(
-            f"cannot write the metrics file: {exc.strerror or exc}", where=str(path)
-        ) from None
+    """Write the metrics file atomically and world-readable (node_exporter runs as another user)."""
+    write_atomic(path, text, mode=0o644, what="the metrics file")
 
 
 # --- pieces -----------------------------------------------------------------------------------
