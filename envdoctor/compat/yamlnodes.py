@@ -12,6 +12,7 @@ from typing import Union
 import yaml
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.yamlsource import compose
 
 _TAGS = {
     "tag:yaml.org,2002:str": "str",
@@ -21,7 +22,6 @@ _TAGS = {
     "tag:yaml.org,2002:null": "null",
     "tag:yaml.org,2002:timestamp": "str",
 }
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 
 
 @dataclass(frozen=True, slots=True)
@@ -49,18 +49,7 @@ Node = Union[Scalar, Seq, Map]  # noqa: UP007 (a recursive alias needs Union on 
 
 def load(text: str, where: str) -> Node:
     """Parse one YAML document; syntax errors become ``EnvdoctorError`` at ``where:line``."""
-    try:
-        root = yaml.compose(text, Loader=_Loader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise EnvdoctorError(f"invalid YAML: {problem}", where=f"{where}{line}") from None
-    except yaml.YAMLError as exc:
-        raise EnvdoctorError(f"invalid YAML: {exc}", where=where) from None
-    if root is None:
-        raise EnvdoctorError("the file is empty", where=where)
-    return _convert(root, where)
+    return _convert(compose(text, where), where)
 
 
 def _convert(node: yaml.Node, where: str) -> Node:

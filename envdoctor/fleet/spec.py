@@ -37,6 +37,7 @@ from envdoctor.model.facts import Facts, GpuFacts, TorchBroken, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 from envdoctor.rules.base import Rule
+from envdoctor.yamlsource import compose
 
 SPEC_SCHEMA_VERSION = 1
 SPEC_KIND = "envdoctor-spec"
@@ -108,16 +109,9 @@ def load_spec(path: Path | str) -> Spec:
 
 def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
     """Validate spec YAML text (see the module docstring for the format)."""
-    try:
-        root = yaml.compose(text, Loader=yaml.SafeLoader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        where = f"{source}:{mark.line + 1}" if mark else source
-        raise EnvdoctorError(f"not valid YAML: {exc.problem or exc}", where=where) from None
-    except yaml.YAMLError as exc:
-        raise EnvdoctorError(f"not valid YAML: {exc}", where=source) from None
-    if root is None:
-        raise EnvdoctorError("the spec is empty", where=source, hint=_INIT_HINT)
+    root = compose(
+        text, source, invalid="not valid YAML", empty="the spec is empty", empty_hint=_INIT_HINT
+    )
     reader = _Reader(source)
     top = reader.mapping(root, "the spec", _TOP_KEYS)
     version = top.get("schema_version")

@@ -8,8 +8,8 @@ from typing import Any
 import yaml
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.yamlsource import compose
 
-_Loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
 _SCALARS = yaml.constructor.SafeConstructor()
 
 
@@ -44,18 +44,7 @@ class LList:
 
 def load_yaml(text: str, where: str) -> Any:
     """Parse one document into LMap / LList / scalars; syntax errors name ``where:line``."""
-    try:
-        root = yaml.compose(text, Loader=_Loader)
-    except yaml.MarkedYAMLError as exc:
-        mark = exc.problem_mark or exc.context_mark
-        line = f":{mark.line + 1}" if mark is not None else ""
-        problem = exc.problem or exc.context or "invalid YAML"
-        raise EnvdoctorError(f"invalid YAML: {problem}", where=f"{where}{line}") from None
-    except yaml.YAMLError as exc:
-        raise EnvdoctorError(f"invalid YAML: {exc}", where=where) from None
-    if root is None:
-        raise EnvdoctorError("the file is empty", where=where)
-    return _convert(root, where)
+    return _convert(compose(text, where), where)
 
 
 def _convert(node: yaml.Node, where: str) -> Any:
