@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from envdoctor.smoke import child
+
 PASSED = "passed"
 FAILED = "failed"
 SKIPPED = "skipped"
@@ -15,16 +17,8 @@ KIND_MISMATCH = "mismatch"
 KIND_NOT_STARTED = "not-started"
 
 # The steps of a per-GPU run, in order; NCCL runs in its own child once the GPUs passed.
-GPU_STEPS = (
-    "import",
-    "context",
-    "memory",
-    "gemm-fp32",
-    "gemm-fp16",
-    "gemm-bf16",
-    "conv-forward",
-    "conv-backward",
-)
+# The child defines the steps (it runs without envdoctor installed); this module only splits them.
+GPU_STEPS = tuple(step for step in child.STEPS if step != "nccl-allreduce")
 NCCL_STEPS = ("import", "context", "nccl-allreduce")
 
 

@@ -30,6 +30,7 @@ from envdoctor.platform.processes import (
     signal_name,
     sigterm_raises,
 )
+from envdoctor.smoke.child import MARK as MARK  # the child prints it: one definition
 from envdoctor.smoke.classify import POISON_REGEXES, poisons
 from envdoctor.smoke.model import (
     FAILED,
@@ -47,7 +48,6 @@ from envdoctor.smoke.model import (
     Target,
 )
 
-MARK = "@@envdoctor-smoke@@ "
 # The child's own native watchdog fires this long after the runner should have killed it.
 BACKSTOP_S = 5.0
 
