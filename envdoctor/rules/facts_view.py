@@ -5,8 +5,6 @@ from __future__ import annotations
 from envdoctor.model.facts import Facts, GpuFacts, LibraryCopy, NvmlSystem
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 
-GiB = float(1 << 30)
-MiB = float(1 << 20)
 NVIDIA_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem")
 
 
@@ -76,8 +74,3 @@ def driver_present(facts: Facts) -> bool:
 def gpu_label(gpu: GpuFacts) -> str:
     name = gpu.name.value if isinstance(gpu.name, Found) else "GPU"
     return f"GPU {gpu.index} ({name})"
-
-
-def gib(n: int) -> str:
-    """Bytes for people: MiB below 1 GiB (where the difference matters), else GiB."""
-    return f"{n / MiB:.0f} MiB" if n < GiB else f"{n / GiB:.1f} GiB"

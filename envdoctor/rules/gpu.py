@@ -7,8 +7,9 @@ from collections.abc import Iterator
 from envdoctor.model.facts import NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.units import format_bytes
 from envdoctor.rules.base import Rule, RuleContext
-from envdoctor.rules.facts_view import gib, gpu_label, gpus, nvml_error_kind, show
+from envdoctor.rules.facts_view import gpu_label, gpus, nvml_error_kind, show
 
 HELD_WARN_FRACTION = 0.5
 FREE_ERROR_FRACTION = 0.05
@@ -129,7 +130,7 @@ def _memory_held(ctx: RuleContext) -> Iterator[Finding]:
         holders = [
             (
                 f"PID {p.pid}",
-                f"{show(p.name)} holds {gib(p.used_memory.value) if isinstance(p.used_memory, Found) else show(p.used_memory)}",
+                f"{show(p.name)} holds {format_bytes(p.used_memory.value) if isinstance(p.used_memory, Found) else show(p.used_memory)}",
             )
             for p in sorted(
                 procs,
@@ -148,8 +149,8 @@ def _memory_held(ctx: RuleContext) -> Iterator[Finding]:
         yield Finding(
             code="gpu.memory-held",
             severity=Severity.ERROR if low_free else Severity.WARNING,
-            title=f"{gpu_label(g)} has {gib(mem.free)} free of {gib(mem.total)}: other processes hold its memory",
-            evidence=(("free", f"{gib(mem.free)} of {gib(mem.total)}"), *holders),
+            title=f"{gpu_label(g)} has {format_bytes(mem.free)} free of {format_bytes(mem.total)}: other processes hold its memory",
+            evidence=(("free", f"{format_bytes(mem.free)} of {format_bytes(mem.total)}"), *holders),
             remediation=Remediation(
                 summary="Stop the processes holding the GPU, or run on another GPU",
                 steps=(

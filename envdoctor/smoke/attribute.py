@@ -17,12 +17,13 @@ from dataclasses import dataclass
 from envdoctor.model.facts import Facts, GpuFacts, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Found, value_or, why_missing
+from envdoctor.model.units import GiB, format_bytes
 from envdoctor.smoke.classify import Classification, classify
 from envdoctor.smoke.codes import CODES, DOCS
 from envdoctor.smoke.model import FAILED, ChildRun, NotRun, SmokeRun, StepResult
 
-MiB = 1 << 20
-GiB = 1 << 30
+fmt_bytes = format_bytes  # the name smoke has always used; one formatter for all findings
+
 # Below this much free memory a failed cuBLAS/cuDNN initialisation is put down to memory
 # pressure: both load kernels and allocate workspaces (tens to hundreds of MiB) at first use.
 PRESSURE_BYTES = 1 * GiB
@@ -63,11 +64,6 @@ class Cause:
     summary: str
     evidence: tuple[tuple[str, str], ...] = ()
     fix: Remediation | None = None
-
-
-def fmt_bytes(n: int) -> str:
-    """210 MiB, 79.1 GiB."""
-    return f"{n / GiB:.1f} GiB" if n >= GiB else f"{n / MiB:.0f} MiB"
 
 
 def smoke_findings(facts: Facts, run: SmokeRun) -> tuple[Finding, ...]:

@@ -23,8 +23,9 @@ from typing import Any
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.units import format_bytes as fmt_bytes
 from envdoctor.platform.processes import ChildProcess, ChildSet, Eof, Timeout, sigterm_raises
-from envdoctor.smoke.attribute import child_findings, fmt_bytes, gpu_of, memory_picture
+from envdoctor.smoke.attribute import child_findings, gpu_of, memory_picture
 from envdoctor.smoke.classify import classify
 from envdoctor.smoke.codes import CODES, DOCS
 from envdoctor.smoke.model import FAILED, ChildRun, Target
