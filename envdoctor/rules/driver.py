@@ -125,11 +125,6 @@ def _version_mismatch(ctx: RuleContext) -> Iterator[Finding]:
     kernel_version = kernel.value.version if isinstance(kernel, Found) else None
     userspace = userspace_driver_versions(facts)
     differing = [(path, v) for path, v in userspace if kernel_version and v != kernel_version]
-    nvml_version = ""
-    if isinstance(facts.nvml, Found) and isinstance(facts.nvml.value.driver_version, Found):
-        nvml_version = facts.nvml.value.driver_version.value
-        if kernel_version and nvml_version != kernel_version:
-            differing.append(("NVML (libnvidia-ml) reports", nvml_version))
     if kind != NvmlErrorKind.LIB_RM_VERSION_MISMATCH and not differing:
         return
     loaded = (

@@ -5,8 +5,6 @@ from __future__ import annotations
 from envdoctor.model.facts import Facts, GpuFacts, LibraryCopy, NvmlSystem
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 
-NVIDIA_MODULES = ("nvidia", "nvidia_uvm", "nvidia_modeset", "nvidia_drm", "nvidia_peermem")
-
 
 def show(probed: Probed[object]) -> str:
     """A probed value for evidence: the value, or why it is missing."""

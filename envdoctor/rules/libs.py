@@ -17,7 +17,7 @@ def _shadowed(ctx: RuleContext) -> Iterator[Finding]:
         distinct: dict[str, str] = {}
         for copy in family.copies:
             distinct.setdefault(copy.realpath, copy.version)
-        if len({v.split(".")[0] + "|" + v for v in distinct.values()}) < 2:
+        if len(set(distinct.values())) < 2:
             continue
         winner = family.copies[0]
         stub = "/stubs/" in winner.realpath
