@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import traceback
 from collections.abc import Sequence
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
@@ -43,10 +42,17 @@ class Report:
 
 
 def evaluate(
-    facts: Facts, rules: Sequence[Rule], tables: CompatTables, *, strict: bool = False
+    facts: Facts,
+    rules: Sequence[Rule],
+    tables: CompatTables | None = None,
+    *,
+    strict: bool = False,
 ) -> Report:
-    """Run every rule; a rule that raises becomes an ``envdoctor.rule-crashed`` finding."""
-    context = RuleContext(facts=facts, tables=tables)
+    """Run every rule; a rule that raises becomes an ``envdoctor.rule-crashed`` finding.
+
+    Without ``tables`` the table-driven rules judge against the empty set and say nothing.
+    """
+    context = RuleContext(facts=facts, given_tables=tables)
     findings: list[Finding] = []
     passed: list[Rule] = []
     for rule in rules:
@@ -64,6 +70,8 @@ def evaluate(
 
 
 def _crashed(rule: Rule, exc: Exception) -> Finding:
+    import traceback  # only a crashed rule pays for it
+
     where = traceback.extract_tb(exc.__traceback__)[-1:]
     location = f"{where[0].filename}:{where[0].lineno}" if where else "?"
     return Finding(

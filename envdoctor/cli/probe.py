@@ -7,31 +7,24 @@
 - Exit 0 healthy, 1 unhealthy, 2 could not determine (or a usage error).
 - ``--require EXPR`` gates (``gpus>=8``, ``memory_free>=70GiB``, see envdoctor.fleet.requirements).
 
-The options are parsed with argparse rather than Typer so that ``envdoctor probe`` can start
-without importing Typer at all (see ``envdoctor.cli.entry``); the Typer command registered here
-hands its arguments to the same parser.
+Start-up is the product here: the options are parsed by hand (``cli.probe_options``), the
+probe tier starts no child process, and everything a plain run does not need (the tables, the
+requirement parser, json, the renderers) is imported only when asked for.
 """
 
 from __future__ import annotations
 
-import argparse
-import json
+import contextlib
 import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from pathlib import Path
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from envdoctor.cli.probe_options import HELP, ProbeOptions, parse_options
 from envdoctor.cli.watchdog import EXIT_UNKNOWN, Watchdog
 from envdoctor.engine import Report, evaluate
 from envdoctor.errors import EnvdoctorError
-from envdoctor.fleet.requirements import (
-    Requirement,
-    evaluate_requirement,
-    parse_requirements,
-    requirements_rule,
-)
 from envdoctor.fleet.verdict import MAX_VERDICT_BYTES, fit_line, one_line, verdict_line
 from envdoctor.model.probed import Probed
 from envdoctor.platform.host import (
@@ -46,57 +39,13 @@ from envdoctor.platform.host import (
 if TYPE_CHECKING:
     import typer
 
+    from envdoctor.fleet.requirements import Requirement
     from envdoctor.platform.nvml import NvmlSession
 
-DEFAULT_TIMEOUT = 1.0
 PROBE_SCHEMA_VERSION = 1
 # Of the budget, this share goes to reading the machine; the rest judges, prints and absorbs
 # scheduling noise before the watchdog fires.
 COLLECT_SHARE = 0.75
-
-
-def build_parser() -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(
-        prog="envdoctor probe",
-        description=(
-            "Fast health probe (NVML, /proc, /dev; never torch). The first output line is the "
-            "verdict (at most 80 bytes). Exit 0 healthy, 1 unhealthy, 2 could not determine."
-        ),
-    )
-    parser.add_argument(
-        "--timeout",
-        type=float,
-        default=DEFAULT_TIMEOUT,
-        metavar="SECONDS",
-        help="hard budget; past it the verdict is 'unknown' and the exit code 2 (default: 1)",
-    )
-    parser.add_argument(
-        "--format",
-        choices=("text", "json", "prometheus"),
-        default="text",
-        help="text (default), json, or the Prometheus textfile format",
-    )
-    parser.add_argument("--json", action="store_true", help="shortcut for --format json")
-    parser.add_argument(
-        "-o",
-        "--output",
-        type=Path,
-        metavar="FILE",
-        help="write the output to FILE (atomically: temp file + rename); stdout gets the verdict",
-    )
-    parser.add_argument(
-        "--require",
-        action="append",
-        default=[],
-        metavar="EXPR",
-        help="a gate such as gpus>=8, driver>=550, cuda>=12.4, memory_free>=70GiB, model~=H100 "
-        "(repeatable; every gate must hold)",
-    )
-    parser.add_argument("--strict", action="store_true", help="warnings fail too (exit 1)")
-    parser.add_argument(
-        "-v", "--verbose", action="store_true", help="after the verdict, one line per finding"
-    )
-    return parser
 
 
 def run(
@@ -110,16 +59,19 @@ def run(
     """Run the probe; returns the exit code (the watchdog may end the process before)."""
     started = time.monotonic()
     out = stdout or sys.stdout
-    args = build_parser().parse_args(list(argv))
-    fmt = "json" if args.json else args.format
     try:
-        if not args.timeout > 0:
-            raise EnvdoctorError("--timeout must be a positive number of seconds")
-        requirements = parse_requirements(args.require)
+        args = parse_options(argv)
+        requirements = _requirements(args.require)
     except EnvdoctorError as exc:
         return _error(exc)
+    if args.help:
+        out.write(HELP)
+        return 0
+    fmt = args.format
+    # Loaded now, so that the watchdog never has to import while the main thread is stuck.
+    if fmt == "json":
+        import json  # noqa: F401
     if fmt == "prometheus" or args.output is not None:
-        # Loaded now, so that the watchdog never has to import while the main thread is stuck.
         import envdoctor.render.prometheus  # noqa: F401
     traced = TracedHost(host if host is not None else _system_host())
 
@@ -149,6 +101,10 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
 
     Outside Typer there is no ``cli.boundary``: an unexpected error becomes the same one line
     and exit 2 here (``ENVDOCTOR_DEBUG=1`` shows the traceback).
+
+    It ends with ``os._exit``, skipping the interpreter's teardown (about 8 ms, an eighth of the
+    probe): by then the output is flushed, a ``-o`` file written and fsynced, NVML shut down,
+    and no thread of ours is left that could lose work.
     """
     try:
         code = run(sys.argv[1:] if argv is None else argv)
@@ -161,7 +117,18 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
             file=sys.stderr,
         )
         code = EXIT_UNKNOWN
-    sys.exit(code)
+    for stream in (sys.stdout, sys.stderr):
+        with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing left to say
+            stream.flush()
+    os._exit(code)
+
+
+def _requirements(texts: Sequence[str]) -> tuple[Requirement, ...]:
+    if not texts:
+        return ()  # the requirement parser is not even imported
+    from envdoctor.fleet.requirements import parse_requirements
+
+    return tuple(parse_requirements(texts))
 
 
 def _error(exc: EnvdoctorError) -> int:
@@ -199,21 +166,24 @@ def register(app: typer.Typer) -> None:
 def _probe(
     host: TracedHost,
     requirements: Sequence[Requirement],
-    args: argparse.Namespace,
+    args: ProbeOptions,
     python: str,
     collect_until: float,
 ) -> Report:
     # The probes and rules are imported here, not at the top, to keep `envdoctor --help` fast.
-    from envdoctor.compat.tables import CompatTables
     from envdoctor.probes import collect_facts
     from envdoctor.rules import CORE_RULES
 
     deadline = Deadline(max(0.05, collect_until - time.monotonic()))
-    facts = collect_facts(host, python=python, deadline=deadline, include_torch=False)
+    facts = collect_facts(host, python=python, deadline=deadline, fast=True)
     host.doing = "judging the facts"
+    rules = CORE_RULES
+    if requirements:
+        from envdoctor.fleet.requirements import requirements_rule
+
+        rules = (*CORE_RULES, requirements_rule(requirements))
     # The fast tier judges facts without compatibility tables (no torch facts to judge anyway).
-    rules = (*CORE_RULES, requirements_rule(requirements)) if requirements else CORE_RULES
-    return evaluate(facts, rules, CompatTables(), strict=args.strict)
+    return evaluate(facts, rules, strict=args.strict)
 
 
 def _render(
@@ -221,7 +191,7 @@ def _render(
     fmt: str,
     duration: float,
     requirements: Sequence[Requirement],
-    args: argparse.Namespace,
+    args: ProbeOptions,
 ) -> tuple[str, str]:
     """(verdict line, full output in ``fmt``)."""
     verdict = verdict_line(report)
@@ -230,6 +200,8 @@ def _render(
 
         return verdict, render_prometheus(report, duration, command="probe")
     if fmt == "json":
+        import json
+
         return verdict, json.dumps(
             _json(report, verdict, duration, requirements, args), indent=2, ensure_ascii=False
         ) + "\n"
@@ -245,8 +217,9 @@ def _json(
     verdict: str,
     duration: float,
     requirements: Sequence[Requirement],
-    args: argparse.Namespace,
+    args: ProbeOptions,
 ) -> dict[str, Any]:
+    from envdoctor.fleet.requirements import evaluate_requirement
     from envdoctor.model import codec
     from envdoctor.render.report_json import finding_to_json
 
@@ -268,6 +241,10 @@ def _json(
 
 
 def _requirement_lines(report: Report, requirements: Sequence[Requirement]) -> list[str]:
+    if not requirements:
+        return []
+    from envdoctor.fleet.requirements import evaluate_requirement
+
     outcomes = (evaluate_requirement(report.facts, r) for r in requirements)
     return [f"  require {o.requirement.text}: {o.verdict} ({o.actual})" for o in outcomes]
 
@@ -290,19 +267,23 @@ def _unknown_output(fmt: str, reason: str, duration: float) -> tuple[str, str]:
             "requirements": [],
             "findings": [],
         }
+        import json
+
         return verdict, json.dumps(data, indent=2) + "\n"
     return verdict, verdict + "\n"
 
 
-def _emit(out: TextIO, path: Path | None, rendered: tuple[str, str]) -> None:
+def _emit(out: TextIO, path: str | None, rendered: tuple[str, str]) -> None:
     """The output to stdout, or to ``path`` (atomically) with only the verdict on stdout."""
     verdict, text = rendered
     if path is None:
         out.write(text)
     else:
+        from pathlib import Path
+
         from envdoctor.render.prometheus import write_textfile
 
-        write_textfile(path, text)
+        write_textfile(Path(path), text)
         out.write(verdict + "\n")
     out.flush()
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 import contextlib
 import functools
 import queue
+import sys
 import threading
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -251,7 +252,14 @@ class PynvmlSession:
 
 
 def open_pynvml(timeout: float) -> PynvmlSession:
-    """Import pynvml lazily and initialise NVML, translating every failure to ``NvmlError``."""
+    """Import pynvml lazily and initialise NVML, translating every failure to ``NvmlError``.
+
+    On Linux the driver's library is loaded first: where it is missing (no driver, a container
+    without the NVIDIA runtime) the error names the loader's reason, and the bindings (about
+    10 ms of the probe's start-up) are never imported.
+    """
+    if sys.platform.startswith("linux"):
+        _load_native_library()
     try:
         import pynvml  # noqa: TID251 (the one sanctioned, lazy import of pynvml)
     except ImportError as exc:
@@ -269,6 +277,19 @@ def open_pynvml(timeout: float) -> PynvmlSession:
     session = PynvmlSession(pynvml, worker, timeout)
     session._call(lambda: pynvml.nvmlInitWithFlags(0))
     return session
+
+
+NATIVE_LIBRARY = "libnvidia-ml.so.1"
+"""The soname pynvml loads on Linux (the driver installs it; the CUDA toolkit only a stub)."""
+
+
+def _load_native_library() -> None:
+    import ctypes  # noqa: TID251 (the platform layer owns native access)
+
+    try:
+        ctypes.CDLL(NATIVE_LIBRARY)
+    except OSError as exc:
+        raise NvmlError(NvmlErrorKind.LIBRARY_NOT_FOUND, f"cannot load {exc}") from None
 
 
 def _mig_handle(nvml: Any, handle: Any, *, slot: int) -> Any:

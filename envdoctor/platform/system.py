@@ -1,19 +1,24 @@
-"""SystemHost: the real machine behind the Host seam."""
+"""SystemHost: the real machine behind the Host seam.
+
+``subprocess`` and ``shutil`` are imported on first use: the probe tier starts no child
+process, and the pair is a tenth of its start-up.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import stat as statmod
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import MAX_READ_BYTES, CommandResult, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlSession, open_pynvml
+
+if TYPE_CHECKING:
+    import subprocess
 
 MAX_OUTPUT_CHARS = 4 << 20
 
@@ -82,6 +87,8 @@ class SystemHost:
         return self._env
 
     def which(self, program: str) -> str | None:
+        import shutil
+
         return shutil.which(program, path=self._env.get("PATH", os.defpath))
 
     def run(
@@ -91,6 +98,8 @@ class SystemHost:
         timeout: float,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
+        import subprocess
+
         args = tuple(argv)
         start = time.monotonic()
         try:
@@ -154,6 +163,8 @@ class SystemHost:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -2,25 +2,53 @@
 
 from __future__ import annotations
 
-import datetime
-from concurrent.futures import ThreadPoolExecutor
+import time
 
 from envdoctor import __version__
-from envdoctor.model.facts import Facts, TorchFacts
+from envdoctor.model.facts import EnvFacts, Facts, TorchFacts
 from envdoctor.model.probed import Absent
 from envdoctor.platform.host import Deadline, Host
-from envdoctor.probes.environment import probe_env
+from envdoctor.probes.environment import probe_env, probe_variables
 from envdoctor.probes.kernel import probe_kernel
-from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import probe_nvml
 from envdoctor.probes.system import probe_host
-from envdoctor.probes.torch_build import probe_torch
+
+FAST_TIER = "not probed by the fast tier (envdoctor check reads it)"
+"""Why a fact is missing from ``envdoctor probe``, which starts no child process at all."""
 
 
 def collect_facts(
-    host: Host, *, python: str, deadline: Deadline, include_torch: bool = True
+    host: Host,
+    *,
+    python: str,
+    deadline: Deadline,
+    include_torch: bool = True,
+    fast: bool = False,
 ) -> Facts:
-    """Probe everything once. The torch child (the slow part) runs while the rest is read."""
+    """Probe everything once. The torch child (the slow part) runs while the rest is read.
+
+    ``fast`` is the probe tier: NVML, ``/proc`` and ``/dev`` only and no child process (no
+    torch, ``ldconfig -p`` or ``nvcc``), so that it fits a 1 s startup probe.
+    """
+    if fast:
+        host_facts = probe_host(host)
+        kernel = probe_kernel(host)
+        return Facts(
+            host=host_facts,
+            kernel=kernel,
+            nvml=probe_nvml(host, deadline=deadline),
+            libraries=Absent(FAST_TIER),
+            env=EnvFacts(variables=probe_variables(host), nvcc=Absent(FAST_TIER)),
+            torch=TorchFacts(python=python, torch=Absent(FAST_TIER)),
+            envdoctor_version=__version__,
+            collected_at=_now(),
+        )
+    # Imported here: the fast tier pays for no thread pool, ldconfig parsing or torch child.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envdoctor.probes.libraries import probe_libraries
+    from envdoctor.probes.torch_build import probe_torch
+
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
         torch_future = (
             pool.submit(probe_torch, host, python=python, deadline=deadline)
@@ -47,5 +75,10 @@ def collect_facts(
         env=env,
         torch=torch,
         envdoctor_version=__version__,
-        collected_at=datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds"),
+        collected_at=_now(),
     )
+
+
+def _now() -> str:
+    """UTC, to the second, as ``datetime.isoformat`` writes it (without importing datetime)."""
+    return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())

@@ -24,14 +24,18 @@ VARIABLES = (
     "CUDA_PATH",
     "CUDA_MODULE_LOADING",
 )
-_RELEASE = re.compile(r"release (\d+\.\d+)")
+_RELEASE = r"release (\d+\.\d+)"
 NVCC_TIMEOUT = 5.0
 
 
 def probe_env(host: Host, *, deadline: Deadline) -> EnvFacts:
+    return EnvFacts(variables=probe_variables(host), nvcc=_nvcc(host, deadline))
+
+
+def probe_variables(host: Host) -> tuple[tuple[str, str], ...]:
+    """The set variables of ``VARIABLES``, in that order."""
     environ = host.env()
-    variables = tuple((k, environ[k]) for k in VARIABLES if k in environ)
-    return EnvFacts(variables=variables, nvcc=_nvcc(host, deadline))
+    return tuple((k, environ[k]) for k in VARIABLES if k in environ)
 
 
 def _nvcc(host: Host, deadline: Deadline) -> Probed[Nvcc]:
@@ -47,7 +51,7 @@ def _nvcc(host: Host, deadline: Deadline) -> Probed[Nvcc]:
     if path is None:
         return Absent("nvcc is not on PATH, under $CUDA_HOME or in /usr/local/cuda")
     result = host.run([path, "--version"], timeout=deadline.cap(NVCC_TIMEOUT))
-    match = _RELEASE.search(result.stdout)
+    match = re.search(_RELEASE, result.stdout)
     if not result.ok or not match:
         return ProbeFailed(f"cannot read the version of {path}", detail=result.describe())
     return Found(Nvcc(path=path, version=match.group(1)))

@@ -8,7 +8,7 @@ from envdoctor.model.facts import DeviceNode, KernelDriver, KernelFacts, KernelM
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Host
 
-_NVRM = re.compile(r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)")
+_NVRM = r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)"
 
 
 def probe_kernel(host: Host) -> KernelFacts:
@@ -43,7 +43,7 @@ def parse_driver_version(text: Probed[str]) -> Probed[KernelDriver]:
     if not isinstance(text, Found):
         return text
     first = text.value.strip().splitlines()[0] if text.value.strip() else ""
-    match = _NVRM.search(first)
+    match = re.search(_NVRM, first)  # compiled on first use, by re's cache
     if not match:
         return ProbeFailed("unrecognised /proc/driver/nvidia/version", detail=first)
     flavor = "open" if "Open Kernel Module" in first else "proprietary"

@@ -18,7 +18,17 @@ class RuleContext:
     """What a rule may look at: the facts and the compatibility tables. Nothing else."""
 
     facts: Facts
-    tables: CompatTables
+    given_tables: CompatTables | None = None
+    """None for the fast tier, which judges without tables (and never imports them)."""
+
+    @property
+    def tables(self) -> CompatTables:
+        """The tables to judge against; the empty set (rules then say nothing) when none."""
+        if self.given_tables is not None:
+            return self.given_tables
+        from envdoctor.compat.tables import CompatTables  # lazy: see given_tables
+
+        return CompatTables()
 
 
 @dataclass(frozen=True, slots=True)

@@ -10,7 +10,7 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
-from pathlib import Path
+from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
@@ -19,7 +19,7 @@ from typer.testing import CliRunner
 
 from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
-from envdoctor.cli.probe import build_parser
+from envdoctor.cli.probe_options import ProbeOptions, parse_options
 from envdoctor.fleet.requirements import parse_requirements
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
@@ -58,10 +58,10 @@ def probe_args(argv: list[str]) -> list[str] | None:
     return None
 
 
-def parse_probe(args: list[str]) -> Any:
-    namespace = build_parser().parse_args(args)
-    parse_requirements(namespace.require)  # every gate in a manifest must be valid
-    return namespace
+def parse_probe(args: list[str]) -> ProbeOptions:
+    options = parse_options(args)
+    parse_requirements(options.require)  # every gate in a manifest must be valid
+    return options
 
 
 def go_duration(text: str) -> float:
@@ -100,7 +100,7 @@ def test_gpu_pod_has_a_gate_and_a_startup_probe_within_their_budgets() -> None:
     assert args is not None
     namespace = parse_probe(args)
     assert namespace.timeout + STARTUP_MARGIN_S <= probe["timeoutSeconds"]
-    assert namespace.format == "text" and not namespace.json  # kubelet shows the verdict line
+    assert namespace.format == "text"  # kubelet shows the verdict line
 
 
 def test_every_exec_probe_running_envdoctor_fits_its_timeout() -> None:
@@ -135,9 +135,11 @@ def test_daemonset_writes_the_textfile_into_a_host_directory() -> None:
     (line,) = lines
     namespace = parse_probe(shlex.split(line)[2:])
     assert namespace.format == "prometheus"
-    assert namespace.output is not None and namespace.output.suffix == ".prom"
+    assert namespace.output is not None
+    output = PurePosixPath(namespace.output)
+    assert output.suffix == ".prom"
     mounts = {m["mountPath"]: m["name"] for m in container["volumeMounts"]}
-    directory = str(namespace.output.parent)
+    directory = str(output.parent)
     assert directory in mounts
     spec = pod_spec(doc)
     assert spec is not None
@@ -196,7 +198,7 @@ def test_npd_rule_runs_envdoctor_probe_within_its_timeout() -> None:
     args = probe_args([rule["path"], *rule["args"]])
     assert args is not None
     namespace = parse_probe(args)
-    assert namespace.format == "text" and not namespace.json and not namespace.verbose
+    assert namespace.format == "text" and not namespace.verbose
     assert namespace.timeout + STARTUP_MARGIN_S <= go_duration(rule["timeout"])
 
 

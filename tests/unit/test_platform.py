@@ -101,10 +101,24 @@ def test_a_hung_nvml_call_times_out_and_later_calls_fail_fast() -> None:
 
 
 def test_shadowed_pynvml_is_reported_with_the_fix(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(nvml_mod, "_load_native_library", lambda: None)  # a driver is installed
     monkeypatch.setitem(sys.modules, "pynvml", SimpleNamespace(__file__="/x/pynvml.py"))
     with pytest.raises(NvmlError) as info:
         nvml_mod.open_pynvml(1.0)
     assert "nvidia-ml-py" in info.value.message
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the soname check is Linux's")
+def test_missing_native_library_names_the_loaders_reason_without_importing_pynvml(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    monkeypatch.setattr(nvml_mod, "NATIVE_LIBRARY", "libenvdoctor-absent.so.1")
+    monkeypatch.delitem(sys.modules, "pynvml", raising=False)
+    with pytest.raises(NvmlError) as info:
+        nvml_mod.open_pynvml(1.0)
+    assert info.value.kind == NvmlErrorKind.LIBRARY_NOT_FOUND
+    assert "libenvdoctor-absent.so.1" in info.value.message
+    assert "pynvml" not in sys.modules
 
 
 def test_real_nvml_without_a_driver_is_library_not_found() -> None:
