@@ -20,8 +20,8 @@ HELP = """\
 usage: envdoctor probe [--timeout SECONDS] [--format {text,json,prometheus}] [--json]
                        [-o FILE] [--require EXPR]... [--strict] [-v]
 
-Fast health probe (NVML, /proc, /dev; never torch). The first output line is the verdict (at
-most 80 bytes). Exit 0 healthy, 1 unhealthy, 2 could not determine.
+Fast health probe (NVML, /proc, /dev; no child process, never torch). The first output line
+is the verdict (at most 80 bytes). Exit 0 healthy, 1 unhealthy, 2 could not determine.
 
 options:
   --timeout SECONDS  hard budget; past it the verdict is 'unknown' and the exit code 2

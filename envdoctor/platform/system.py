@@ -14,11 +14,13 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.host import MAX_READ_BYTES, CommandResult, FileInfo, Identity
+from envdoctor.platform.host import MAX_READ_BYTES, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlSession, open_pynvml
 
 if TYPE_CHECKING:
     import subprocess
+
+    from envdoctor.platform.commands import CommandResult
 
 MAX_OUTPUT_CHARS = 4 << 20
 
@@ -99,6 +101,8 @@ class SystemHost:
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         import subprocess
+
+        from envdoctor.platform.commands import CommandResult
 
         args = tuple(argv)
         start = time.monotonic()

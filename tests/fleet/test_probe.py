@@ -43,10 +43,14 @@ def test_one_verdict_line_of_at_most_80_bytes(scenario: str) -> None:
     assert line.startswith("unhealthy: " if expected else "healthy: ")
 
 
-def test_never_probes_torch() -> None:
+def test_starts_no_child_process() -> None:
+    """NVML, /proc and /dev only: no torch child, no ldconfig, no nvcc."""
     host = FakeHost.scenario("healthy_h100")
-    CliRunner().invoke(app, ["probe"], obj=AppContext(host=host, python=PYTHON))
-    assert not any("ENVDOCTOR-TORCH-JSON" in " ".join(argv) for argv in host.ran)
+    result = CliRunner().invoke(app, ["probe", "--json"], obj=AppContext(host=host, python=PYTHON))
+    assert host.ran == []
+    facts = json.loads(result.output)["facts"]
+    assert facts["libraries"]["absent"].startswith("not probed by the fast tier")
+    assert facts["env"]["nvcc"]["absent"].startswith("not probed by the fast tier")
 
 
 def test_verdicts_name_the_problem() -> None:
@@ -100,6 +104,14 @@ def test_usage_errors_exit_2(args: list[str], message: str) -> None:
     result = invoke("healthy_h100", *args)
     assert result.exit_code == 2
     assert message in result.output
+
+
+def test_help_exits_0_without_probing() -> None:
+    host = FakeHost.scenario("gpu_lost")
+    result = CliRunner().invoke(app, ["probe", "--help"], obj=AppContext(host=host, python=PYTHON))
+    assert result.exit_code == 0
+    assert result.output.startswith("usage: envdoctor probe ")
+    assert "--require EXPR" in result.output and "gpu.lost" not in result.output
 
 
 def test_prometheus_to_stdout_and_atomically_to_a_file(tmp_path: Path) -> None:
@@ -204,14 +216,34 @@ def test_hung_read_still_writes_json_and_the_metrics_file(hung_proc: Path, tmp_p
     promtool_check(out)
 
 
-def test_probe_process_never_imports_torch_or_typer() -> None:
+# What the probe's start-up must not pay for (see docs/fleet.md, "start-up"): torch and Typer
+# never; the others are what a plain run does not use (tables, gates, formats, child processes).
+HEAVY = (
+    "torch",
+    "typer",
+    "click",
+    "argparse",
+    "json",
+    "subprocess",
+    "concurrent.futures",
+    "yaml",
+    "packaging",
+    "envdoctor.compat.tables",
+    "envdoctor.fleet.requirements",
+    "envdoctor.probes.torch_build",
+    "envdoctor.probes.libraries",
+)
+
+
+def test_probe_process_never_imports_what_it_does_not_use() -> None:
     # The entry point ends with os._exit: look at the modules just before it.
     script = (
+        f"HEAVY = {HEAVY!r}\n"
         "import os, sys\n"
         "sys.argv = ['envdoctor', 'probe', '--timeout', '10']\n"
         "real_exit = os._exit\n"
         "def exit_(code):\n"
-        "    found = sorted(m for m in ('torch', 'typer', 'click') if m in sys.modules)\n"
+        "    found = sorted(m for m in HEAVY if m in sys.modules)\n"
         "    print(found, file=sys.stderr, flush=True)\n"
         "    real_exit(code)\n"
         "os._exit = exit_\n"
