@@ -68,7 +68,7 @@ def main() -> int:
     probe = median["envdoctor probe"]
     vs_bare = probe / median["python -c pass"]
     vs_collect = median["python -m torch.utils.collect_env"] / probe
-    print(f"probe / bare interpreter (medians): {vs_bare:.1f}x  (goal <= {GOAL_VS_BARE:g}x)")
+    print(f"probe / bare interpreter (medians): {vs_bare:.2f}x  (goal <= {GOAL_VS_BARE:g}x)")
     print(
         f"collect_env / probe (medians):      {vs_collect:.1f}x  (goal >= {GOAL_VS_COLLECT_ENV:g}x)"
     )
