@@ -334,4 +334,5 @@ class TracedHost:
         return session
 
     def identity(self) -> Identity:
+        self.doing = "looking up the current user"  # NSS: LDAP or sssd can block
         return self._host.identity()

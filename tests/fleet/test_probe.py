@@ -17,6 +17,7 @@ from typer.testing import CliRunner
 from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.cli.probe import run
+from envdoctor.platform.host import Identity
 from envdoctor.platform.nvml import NvmlSession
 from tests.conftest import PYTHON, SCENARIO_NAMES
 from tests.fakes.host import FakeHost
@@ -148,10 +149,19 @@ class HangingHost(FakeHost):
             self.release.wait(30)
         return super().open_nvml(timeout=timeout)
 
+    def identity(self) -> Identity:
+        if self.hang_on == "identity":  # getpwuid through a dead LDAP server
+            self.release.wait(30)
+        return super().identity()
+
 
 @pytest.mark.parametrize(
     ("hang_on", "stuck"),
-    [("/proc/modules", "stuck reading /proc/modules"), ("nvml", "stuck initialising NVML")],
+    [
+        ("/proc/modules", "stuck reading /proc/modules"),
+        ("nvml", "stuck initialising NVML"),
+        ("identity", "stuck looking up the current user"),
+    ],
 )
 def test_watchdog_answers_unknown_within_the_budget(hang_on: str, stuck: str) -> None:
     host = HangingHost(hang_on)
