@@ -288,8 +288,9 @@ def _load_native_library() -> None:
 
     try:
         ctypes.CDLL(NATIVE_LIBRARY)
-    except OSError as exc:
-        raise NvmlError(NvmlErrorKind.LIBRARY_NOT_FOUND, f"cannot load {exc}") from None
+    except OSError as exc:  # the loader's reason, e.g. "cannot open shared object file: ..."
+        reason = str(exc).removeprefix(f"{NATIVE_LIBRARY}: ")
+        raise NvmlError(NvmlErrorKind.LIBRARY_NOT_FOUND, reason) from None
 
 
 def _mig_handle(nvml: Any, handle: Any, *, slot: int) -> Any:

@@ -18,7 +18,7 @@ from envdoctor.model.facts import (
 )
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Deadline, Host
-from envdoctor.platform.nvml import NvmlError, NvmlSession
+from envdoctor.platform.nvml import NATIVE_LIBRARY, NvmlError, NvmlSession
 
 T = TypeVar("T")
 
@@ -32,7 +32,7 @@ def probe_nvml(host: Host, *, deadline: Deadline) -> Probed[NvmlSystem]:
         session = host.open_nvml(timeout=deadline.cap(NVML_CALL_TIMEOUT))
     except NvmlError as exc:
         if exc.kind == NvmlErrorKind.LIBRARY_NOT_FOUND:
-            return Absent(f"NVML library not found (libnvidia-ml.so.1): {exc.message}")
+            return Absent(f"NVML library not found ({NATIVE_LIBRARY}): {exc.message}")
         return ProbeFailed(exc.kind, exc.message)
     try:
         return Found(_read_system(host, session))

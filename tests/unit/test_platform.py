@@ -117,7 +117,7 @@ def test_missing_native_library_names_the_loaders_reason_without_importing_pynvm
     with pytest.raises(NvmlError) as info:
         nvml_mod.open_pynvml(1.0)
     assert info.value.kind == NvmlErrorKind.LIBRARY_NOT_FOUND
-    assert "libenvdoctor-absent.so.1" in info.value.message
+    assert "No such file or directory" in info.value.message  # the dynamic loader's reason
     assert "pynvml" not in sys.modules
 
 
