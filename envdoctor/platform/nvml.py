@@ -254,12 +254,14 @@ class PynvmlSession:
 def open_pynvml(timeout: float) -> PynvmlSession:
     """Import pynvml lazily and initialise NVML, translating every failure to ``NvmlError``.
 
-    On Linux the driver's library is loaded first: where it is missing (no driver, a container
-    without the NVIDIA runtime) the error names the loader's reason, and the bindings (about
-    10 ms of the probe's start-up) are never imported.
+    On Linux the driver's library is loaded first, on the worker and within ``timeout`` like
+    every NVML call (a library on a hung network mount must not hang envdoctor): where it is
+    missing (no driver, a container without the NVIDIA runtime) the error names the loader's
+    reason, and the bindings (about 10 ms of the probe's start-up) are never imported.
     """
+    worker = _Worker()
     if sys.platform.startswith("linux"):
-        _load_native_library()
+        worker.call(_load_native_library, timeout)
     try:
         import pynvml  # noqa: TID251 (the one sanctioned, lazy import of pynvml)
     except ImportError as exc:
@@ -273,7 +275,6 @@ def open_pynvml(timeout: float) -> PynvmlSession:
             f"the pynvml module at {getattr(pynvml, '__file__', '?')} is shadowed or outdated; "
             "pip uninstall pynvml && pip install --force-reinstall nvidia-ml-py",
         )
-    worker = _Worker()
     session = PynvmlSession(pynvml, worker, timeout)
     session._call(lambda: pynvml.nvmlInitWithFlags(0))
     return session

@@ -121,6 +121,17 @@ def test_missing_native_library_names_the_loaders_reason_without_importing_pynvm
     assert "pynvml" not in sys.modules
 
 
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the soname check is Linux's")
+def test_a_hung_library_load_times_out_like_any_nvml_call(monkeypatch: pytest.MonkeyPatch) -> None:
+    """dlopen from a hung network mount: NVML's timeout, not a hang of `envdoctor check`."""
+    monkeypatch.setattr(nvml_mod, "_load_native_library", lambda: time.sleep(30))
+    start = time.monotonic()
+    with pytest.raises(NvmlError) as info:
+        nvml_mod.open_pynvml(0.2)
+    assert info.value.kind == NvmlErrorKind.TIMEOUT
+    assert time.monotonic() - start < 2
+
+
 def test_real_nvml_without_a_driver_is_library_not_found() -> None:
     try:
         nvml_mod.open_pynvml(2.0).close()
