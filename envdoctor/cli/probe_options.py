@@ -8,7 +8,8 @@ paths parse (and fail) the same way.
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import re
+from collections.abc import Callable, Sequence
 from typing import NamedTuple
 
 from envdoctor.errors import EnvdoctorError
@@ -57,40 +58,61 @@ class ProbeOptions(NamedTuple):
     help: bool = False
 
 
-_VALUED = {"--timeout": "timeout", "--format": "format", "-o": "output", "--output": "output"}
-_VALUED |= {"--require": "require"}
-_FLAGS = {"--json": "json", "--strict": "strict", "-v": "verbose", "--verbose": "verbose"}
-_FLAGS |= {"-h": "help", "--help": "help"}
+# Option name -> field. Long names may be abbreviated to any unique prefix, and short ones
+# clustered (-vo FILE), as argparse allowed: manifests written for it keep working.
+_LONG_VALUED = {"--timeout": "timeout", "--format": "format", "--output": "output"}
+_LONG_VALUED |= {"--require": "require"}
+_LONG_FLAGS = {"--json": "json", "--strict": "strict", "--verbose": "verbose", "--help": "help"}
+_SHORT_VALUED = {"o": "output"}
+_SHORT_FLAGS = {"v": "verbose", "h": "help"}
+_NEGATIVE_NUMBER = r"-\d+(\.\d*)?|-\.\d+"
 
 
 def parse_options(argv: Sequence[str]) -> ProbeOptions:
-    """``argv`` (without ``probe``) as options; ``UsageError`` for anything else."""
+    """``argv`` (without ``probe``) as options; ``UsageError`` for anything else.
+
+    ``-h``/``--help`` anywhere wins over every error, as with argparse.
+    """
+    try:
+        return _parse(list(argv))
+    except UsageError:
+        if any(_asks_for_help(arg) for arg in argv):
+            return ProbeOptions(help=True)
+        raise
+
+
+def _parse(args: list[str]) -> ProbeOptions:
     values: dict[str, str] = {}
     flags: set[str] = set()
     require: list[str] = []
-    args = list(argv)
+
+    def take(field: str, option: str, value: str | None) -> None:
+        if value is None:  # the value is the next argument, which must not be an option
+            if not args or (
+                args[0].startswith("-") and not re.fullmatch(_NEGATIVE_NUMBER, args[0])
+            ):
+                raise UsageError(f"{option} needs a value")
+            value = args.pop(0)
+        if field == "require":
+            require.append(value)
+        else:
+            values[field] = value
+
     while args:
         arg = args.pop(0)
         if arg.startswith("--"):
-            name, equals, value = arg.partition("=")
-            has_value = bool(equals)
-        elif arg.startswith("-o") and len(arg) > 2:  # -oFILE
-            name, has_value, value = "-o", True, arg[2:]
+            typed, equals, value = arg.partition("=")
+            name = _long_name(typed)
+            if name in _LONG_VALUED:
+                take(_LONG_VALUED[name], name, value if equals else None)
+            elif equals:
+                raise UsageError(f"{name} takes no value ({arg!r})")
+            else:
+                flags.add(_LONG_FLAGS[name])
+        elif arg.startswith("-") and len(arg) > 1:
+            _short_cluster(arg, flags, take)
         else:
-            name, has_value, value = arg, False, ""
-        if name in _FLAGS and not has_value:
-            flags.add(_FLAGS[name])
-            continue
-        if name not in _VALUED:
             raise UsageError(f"unrecognized argument {arg!r}")
-        if not has_value:
-            if not args:
-                raise UsageError(f"{name} needs a value")
-            value = args.pop(0)
-        if _VALUED[name] == "require":
-            require.append(value)
-        else:
-            values[_VALUED[name]] = value
     fmt = values.get("format", "text")
     if fmt not in FORMATS:
         raise UsageError(f"--format: invalid choice {fmt!r} (choose from {', '.join(FORMATS)})")
@@ -103,6 +125,34 @@ def parse_options(argv: Sequence[str]) -> ProbeOptions:
         verbose="verbose" in flags,
         help="help" in flags,
     )
+
+
+def _long_name(typed: str) -> str:
+    """The long option ``typed`` names: itself, or the one option it is a prefix of."""
+    names = (*_LONG_VALUED, *_LONG_FLAGS)
+    matches = [name for name in names if name.startswith(typed)]
+    if typed in names or len(matches) == 1:
+        return typed if typed in names else matches[0]
+    raise UsageError(f"unrecognized argument {typed!r}")
+
+
+def _short_cluster(arg: str, flags: set[str], take: Callable[[str, str, str | None], None]) -> None:
+    """``-v``, ``-vh``, ``-o FILE``, ``-oFILE``, ``-o=FILE``, ``-vo FILE``."""
+    for at, letter in enumerate(arg[1:], start=1):
+        if letter in _SHORT_FLAGS:
+            flags.add(_SHORT_FLAGS[letter])
+        elif letter in _SHORT_VALUED:
+            rest = arg[at + 1 :].removeprefix("=")
+            take(_SHORT_VALUED[letter], f"-{letter}", rest or None)
+            return
+        else:
+            raise UsageError(f"unrecognized argument {arg!r}")
+
+
+def _asks_for_help(arg: str) -> bool:
+    if arg.startswith("--"):
+        return len(arg) > 2 and "--help".startswith(arg)
+    return arg.startswith("-") and "h" in arg[1:].split("o", 1)[0]
 
 
 def _timeout(text: str | None) -> float:

@@ -43,13 +43,22 @@ class Watchdog:
         return self
 
     def claim(self) -> bool:
-        """Called when the command is ready to print: True if it may (the watchdog is disarmed)."""
+        """Called when the command is ready to print: True if it may (the watchdog is disarmed).
+
+        False once the watchdog has fired, and only after it has finished writing its "unknown"
+        output: a caller that went on to exit could otherwise cut that output short. In a real
+        process the watchdog ends the process first, so this call never returns.
+        """
         with self._lock:
-            if self.fired:
-                return False
-            self._claimed = True
-        self._timer.cancel()
-        return True
+            fired = self.fired
+            if not fired:
+                self._claimed = True
+        if not fired:
+            self._timer.cancel()
+            return True
+        if threading.current_thread() is not self._timer:
+            self._timer.join()
+        return False
 
     def _expire(self) -> None:
         with self._lock:

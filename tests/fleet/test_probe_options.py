@@ -30,8 +30,28 @@ def test_require_repeats_in_order_and_json_wins_over_format() -> None:
     assert parse_options(["--format", "prometheus", "--json"]).format == "json"
 
 
-def test_help_in_both_spellings() -> None:
-    assert parse_options(["-h"]).help and parse_options(["--help"]).help
+def test_help_in_every_spelling_wins_over_errors() -> None:
+    for argv in (
+        ["-h"],
+        ["--help"],
+        ["--he"],
+        ["-vh"],
+        ["--bogus", "-h"],
+        ["--require", "x", "-h"],
+    ):
+        assert parse_options(argv).help, argv
+    assert not parse_options(["-oh"]).help  # a file named "h"
+
+
+def test_argparse_spellings_keep_working() -> None:
+    """Manifests written when argparse parsed these options must not start failing."""
+    options = parse_options(["--time", "3", "--form=json", "--req", "gpus>=1", "--verb", "--str"])
+    assert (options.timeout, options.format, options.require) == (3.0, "json", ("gpus>=1",))
+    assert options.verbose and options.strict
+    clustered = parse_options(["-vo", "out.prom"])
+    assert clustered.verbose and clustered.output == "out.prom"
+    assert parse_options(["-o=out.prom"]).output == "out.prom"
+    assert parse_options(["-vv"]).verbose
 
 
 @pytest.mark.parametrize(
@@ -47,7 +67,13 @@ def test_help_in_both_spellings() -> None:
             ["--format", "xml"],
             "--format: invalid choice 'xml' (choose from text, json, prometheus)",
         ),
-        (["--json=yes"], "unrecognized argument '--json=yes'"),
+        (["--json=yes"], "--json takes no value ('--json=yes')"),
+        (["-o", "--json"], "-o needs a value"),
+        (["--output", "-v"], "--output needs a value"),
+        (["--require", "--strict"], "--require needs a value"),
+        (["-vx"], "unrecognized argument '-vx'"),
+        (["--"], "unrecognized argument '--'"),
+        (["--x"], "unrecognized argument '--x'"),
     ],
 )
 def test_refusals_name_the_option_and_point_at_help(argv: list[str], message: str) -> None:
