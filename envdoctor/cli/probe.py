@@ -8,8 +8,8 @@
 - ``--require EXPR`` gates (``gpus>=8``, ``memory_free>=70GiB``, see envdoctor.fleet.requirements).
 
 Start-up is the product here: the options are parsed by hand (``cli.probe_options``), the
-probe tier starts no child process, and everything a plain run does not need (the tables, the
-requirement parser, json, the renderers) is imported only when asked for.
+probe tier starts neither torch nor nvcc, and everything a plain run does not need (the tables,
+the requirement parser, json, the renderers) is imported only when asked for.
 """
 
 from __future__ import annotations

@@ -21,7 +21,7 @@ HELP = """\
 usage: envdoctor probe [--timeout SECONDS] [--format {text,json,prometheus}] [--json]
                        [-o FILE] [--require EXPR]... [--strict] [-v]
 
-Fast health probe (NVML, /proc, /dev; no child process, never torch). The first output line
+Fast health probe (NVML, /proc, /dev, the loader's cache; never torch). The first output line
 is the verdict (at most 80 bytes). Exit 0 healthy, 1 unhealthy, 2 could not determine.
 
 options:

@@ -1,7 +1,4 @@
-"""CommandResult: the outcome of one bounded subprocess run through the Host.
-
-A module of its own so that the probe tier, which starts no child process, never builds it.
-"""
+"""CommandResult: the outcome of one bounded subprocess run through the Host."""
 
 from __future__ import annotations
 

@@ -1,7 +1,7 @@
 """SystemHost: the real machine behind the Host seam.
 
-``subprocess`` and ``shutil`` are imported on first use: the probe tier starts no child
-process, and the pair is a tenth of its start-up.
+``subprocess`` and ``shutil`` are imported on first use: only what starts a child process or
+looks for a program pays for them.
 """
 
 from __future__ import annotations

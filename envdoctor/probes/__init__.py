@@ -10,11 +10,12 @@ from envdoctor.model.probed import Absent
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.probes.environment import probe_env, probe_variables
 from envdoctor.probes.kernel import probe_kernel
+from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import probe_nvml
 from envdoctor.probes.system import probe_host
 
 FAST_TIER = "not probed by the fast tier (envdoctor check reads it)"
-"""Why a fact is missing from ``envdoctor probe``, which starts no child process at all."""
+"""Why a fact is missing from ``envdoctor probe``: it starts neither torch nor nvcc."""
 
 
 def collect_facts(
@@ -27,26 +28,27 @@ def collect_facts(
 ) -> Facts:
     """Probe everything once. The torch child (the slow part) runs while the rest is read.
 
-    ``fast`` is the probe tier: NVML, ``/proc`` and ``/dev`` only and no child process (no
-    torch, ``ldconfig -p`` or ``nvcc``), so that it fits a 1 s startup probe.
+    ``fast`` is the probe tier, for a 1 s startup probe: NVML, ``/proc``, ``/dev`` and the
+    loader's view of the CUDA libraries (``ldconfig -p``, the one child process it starts: a
+    CUDA stub shadowing the driver's libcuda is a broken node too), but no torch and no nvcc.
     """
     if fast:
         host_facts = probe_host(host)
         kernel = probe_kernel(host)
+        nvml = probe_nvml(host, deadline=deadline)
         return Facts(
             host=host_facts,
             kernel=kernel,
-            nvml=probe_nvml(host, deadline=deadline),
-            libraries=Absent(FAST_TIER),
+            nvml=nvml,
+            libraries=probe_libraries(host, deadline=deadline),
             env=EnvFacts(variables=probe_variables(host), nvcc=Absent(FAST_TIER)),
             torch=TorchFacts(python=python, torch=Absent(FAST_TIER)),
             envdoctor_version=__version__,
             collected_at=_now(),
         )
-    # Imported here: the fast tier pays for no thread pool, ldconfig parsing or torch child.
+    # Imported here: the fast tier pays for no thread pool or torch child.
     from concurrent.futures import ThreadPoolExecutor
 
-    from envdoctor.probes.libraries import probe_libraries
     from envdoctor.probes.torch_build import probe_torch
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:

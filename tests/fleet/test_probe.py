@@ -44,14 +44,25 @@ def test_one_verdict_line_of_at_most_80_bytes(scenario: str) -> None:
     assert line.startswith("unhealthy: " if expected else "healthy: ")
 
 
-def test_starts_no_child_process() -> None:
-    """NVML, /proc and /dev only: no torch child, no ldconfig, no nvcc."""
+def test_starts_neither_torch_nor_nvcc() -> None:
+    """NVML, /proc, /dev and the loader's cache (ldconfig -p): no torch child, no nvcc."""
     host = FakeHost.scenario("healthy_h100")
     result = CliRunner().invoke(app, ["probe", "--json"], obj=AppContext(host=host, python=PYTHON))
-    assert host.ran == []
+    assert [argv[1:] for argv in host.ran] == [("-p",)]
     facts = json.loads(result.output)["facts"]
-    assert facts["libraries"]["absent"].startswith("not probed by the fast tier")
+    assert facts["torch"]["torch"]["absent"].startswith("not probed by the fast tier")
     assert facts["env"]["nvcc"]["absent"].startswith("not probed by the fast tier")
+    assert "found" in facts["libraries"]
+
+
+def test_a_cuda_stub_shadowing_libcuda_fails_the_probe() -> None:
+    """The stub first on LD_LIBRARY_PATH breaks every CUDA program in the container."""
+    stubs = "/usr/local/cuda/lib64/stubs"
+    result = invoke(
+        "healthy_h100", env={"LD_LIBRARY_PATH": stubs}, files={f"{stubs}/libcuda.so": ""}
+    )
+    assert result.exit_code == 1
+    assert result.output.startswith("unhealthy: libs.shadowed")
 
 
 def test_verdicts_name_the_problem() -> None:
@@ -227,21 +238,19 @@ def test_hung_read_still_writes_json_and_the_metrics_file(hung_proc: Path, tmp_p
 
 
 # What the probe's start-up must not pay for (see docs/fleet.md, "start-up"): torch and Typer
-# never; the others are what a plain run does not use (tables, gates, formats, child processes).
+# never; the others are what a plain run does not use (tables, gates, formats, the torch child).
 HEAVY = (
     "torch",
     "typer",
     "click",
     "argparse",
     "json",
-    "subprocess",
     "concurrent.futures",
     "yaml",
     "packaging",
     "envdoctor.compat.tables",
     "envdoctor.fleet.requirements",
     "envdoctor.probes.torch_build",
-    "envdoctor.probes.libraries",
 )
 
 
