@@ -27,13 +27,19 @@ from envdoctor.engine import Report, evaluate
 from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet.verdict import MAX_VERDICT_BYTES, fit_line, one_line, verdict_line
 from envdoctor.model.probed import Probed
-from envdoctor.platform.host import MAX_READ_BYTES, Deadline, FileInfo, Host, Identity
+from envdoctor.platform.host import (
+    MAX_READ_BYTES,
+    CommandResult,
+    Deadline,
+    FileInfo,
+    Host,
+    Identity,
+)
 
 if TYPE_CHECKING:
     import typer
 
     from envdoctor.fleet.requirements import Requirement
-    from envdoctor.platform.commands import CommandResult
     from envdoctor.platform.nvml import NvmlSession
 
 PROBE_SCHEMA_VERSION = 1

@@ -1,26 +1,19 @@
-"""SystemHost: the real machine behind the Host seam.
-
-``subprocess`` and ``shutil`` are imported on first use: only what starts a child process or
-looks for a program pays for them.
-"""
+"""SystemHost: the real machine behind the Host seam."""
 
 from __future__ import annotations
 
 import os
+import shutil
+import signal
 import stat as statmod
+import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
-from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.host import MAX_READ_BYTES, FileInfo, Identity
+from envdoctor.platform.host import MAX_READ_BYTES, CommandResult, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlSession, open_pynvml
-
-if TYPE_CHECKING:
-    import subprocess
-
-    from envdoctor.platform.commands import CommandResult
 
 MAX_OUTPUT_CHARS = 4 << 20
 
@@ -89,8 +82,6 @@ class SystemHost:
         return self._env
 
     def which(self, program: str) -> str | None:
-        import shutil
-
         return shutil.which(program, path=self._env.get("PATH", os.defpath))
 
     def run(
@@ -100,10 +91,6 @@ class SystemHost:
         timeout: float,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
-        import subprocess
-
-        from envdoctor.platform.commands import CommandResult
-
         args = tuple(argv)
         start = time.monotonic()
         try:
@@ -167,8 +154,6 @@ class SystemHost:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
-    import signal
-
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

@@ -5,8 +5,16 @@ from __future__ import annotations
 import time
 
 from envdoctor import __version__
-from envdoctor.model.facts import EnvFacts, Facts, TorchFacts
-from envdoctor.model.probed import Absent
+from envdoctor.model.facts import (
+    EnvFacts,
+    Facts,
+    HostFacts,
+    KernelFacts,
+    LibraryFamily,
+    NvmlSystem,
+    TorchFacts,
+)
+from envdoctor.model.probed import Absent, Probed
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.probes.environment import probe_env, probe_variables
 from envdoctor.probes.kernel import probe_kernel
@@ -36,16 +44,36 @@ def collect_facts(
         host_facts = probe_host(host)
         kernel = probe_kernel(host)
         nvml = probe_nvml(host, deadline=deadline)
-        return Facts(
-            host=host_facts,
-            kernel=kernel,
-            nvml=nvml,
-            libraries=probe_libraries(host, deadline=deadline),
-            env=EnvFacts(variables=probe_variables(host), nvcc=Absent(FAST_TIER)),
-            torch=TorchFacts(python=python, torch=Absent(FAST_TIER)),
-            envdoctor_version=__version__,
-            collected_at=_now(),
+        libraries = probe_libraries(host, deadline=deadline)
+        env = EnvFacts(variables=probe_variables(host), nvcc=Absent(FAST_TIER))
+        torch = TorchFacts(python=python, torch=Absent(FAST_TIER))
+    else:
+        host_facts, kernel, nvml, libraries, env, torch = _collect_all(
+            host, python=python, deadline=deadline, include_torch=include_torch
         )
+    return Facts(
+        host=host_facts,
+        kernel=kernel,
+        nvml=nvml,
+        libraries=libraries,
+        env=env,
+        torch=torch,
+        envdoctor_version=__version__,
+        collected_at=_now(),
+    )
+
+
+def _collect_all(
+    host: Host, *, python: str, deadline: Deadline, include_torch: bool
+) -> tuple[
+    HostFacts,
+    KernelFacts,
+    Probed[NvmlSystem],
+    Probed[tuple[LibraryFamily, ...]],
+    EnvFacts,
+    TorchFacts,
+]:
+    """The full tier: the torch child runs on a thread while the rest is read."""
     # Imported here: the fast tier pays for no thread pool or torch child.
     from concurrent.futures import ThreadPoolExecutor
 
@@ -69,16 +97,7 @@ def collect_facts(
                 python=python, torch=Absent("not probed (torch is skipped by this command)")
             )
         )
-    return Facts(
-        host=host_facts,
-        kernel=kernel,
-        nvml=nvml,
-        libraries=libraries,
-        env=env,
-        torch=torch,
-        envdoctor_version=__version__,
-        collected_at=_now(),
-    )
+    return host_facts, kernel, nvml, libraries, env, torch
 
 
 def _now() -> str:
