@@ -27,19 +27,13 @@ from envdoctor.engine import Report, evaluate
 from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet.verdict import MAX_VERDICT_BYTES, fit_line, one_line, verdict_line
 from envdoctor.model.probed import Probed
-from envdoctor.platform.host import (
-    MAX_READ_BYTES,
-    CommandResult,
-    Deadline,
-    FileInfo,
-    Host,
-    Identity,
-)
+from envdoctor.platform.host import MAX_READ_BYTES, Deadline, FileInfo, Host, Identity
 
 if TYPE_CHECKING:
     import typer
 
     from envdoctor.fleet.requirements import Requirement
+    from envdoctor.platform.commands import CommandResult
     from envdoctor.platform.nvml import NvmlSession
 
 PROBE_SCHEMA_VERSION = 1
@@ -307,6 +301,10 @@ class TracedHost:
     def read_text(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[str]:
         self.doing = f"reading {path}"
         return self._host.read_text(path, limit=limit)
+
+    def read_bytes(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[bytes]:
+        self.doing = f"reading {path}"
+        return self._host.read_bytes(path, limit=limit)
 
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
         self.doing = f"listing {path}"

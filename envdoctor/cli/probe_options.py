@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from typing import NamedTuple
+from dataclasses import dataclass
 
 from envdoctor.errors import EnvdoctorError
 
@@ -46,8 +46,9 @@ class UsageError(EnvdoctorError):
         super().__init__(message, hint="see envdoctor probe --help")
 
 
-class ProbeOptions(NamedTuple):
-    """The parsed command line. A NamedTuple: built in a tenth of a frozen dataclass's time."""
+@dataclass(frozen=True, slots=True)
+class ProbeOptions:
+    """The parsed command line."""
 
     timeout: float = DEFAULT_TIMEOUT
     format: str = "text"

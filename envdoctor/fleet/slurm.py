@@ -19,7 +19,8 @@ from dataclasses import dataclass
 from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet.verdict import fit_line, one_line
 from envdoctor.model.probed import Found, Probed
-from envdoctor.platform.host import CommandResult, Deadline, Host
+from envdoctor.platform.commands import CommandResult
+from envdoctor.platform.host import Deadline, Host
 
 REASON_PREFIX = "envdoctor:"
 MAX_REASON_BYTES = 160

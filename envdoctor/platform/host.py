@@ -10,46 +10,15 @@ from __future__ import annotations
 import time
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
-from typing import Protocol
+from typing import TYPE_CHECKING, Protocol
 
 from envdoctor.model.probed import Probed
 from envdoctor.platform.nvml import NvmlSession
 
+if TYPE_CHECKING:
+    from envdoctor.platform.commands import CommandResult
+
 MAX_READ_BYTES = 1 << 20
-
-
-@dataclass(frozen=True, slots=True)
-class CommandResult:
-    """The outcome of one bounded subprocess.
-
-    ``status`` is "ok" (it ran; look at ``returncode``), "not-found" (no such program),
-    "timeout" (killed at the deadline) or "error" (could not start; ``error`` says why).
-    A negative ``returncode`` is the signal that ended the process.
-    """
-
-    argv: tuple[str, ...]
-    status: str
-    returncode: int = 0
-    stdout: str = ""
-    stderr: str = ""
-    error: str = ""
-    seconds: float = 0.0
-
-    @property
-    def ok(self) -> bool:
-        return self.status == "ok" and self.returncode == 0
-
-    def describe(self) -> str:
-        """One line for evidence: what happened to this command."""
-        cmd = " ".join(self.argv[:3]) + (" …" if len(self.argv) > 3 else "")
-        if self.status == "ok":
-            tail = self.stderr.strip().splitlines()[-1:] or [""]
-            return f"`{cmd}` exited {self.returncode}" + (f": {tail[0]}" if tail[0] else "")
-        if self.status == "timeout":
-            return f"`{cmd}` did not finish within {self.seconds:.1f} s and was killed"
-        if self.status == "not-found":
-            return f"`{self.argv[0]}` not found"
-        return f"`{cmd}` could not start: {self.error}"
 
 
 @dataclass(frozen=True, slots=True)
@@ -79,6 +48,10 @@ class Host(Protocol):
 
     def read_text(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[str]:
         """Contents of a file (at most ``limit`` bytes, decoded leniently)."""
+        ...
+
+    def read_bytes(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[bytes]:
+        """Raw contents of a binary file (at most ``limit`` bytes), e.g. the loader's cache."""
         ...
 
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:

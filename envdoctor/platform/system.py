@@ -1,19 +1,26 @@
-"""SystemHost: the real machine behind the Host seam."""
+"""SystemHost: the real machine behind the Host seam.
+
+``subprocess``, ``shutil`` and ``signal`` are imported on first use (~7 ms): the start-up probe
+starts no process and looks for no program, so it never pays for them.
+"""
 
 from __future__ import annotations
 
 import os
-import shutil
-import signal
 import stat as statmod
-import subprocess
 import sys
 import time
 from collections.abc import Mapping, Sequence
+from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.host import MAX_READ_BYTES, CommandResult, FileInfo, Identity
+from envdoctor.platform.host import MAX_READ_BYTES, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlSession, open_pynvml
+
+if TYPE_CHECKING:
+    import subprocess
+
+    from envdoctor.platform.commands import CommandResult
 
 MAX_OUTPUT_CHARS = 4 << 20
 
@@ -29,12 +36,16 @@ class SystemHost:
         return self._root + path if self._root else path
 
     def read_text(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[str]:
+        data = self.read_bytes(path, limit=limit)
+        if isinstance(data, Found):
+            return Found(data.value.decode("utf-8", errors="replace"))
+        return data
+
+    def read_bytes(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[bytes]:
         try:
             with open(self._path(path), "rb") as handle:
-                return Found(handle.read(limit).decode("utf-8", errors="replace"))
-        except FileNotFoundError:
-            return Absent(f"{path} does not exist")
-        except NotADirectoryError:
+                return Found(handle.read(limit))
+        except (FileNotFoundError, NotADirectoryError):
             return Absent(f"{path} does not exist")
         except PermissionError:
             return ProbeFailed(f"permission denied reading {path}")
@@ -82,6 +93,8 @@ class SystemHost:
         return self._env
 
     def which(self, program: str) -> str | None:
+        import shutil
+
         return shutil.which(program, path=self._env.get("PATH", os.defpath))
 
     def run(
@@ -91,6 +104,10 @@ class SystemHost:
         timeout: float,
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
+        import subprocess
+
+        from envdoctor.platform.commands import CommandResult
+
         args = tuple(argv)
         start = time.monotonic()
         try:
@@ -154,6 +171,8 @@ class SystemHost:
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
+    import signal
+
     try:
         os.killpg(proc.pid, signal.SIGKILL)
     except (ProcessLookupError, PermissionError):

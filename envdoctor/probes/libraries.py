@@ -1,7 +1,8 @@
 """Which copies of libcuda, libnvidia-ml, libcudart, libcublas and libcudnn the loader can find.
 
-Search order follows the dynamic loader: ``LD_LIBRARY_PATH`` first, then the ldconfig cache
-(``ldconfig -p``, parsed here in Python, never through a shell pipeline).
+Search order follows the dynamic loader: ``LD_LIBRARY_PATH`` first, then its cache
+(``/etc/ld.so.cache``, read directly, no process started; ``ldconfig -p`` only when the file
+cannot be read or parsed, parsed here in Python, never through a shell pipeline).
 """
 
 from __future__ import annotations
@@ -9,14 +10,17 @@ from __future__ import annotations
 import re
 
 from envdoctor.model.facts import LibraryCopy, LibraryFamily
-from envdoctor.model.probed import Found, Probed, ProbeFailed
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Deadline, Host
+from envdoctor.probes.ldcache import ABI_BY_MACHINE, ABI_MASK, LdCacheError, parse_ld_cache
 
 FAMILIES = ("libcuda", "libnvidia-ml", "libcudart", "libcublas", "libcudnn")
 _FILE = re.compile(r"^(?P<family>lib[a-z-]+)\.so(?P<suffix>(?:\.\d+)*)$")
 _LDCONFIG_LINE = re.compile(r"^\s*(?P<name>\S+)\s+\((?P<tags>[^)]*)\)\s+=>\s+(?P<path>\S+)\s*$")
 _ARCH_TAG = {"x86_64": "x86-64", "aarch64": "AArch64", "ppc64le": "64bit"}
 MAX_LD_DIRS = 32
+LD_CACHE = "/etc/ld.so.cache"
+MAX_LD_CACHE_BYTES = 16 << 20  # real caches are 20-300 KiB; a truncated one fails to parse
 LDCONFIG_TIMEOUT = 3.0
 
 
@@ -29,11 +33,11 @@ def probe_libraries(host: Host, *, deadline: Deadline) -> Probed[tuple[LibraryFa
             continue
         for name in listing.value:
             _add(host, copies, f"{directory.rstrip('/')}/{name}", "LD_LIBRARY_PATH")
-    ldconfig = _ldconfig(host, deadline)
-    if isinstance(ldconfig, ProbeFailed) and not any(copies.values()):
-        return ldconfig
-    if isinstance(ldconfig, Found):
-        for path in ldconfig.value:
+    cached = _loader_cache(host, deadline)
+    if isinstance(cached, ProbeFailed) and not any(copies.values()):
+        return cached
+    if isinstance(cached, Found):
+        for path in cached.value:
             _add(host, copies, path, "ldconfig")
     return Found(tuple(LibraryFamily(f, tuple(c)) for f, c in copies.items()))
 
@@ -52,11 +56,30 @@ def _add(host: Host, copies: dict[str, list[LibraryCopy]], path: str, origin: st
     family.append(LibraryCopy(path=path, realpath=real, version=suffix.lstrip("."), origin=origin))
 
 
+def _loader_cache(host: Host, deadline: Deadline) -> Probed[tuple[str, ...]]:
+    """Paths in the loader's cache for this machine's ABI: the file, else ``ldconfig -p``."""
+    data = host.read_bytes(LD_CACHE, limit=MAX_LD_CACHE_BYTES)
+    if isinstance(data, Found):
+        try:
+            entries = parse_ld_cache(data.value)
+        except LdCacheError as exc:
+            why = f"{LD_CACHE}: {exc}"
+        else:
+            abi = ABI_BY_MACHINE.get(host.identity().machine)
+            return Found(tuple(p for flags, p in entries if abi is None or flags & ABI_MASK == abi))
+    else:
+        why = data.reason if isinstance(data, Absent) else data.error
+    listed = _ldconfig(host, deadline)
+    if isinstance(listed, ProbeFailed):
+        return ProbeFailed(listed.error, detail=f"{why}; {listed.detail}")
+    return listed
+
+
 def _ldconfig(host: Host, deadline: Deadline) -> Probed[tuple[str, ...]]:
     program = host.which("ldconfig") or "/sbin/ldconfig"
     result = host.run([program, "-p"], timeout=deadline.cap(LDCONFIG_TIMEOUT))
     if not result.ok:
-        return ProbeFailed("cannot read the ldconfig cache", detail=result.describe())
+        return ProbeFailed("cannot read the loader cache", detail=result.describe())
     tag = _ARCH_TAG.get(host.identity().machine, "")
     paths = []
     for line in result.stdout.splitlines():

@@ -11,9 +11,11 @@ from typing import Any
 import yaml
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.host import MAX_READ_BYTES, CommandResult, FileInfo, Identity
+from envdoctor.platform.commands import CommandResult
+from envdoctor.platform.host import MAX_READ_BYTES, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlError, NvmlSession
 from envdoctor.probes.torch_build import MARK
+from tests.fakes.ldcache import build_ld_cache
 from tests.fakes.nvml import FakeNvml
 
 SCENARIOS = Path(__file__).resolve().parent.parent / "scenarios"
@@ -50,6 +52,11 @@ class FakeHost:
         self.unreadable: set[str] = set(data.get("unreadable") or [])
         self.environ: dict[str, str] = {k: str(v) for k, v in (data.get("env") or {}).items()}
         self.commands: list[dict[str, Any]] = list(data.get("commands") or [])
+        self.binary: dict[str, bytes] = {}
+        listing = data.get("ld_cache")
+        if listing is not None:  # the loader's cache, and ldconfig -p printing it
+            self.binary["/etc/ld.so.cache"] = build_ld_cache(str(listing))
+            self.commands.append({"argv": ["ldconfig", "-p"], "stdout": str(listing)})
         self.programs: dict[str, str] = dict(data.get("which") or {})
         self.ran: list[tuple[str, ...]] = []
         self.nvml_opened = 0
@@ -61,7 +68,7 @@ class FakeHost:
     # --- files ---------------------------------------------------------------------------
 
     def _all_paths(self) -> set[str]:
-        return {*self.files, *self.nodes, *self.links}
+        return {*self.files, *self.binary, *self.nodes, *self.links}
 
     def _is_dir(self, path: str) -> bool:
         prefix = path.rstrip("/") + "/"
@@ -75,6 +82,12 @@ class FakeHost:
         if path in self.files:
             return Found(self.files[path][:limit])
         return Absent(f"{path} does not exist")
+
+    def read_bytes(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[bytes]:
+        if path in self.binary and path not in self.unreadable:
+            return Found(self.binary[path][:limit])
+        text = self.read_text(path, limit=limit)
+        return Found(text.value.encode()) if isinstance(text, Found) else text
 
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
         if path in self.unreadable:

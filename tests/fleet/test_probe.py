@@ -45,10 +45,10 @@ def test_one_verdict_line_of_at_most_80_bytes(scenario: str) -> None:
 
 
 def test_starts_neither_torch_nor_nvcc() -> None:
-    """NVML, /proc, /dev and the loader's cache (ldconfig -p): no torch child, no nvcc."""
+    """NVML, /proc, /dev and the loader's cache file: no process at all (torch, nvcc, ldconfig)."""
     host = FakeHost.scenario("healthy_h100")
     result = CliRunner().invoke(app, ["probe", "--json"], obj=AppContext(host=host, python=PYTHON))
-    assert [argv[1:] for argv in host.ran] == [("-p",)]
+    assert host.ran == []
     facts = json.loads(result.output)["facts"]
     assert facts["torch"]["torch"]["absent"].startswith("not probed by the fast tier")
     assert facts["env"]["nvcc"]["absent"].startswith("not probed by the fast tier")
@@ -238,7 +238,8 @@ def test_hung_read_still_writes_json_and_the_metrics_file(hung_proc: Path, tmp_p
 
 
 # What the probe's start-up must not pay for (see docs/fleet.md, "start-up"): torch and Typer
-# never; the others are what a plain run does not use (tables, gates, formats, the torch child).
+# never; the others are what a plain run does not use (tables, gates, formats, the torch child,
+# any child process: the loader's cache is read from its file).
 HEAVY = (
     "torch",
     "typer",
@@ -251,6 +252,9 @@ HEAVY = (
     "envdoctor.compat.tables",
     "envdoctor.fleet.requirements",
     "envdoctor.probes.torch_build",
+    "subprocess",
+    "shutil",
+    "envdoctor.platform.commands",
 )
 
 

@@ -6,7 +6,8 @@ import json
 
 from envdoctor.model.facts import TorchBroken, TorchBuild
 from envdoctor.model.probed import Absent, Found, ProbeFailed
-from envdoctor.platform.host import CommandResult, Deadline
+from envdoctor.platform.commands import CommandResult
+from envdoctor.platform.host import Deadline
 from envdoctor.probes.kernel import parse_driver_version, parse_modules
 from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import cuda_version_string, probe_nvml
@@ -108,12 +109,42 @@ def test_ldconfig_skips_32_bit_copies() -> None:
     assert "/lib/i386-linux-gnu/libcuda.so.1" not in paths
 
 
-def test_ldconfig_timeout_is_a_probe_failure() -> None:
+def test_the_loader_cache_is_read_without_starting_ldconfig() -> None:
+    host = FakeHost.scenario("healthy_h100")
+    libs = probe_libraries(host, deadline=Deadline(5))
+    assert isinstance(libs, Found) and host.ran == []
+    cuda = next(f for f in libs.value if f.name == "libcuda")
+    assert [c.path for c in cuda.copies] == [
+        "/lib/x86_64-linux-gnu/libcuda.so.1",
+        "/lib/x86_64-linux-gnu/libcuda.so",
+    ]
+
+
+def test_an_unreadable_loader_cache_falls_back_to_ldconfig() -> None:
+    host = FakeHost.scenario("healthy_h100", unreadable=["/etc/ld.so.cache"])
+    libs = probe_libraries(host, deadline=Deadline(5))
+    assert isinstance(libs, Found) and [a[1:] for a in host.ran] == [("-p",)]
+    nvml = next(f for f in libs.value if f.name == "libnvidia-ml")
+    assert nvml.copies[0].path == "/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+
+
+def test_a_cache_in_an_unknown_format_falls_back_to_ldconfig() -> None:
+    host = FakeHost.scenario("healthy_h100")
+    host.binary["/etc/ld.so.cache"] = b"glibc-ld.so.cache1.2 from a future glibc"
+    libs = probe_libraries(host, deadline=Deadline(5))
+    assert isinstance(libs, Found) and [a[1:] for a in host.ran] == [("-p",)]
+
+
+def test_no_cache_and_a_hung_ldconfig_is_a_probe_failure_with_both_reasons() -> None:
     host = FakeHost.scenario(
-        "healthy_h100", commands=[{"argv": ["ldconfig", "-p"], "status": "timeout"}]
+        "healthy_h100",
+        ld_cache=None,
+        commands=[{"argv": ["ldconfig", "-p"], "status": "timeout"}],
     )
     libs = probe_libraries(host, deadline=Deadline(5))
-    assert isinstance(libs, ProbeFailed) and "did not finish" in libs.detail
+    assert isinstance(libs, ProbeFailed) and libs.error == "cannot read the loader cache"
+    assert libs.detail.startswith("/etc/ld.so.cache does not exist; ")
+    assert "did not finish" in libs.detail
 
 
 def _child(data: dict[str, object], returncode: int = 0, stdout_prefix: str = "") -> CommandResult:

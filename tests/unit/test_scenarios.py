@@ -111,7 +111,7 @@ def test_cpu_build_is_only_a_warning_without_any_gpu(
             "/lib/x86_64-linux-gnu/libcuda.so": None,
             "/lib/x86_64-linux-gnu/libnvidia-ml.so.1": None,
         },
-        commands=[{"argv": ["ldconfig", "-p"], "stdout": ""}],
+        ld_cache="",
     )
     cpu = next(f for f in report.findings if f.code == "torch.cpu-build")
     assert cpu.severity.label == "warning"
