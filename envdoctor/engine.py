@@ -3,18 +3,18 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.record import record
 from envdoctor.rules.base import Rule, RuleContext
 
 if TYPE_CHECKING:
     from envdoctor.compat.tables import CompatTables
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Report:
     """Facts and the findings drawn from them; ``status`` and ``exit_code`` follow from both."""
 

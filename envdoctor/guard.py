@@ -20,6 +20,8 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from envdoctor.model.record import record
+
 if TYPE_CHECKING:
     import torch  # noqa: TID251 (type names only; guard runs where torch is already imported)
 
@@ -139,7 +141,7 @@ def _describe_bad_targets(
 # --- NaN / Inf in the forward pass ----------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NonFinite:
     """Where the first non-finite value appeared."""
 

@@ -10,9 +10,9 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Sequence
-from dataclasses import dataclass
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.model.record import record
 
 DEFAULT_TIMEOUT = 1.0
 FORMATS = ("text", "json", "prometheus")
@@ -46,7 +46,7 @@ class UsageError(EnvdoctorError):
         super().__init__(message, hint="see envdoctor probe --help")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ProbeOptions:
     """The parsed command line."""
 

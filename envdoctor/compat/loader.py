@@ -43,6 +43,7 @@ from envdoctor.compat.versions import (
     parse_driver,
 )
 from envdoctor.errors import EnvdoctorError
+from envdoctor.model.record import record
 
 SCHEMA_VERSION = 1
 ENV_VAR = "ENVDOCTOR_TABLES"
@@ -109,7 +110,7 @@ def validate_dir(path: str) -> CompatTables:
 # --- reading one directory -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Sections:
     """Parsed rows per section name, plus which sections a file asked to replace wholesale."""
 

@@ -8,7 +8,7 @@ compatibility, a stable variant beats an experimental one, then the higher CUDA 
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import Any
 
 from envdoctor.compat.judge import (
@@ -35,18 +35,19 @@ from envdoctor.compat.versions import (
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Found
+from envdoctor.model.record import record
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MachineGpu:
     index: int
     name: str
     cc: Cc | None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Machine:
     """What the recommendation depends on, read from facts (live or a snapshot)."""
 
@@ -101,7 +102,7 @@ def machine_from_facts(facts: Facts, tables: CompatTables) -> Machine:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Candidate:
     """One (release, variant) judged against the machine."""
 
@@ -130,7 +131,7 @@ class Candidate:
         return (native, not self.variant.experimental, self.variant.cuda_version)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Recommendation:
     machine: Machine
     choice: Candidate | None

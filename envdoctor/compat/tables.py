@@ -6,8 +6,10 @@ readable source confirmed) and ``where`` (file:line it was read from, for messag
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 from typing import TYPE_CHECKING
+
+from envdoctor.model.record import record
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -29,7 +31,7 @@ from envdoctor.compat.versions import (
 DEFAULT_INDEX_URL = "https://download.pytorch.org/whl/{variant}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CudaRelease:
     """A CUDA toolkit release and the driver it needs for all of its features."""
 
@@ -49,7 +51,7 @@ class CudaRelease:
         return parsed
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MinorVersionFloor:
     """CUDA ``major``.x applications run on any driver ≥ this floor (with limitations)."""
 
@@ -60,7 +62,7 @@ class MinorVersionFloor:
     where: str = field(default="", compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MinorVersionLimitation:
     feature: str
     symptom: str
@@ -68,7 +70,7 @@ class MinorVersionLimitation:
     where: str = field(default="", compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ForwardCompatGpuClass:
     gpus: str
     supported: bool
@@ -77,7 +79,7 @@ class ForwardCompatGpuClass:
     where: str = field(default="", compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ForwardCompatPackage:
     """A cuda-compat package: CUDA ``cuda`` on the listed (older) driver branches."""
 
@@ -88,7 +90,7 @@ class ForwardCompatPackage:
     where: str = field(default="", compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DriverBranch:
     """A driver branch and the highest CUDA version it supports (nvidia-smi's "CUDA Version")."""
 
@@ -102,7 +104,7 @@ class DriverBranch:
     where: str = field(default="", compare=False)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Architecture:
     """A compute capability: its architecture, example GPUs and support windows."""
 
@@ -131,7 +133,7 @@ class Architecture:
         return f"sm_{self.cc.replace('.', '')}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CudnnPackage:
     """One cuDNN package (per CUDA major) and the driver it documents."""
 
@@ -146,7 +148,7 @@ class CudnnPackage:
         return Version(f"{cuda[0]}.{cuda[1]}") in SpecifierSet(self.cuda)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CudnnRelease:
     """A range of cuDNN releases sharing one support matrix."""
 
@@ -169,7 +171,7 @@ class CudnnRelease:
         return next((p for p in self.packages if p.supports(cuda)), None)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TorchVariant:
     """One CUDA variant of a PyTorch release's official wheels."""
 
@@ -197,7 +199,7 @@ class TorchVariant:
         return parse_arch_list(self.arch_list)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TorchRelease:
     """A PyTorch feature release (``"2.11"``) and its official CUDA wheels."""
 
@@ -220,7 +222,7 @@ class TorchRelease:
         return next((v for v in self.variants if v.name == name), None)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CompatTables:
     """Every table, loaded and validated. ``CompatTables()`` is the empty set of tables."""
 

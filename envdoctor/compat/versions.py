@@ -7,9 +7,10 @@ parser returns ``None`` for text it does not understand rather than guessing.
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
 from packaging.version import InvalidVersion, Version
+
+from envdoctor.model.record import record
 
 _DRIVER = re.compile(r"^\d+(?:\.\d+){0,3}$")
 _CUDA = re.compile(r"^V?(\d+)\.(\d+)(?:\.\d+)*$")
@@ -71,7 +72,7 @@ def sm_name(cc: Cc) -> str:
     return f"sm_{cc[0]}{cc[1]}"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ArchTarget:
     """One entry of a compiled arch list: SASS (``sm_90``) or PTX (``compute_90``).
 
@@ -142,7 +143,7 @@ def expand_torch_arch_list(spec: str) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Coverage:
     """How an arch list serves one compute capability."""
 

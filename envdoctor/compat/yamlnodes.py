@@ -6,12 +6,12 @@ YAML type is kept beside it so the schema can insist on a boolean or an integer 
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import Union
 
 import yaml
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.model.record import record
 from envdoctor.yamlsource import compose
 
 _TAGS = {
@@ -24,20 +24,20 @@ _TAGS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Scalar:
     text: str
     kind: str  # "str", "int", "float", "bool" or "null"
     line: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Seq:
     items: tuple[Node, ...]
     line: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Map:
     items: dict[str, Node]
     key_lines: dict[str, int]

@@ -12,12 +12,12 @@ from __future__ import annotations
 import json
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 from envdoctor.fleet.requirements import format_bytes
 from envdoctor.model import codec
 from envdoctor.model.facts import Facts
+from envdoctor.model.record import record
 
 MISSING = "(none)"
 
@@ -30,7 +30,7 @@ _IDENTITY_KEYS = ("index", "name", "path", "pid", "address")
 _BYTES = re.compile(r"(\.memory\.(total|used|free)|\.used_memory)$")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Difference:
     """One fact that differs: its dotted path and each side's value (``MISSING`` if none)."""
 

@@ -20,13 +20,13 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
-from dataclasses import dataclass
 from typing import Any, Union
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
+from envdoctor.model.record import record
 from envdoctor.rules.base import Rule
 
 Version = tuple[int, ...]
@@ -56,7 +56,7 @@ _UNITS = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Key:
     kind: str  # "count", "version", "bytes" or "text"
     per_gpu: bool
@@ -75,7 +75,7 @@ KEYS: dict[str, _Key] = {
 _ALIASES = {"gpu": "gpus", "cc": "compute_capability", "name": "model", "cuda_driver": "cuda"}
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Requirement:
     """One parsed gate. ``text`` is the normalised expression (``gpus>=8``)."""
 
@@ -85,7 +85,7 @@ class Requirement:
     target: Target
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Outcome:
     """A gate judged against facts: ``verdict`` is "met", "unmet" or "unknown"."""
 
@@ -170,7 +170,7 @@ def format_bytes(n: int) -> str:
 # --- judging ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Value:
     """One observed value: where (``"GPU 3"``, or ``""`` for the machine), parsed, as read."""
 
@@ -182,7 +182,7 @@ class _Value:
         return f"{self.label}: {self.text}" if self.label else self.text
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Observed:
     """What the machine has for a key: labelled values, or why there is none."""
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
-from dataclasses import dataclass
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet.verdict import fit_line, one_line
 from envdoctor.model.probed import Found, Probed
+from envdoctor.model.record import record
 from envdoctor.platform.commands import CommandResult
 from envdoctor.platform.host import Deadline, Host
 
@@ -32,7 +32,7 @@ class SlurmError(EnvdoctorError):
     """``scontrol`` is missing, failed, or said something unexpected."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NodeState:
     """A node as ``scontrol show node`` reports it."""
 
@@ -59,7 +59,7 @@ class NodeState:
         return any(flag.startswith("REBOOT") for flag in self.flags) or self.base == "REBOOT"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Action:
     """What the health check does to the node: "drain", "resume" or "none", and why."""
 

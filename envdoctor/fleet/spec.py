@@ -26,7 +26,6 @@ Every key is optional: a key that is not there is not checked. A malformed file 
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable, Iterator, Sequence
-from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, Union
 
@@ -36,6 +35,7 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuFacts, TorchBroken, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
+from envdoctor.model.record import record
 from envdoctor.rules.base import Rule
 from envdoctor.yamlsource import compose
 
@@ -71,7 +71,7 @@ MigLayout = Union[Literal["off"], tuple[Union[int, None], ...]]  # noqa: UP007 (
 """``"off"`` (MIG off on every GPU) or, per GPU in index order, a MIG device count or None (off)."""
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Spec:
     """The expected state; ``None`` means "not checked". ``source`` names the file for evidence."""
 

@@ -8,7 +8,9 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from envdoctor.model.record import record
 
 
 class Role(enum.Enum):
@@ -31,7 +33,7 @@ class Role(enum.Enum):
     FOLLOW_ON = "follow-on"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pattern:
     """One way a cause shows up in a log: a regex searched in a line.
 
@@ -49,7 +51,7 @@ class Pattern:
     literals: tuple[str, ...] = ()  # every literal the regex requires (anchor included)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ContextRule:
     """Text in the lines before a match that makes this cause more (or less) likely."""
 
@@ -58,7 +60,7 @@ class ContextRule:
     note: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Signature:
     """One cause: how to recognise it, what it means, how to fix it, how to confirm it."""
 
@@ -86,7 +88,7 @@ class Signature:
         return frozenset(names)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class XidEntry:
     """One code of NVIDIA's Xid catalog: what it means and what to do."""
 
@@ -98,7 +100,7 @@ class XidEntry:
     source: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KnowledgeBase:
     """All signatures plus the prefilter literals the scanner searches for."""
 
@@ -120,7 +122,7 @@ class KnowledgeBase:
 # --- what a scan found ----------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Occurrence:
     """A line that matched: its number (1-based), text (shortened) and named captures."""
 
@@ -135,7 +137,7 @@ class Occurrence:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Hit:
     """Everything the scan saw of one signature (bounded: the first few occurrences)."""
 
@@ -148,7 +150,7 @@ class Hit:
     context_notes: tuple[str, ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ScanResult:
     """The outcome of one pass over a log."""
 
@@ -169,7 +171,7 @@ class Verdict(enum.Enum):
     NEUTRAL = "neutral"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HostCheck:
     """What a live fact says about a cause (``--with-host``)."""
 
@@ -179,7 +181,7 @@ class HostCheck:
     evidence: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Cause:
     """A ranked cause: the signature, how sure we are, where it was seen and why."""
 
@@ -204,7 +206,7 @@ class Cause:
 CONFIDENT = 0.5  # below this a cause is only "possible"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Explanation:
     """Ranked causes for one log; ``status`` says whether anything is known with confidence."""
 

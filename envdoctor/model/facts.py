@@ -6,9 +6,10 @@ report, the snapshot and the findings.
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
 from envdoctor.model.probed import Probed
+from envdoctor.model.record import record
 
 SNAPSHOT_SCHEMA_VERSION = 1
 
@@ -34,7 +35,7 @@ class NvmlErrorKind:
 # --- the host -------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PciDevice:
     """An NVIDIA PCI function seen in sysfs, whatever driver (if any) is bound to it."""
 
@@ -44,7 +45,7 @@ class PciDevice:
     driver: Probed[str]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class HostFacts:
     """Operating system, kernel, container and the user envdoctor runs as."""
 
@@ -63,7 +64,7 @@ class HostFacts:
 # --- the kernel side ------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KernelModule:
     """A line of /proc/modules."""
 
@@ -72,7 +73,7 @@ class KernelModule:
     used_by: tuple[str, ...]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KernelDriver:
     """The NVIDIA kernel module as /proc/driver/nvidia/version reports it."""
 
@@ -81,7 +82,7 @@ class KernelDriver:
     raw: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class DeviceNode:
     """One /dev/nvidia* node and what the current user may do with it."""
 
@@ -92,7 +93,7 @@ class DeviceNode:
     writable: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class KernelFacts:
     """Loaded modules, the kernel driver version and the device nodes."""
 
@@ -104,7 +105,7 @@ class KernelFacts:
 # --- NVML -----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MemoryInfo:
     """Bytes, as NVML reports them."""
 
@@ -113,13 +114,13 @@ class MemoryInfo:
     free: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MigMode:
     current: bool
     pending: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EccErrors:
     """Uncorrectable ECC error counts since the last driver load (volatile) and ever (aggregate)."""
 
@@ -127,7 +128,7 @@ class EccErrors:
     aggregate_uncorrectable: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RowRemap:
     """Ampere+ memory row remapping: ``pending`` means a GPU reset is needed."""
 
@@ -137,7 +138,7 @@ class RowRemap:
     failure: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuProcess:
     """A process with a context on a GPU; ``name`` may be unreadable (other PID namespace)."""
 
@@ -146,7 +147,7 @@ class GpuProcess:
     used_memory: Probed[int]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PcieLink:
     gen: int
     width: int
@@ -154,7 +155,7 @@ class PcieLink:
     max_width: int
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuFacts:
     """One physical GPU as NVML sees it. A field NVML refused keeps NVML's reason."""
 
@@ -186,7 +187,7 @@ class GpuFacts:
         return frozenset(kinds)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NvmlSystem:
     """What NVML reported once it initialised."""
 
@@ -199,7 +200,7 @@ class NvmlSystem:
 # --- user-space libraries -------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LibraryCopy:
     """One file that the dynamic loader could pick for a library family."""
 
@@ -209,7 +210,7 @@ class LibraryCopy:
     origin: str  # "LD_LIBRARY_PATH", "ldconfig", "pip-wheel", "CUDA_HOME"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LibraryFamily:
     """All copies of one library (libcuda, libcudnn …) in loader search order."""
 
@@ -220,13 +221,13 @@ class LibraryFamily:
 # --- environment ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Nvcc:
     path: str
     version: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class EnvFacts:
     """The variables that change how CUDA and torch behave, and the local CUDA toolkit."""
 
@@ -244,7 +245,7 @@ class EnvFacts:
 # --- torch ----------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TorchBuild:
     """The torch that the target interpreter imports, as the child probe saw it."""
 
@@ -266,7 +267,7 @@ class TorchBuild:
         return not self.cuda and not self.hip
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TorchBroken:
     """torch is installed but ``import torch`` raised."""
 
@@ -275,7 +276,7 @@ class TorchBroken:
     traceback: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class TorchFacts:
     python: str
     torch: Probed[TorchBuild | TorchBroken]
@@ -284,7 +285,7 @@ class TorchFacts:
 # --- everything -----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Facts:
     """One machine, probed once."""
 

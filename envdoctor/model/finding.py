@@ -4,7 +4,9 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import dataclass, field
+from dataclasses import field
+
+from envdoctor.model.record import record
 
 # Compiled on first use, through re's cache: a healthy probe creates no finding.
 _CODE = r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+$"
@@ -28,7 +30,7 @@ class Severity(enum.IntEnum):
         return self.name.lower()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Remediation:
     """How to fix it: one imperative summary and the ordered steps a person can follow."""
 
@@ -39,7 +41,7 @@ class Remediation:
     docs: str | None = None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Finding:
     """One conclusion about the machine.
 

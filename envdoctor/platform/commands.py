@@ -6,10 +6,10 @@ so never builds one (each frozen dataclass costs about 0.5 ms to create at impor
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from envdoctor.model.record import record
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CommandResult:
     """The outcome of one bounded subprocess.
 

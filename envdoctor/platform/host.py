@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Mapping, Sequence
-from dataclasses import dataclass
 from typing import TYPE_CHECKING, Protocol
 
 from envdoctor.model.probed import Probed
+from envdoctor.model.record import record
 from envdoctor.platform.nvml import NvmlSession
 
 if TYPE_CHECKING:
@@ -21,7 +21,7 @@ if TYPE_CHECKING:
 MAX_READ_BYTES = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FileInfo:
     """What ``stat`` and ``access`` say about a path, for the current user."""
 
@@ -32,7 +32,7 @@ class FileInfo:
     writable: bool
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Identity:
     """Who and where envdoctor runs."""
 

@@ -14,15 +14,16 @@ import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass
 from typing import IO
+
+from envdoctor.model.record import record
 
 READ_SIZE = 1 << 16
 
 OnOutput = Callable[[str, bytes], None]  # ("stdout" | "stderr", data)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PassthroughResult:
     """How the command ended. ``returncode`` follows the shell: 128+N when killed by signal N,
     127 when the program does not exist, 126 when it cannot be executed."""

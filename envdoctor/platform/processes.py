@@ -24,28 +24,29 @@ import threading
 import time
 from collections.abc import Iterator, Mapping, Sequence
 from contextlib import contextmanager
-from dataclasses import dataclass
 from typing import IO
+
+from envdoctor.model.record import record
 
 STDERR_TAIL_LINES = 40
 MAX_LINE_CHARS = 1 << 20
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Line:
     """One line the child wrote on stdout (without its newline)."""
 
     text: str
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Timeout:
     """Nothing arrived within the time asked for; the child may still be running."""
 
     seconds: float
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Eof:
     """The child closed its stdout: it exited (or closed it on purpose)."""
 

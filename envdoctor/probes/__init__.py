@@ -37,8 +37,8 @@ def collect_facts(
     """Probe everything once. The torch child (the slow part) runs while the rest is read.
 
     ``fast`` is the probe tier, for a 1 s startup probe: NVML, ``/proc``, ``/dev`` and the
-    loader's view of the CUDA libraries (``ldconfig -p``, the one child process it starts: a
-    CUDA stub shadowing the driver's libcuda is a broken node too), but no torch and no nvcc.
+    loader's view of the CUDA libraries (``/etc/ld.so.cache`` read as a file: a CUDA stub
+    shadowing the driver's libcuda is a broken node too), but no torch, no nvcc, no process.
     """
     if fast:
         host_facts = probe_host(host)

@@ -15,9 +15,9 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from dataclasses import dataclass
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
+from envdoctor.model.record import record
 from envdoctor.platform.host import Deadline, Host
 
 # Daemons that open /dev/nvidia* and re-open it at once when killed, in the order they are
@@ -65,7 +65,7 @@ _MAX_PROCESSES = 65536
 _CROSS_CHECK_TIMEOUT = 10.0
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Container:
     """The container a holder runs in, from its cgroup path."""
 
@@ -74,7 +74,7 @@ class Container:
     name: str = ""  # from `docker inspect`, when it answered
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class GpuHolder:
     """A process with a file descriptor open on a /dev/nvidia* node."""
 
@@ -99,7 +99,7 @@ class GpuHolder:
         return self.name in DISPLAY_SERVERS or program in DISPLAY_SERVERS
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class FixFacts:
     """The live facts `envdoctor fix` adds to ``Facts`` (all absent for a snapshot)."""
 

@@ -7,15 +7,15 @@ names); quoting happens only when a renderer writes them out.
 
 from __future__ import annotations
 
-from dataclasses import dataclass
 from typing import ClassVar, Union
 
+from envdoctor.model.record import record
 from envdoctor.probes.holders import GpuHolder
 
 PLAN_SCHEMA_VERSION = 1
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StopService:
     """Stop a systemd unit that holds or re-opens /dev/nvidia* (if it is active then)."""
 
@@ -24,7 +24,7 @@ class StopService:
     needs_root: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StartService:
     """Start a unit stopped earlier (if it is not active then)."""
 
@@ -33,7 +33,7 @@ class StartService:
     needs_root: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StopContainer:
     """Stop a container whose processes hold the GPU, so its restart policy does not revive it."""
 
@@ -44,7 +44,7 @@ class StopContainer:
     needs_root: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Terminate:
     """SIGTERM, wait, then SIGKILL one PID, if it still holds /dev/nvidia* with the same argv."""
 
@@ -56,7 +56,7 @@ class Terminate:
     needs_root: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RequireNoHolders:
     """Stop the script, listing them, if any process still holds /dev/nvidia*."""
 
@@ -64,7 +64,7 @@ class RequireNoHolders:
     needs_root: ClassVar[bool] = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class UnloadModule:
     """rmmod one kernel module (if it is loaded then)."""
 
@@ -73,7 +73,7 @@ class UnloadModule:
     needs_root: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class LoadModule:
     """modprobe one kernel module (if it is not loaded then)."""
 
@@ -82,7 +82,7 @@ class LoadModule:
     needs_root: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class CreateNodes:
     """Run nvidia-modprobe to load a module and create device nodes (unless they all exist)."""
 
@@ -93,7 +93,7 @@ class CreateNodes:
     needs_root: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RunCommand:
     """Run a fixed command (package installs, initramfs rebuilds, nvidia-smi)."""
 
@@ -102,7 +102,7 @@ class RunCommand:
     kind: ClassVar[str] = "run"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WriteFile:
     """Write a configuration file (mode 0644), unless it already has exactly this content."""
 
@@ -112,7 +112,7 @@ class WriteFile:
     needs_root: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SetMode:
     """chmod a device node (unless it already has that mode)."""
 
@@ -122,7 +122,7 @@ class SetMode:
     needs_root: ClassVar[bool] = True
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ReinstallTorch:
     """Reinstall torch in the target interpreter from the index of one CUDA variant."""
 
@@ -134,7 +134,7 @@ class ReinstallTorch:
     needs_root: ClassVar[bool] = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Verify:
     """Run `envdoctor check` and report its verdict."""
 
@@ -143,7 +143,7 @@ class Verify:
     needs_root: ClassVar[bool] = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Note:
     """Something only a person can do; the script prints it and carries on."""
 
@@ -152,7 +152,7 @@ class Note:
     needs_root: ClassVar[bool] = False
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RebootRequired:
     """The verdict that a reboot, not a reload, finishes the fix; the script never reboots."""
 
@@ -180,7 +180,7 @@ Action = Union[  # noqa: UP007 (a runtime alias used in isinstance-free dispatch
 ]
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Step:
     """One numbered step: what it does for the reader, and the finding codes it answers."""
 
@@ -194,7 +194,7 @@ class Step:
         return bool(self.action.needs_root)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Plan:
     """Everything `envdoctor fix` decided, in the order the script runs it."""
 

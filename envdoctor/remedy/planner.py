@@ -28,6 +28,7 @@ from envdoctor.compat import CompatTables
 from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Found
+from envdoctor.model.record import record
 from envdoctor.probes.holders import GPU_SERVICES, FixFacts, GpuHolder
 from envdoctor.remedy import distro, wheel
 from envdoctor.remedy.model import (
@@ -85,7 +86,7 @@ _RELOAD = "reload"
 _TITLE_COMMAND_CHARS = 100
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class PlanOptions:
     """How to plan: the verify command, the target interpreter, and one preference."""
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from envdoctor.compat import CompatTables
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found
+from envdoctor.model.record import record
 
 INDEX_BASE = "https://download.pytorch.org/whl/"
 # The CUDA variants of the official wheels (pytorch/pytorch RELEASE.md; test-infra's
@@ -30,7 +30,7 @@ _INDEX = re.compile(r"https://download\.pytorch\.org/whl/(cu[0-9]{3})(?![0-9A-Za
 _PIN = re.compile(r"\btorch==([0-9]+(?:\.[0-9]+)*)(?:\+[0-9A-Za-z.]+)?(?![0-9A-Za-z.+])")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class WheelChoice:
     requirement: str  # "torch" or "torch==2.11.0"
     variant: str  # "cu128"

@@ -3,11 +3,11 @@
 from __future__ import annotations
 
 import textwrap
-from dataclasses import dataclass
 
 from envdoctor import __version__
 from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
+from envdoctor.model.record import record
 from envdoctor.render.summary import machine_lines
 
 SECTIONS = (
@@ -25,7 +25,7 @@ SECTIONS = (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Marks:
     ok: str
     info: str

@@ -3,17 +3,17 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
-from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
+from envdoctor.model.record import record
 
 if TYPE_CHECKING:
     from envdoctor.compat.tables import CompatTables
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class RuleContext:
     """What a rule may look at: the facts and the compatibility tables. Nothing else."""
 
@@ -31,7 +31,7 @@ class RuleContext:
         return CompatTables()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Rule:
     """A named check. ``codes`` lists every finding code it can emit (documented and tested)."""
 

@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterator
-from dataclasses import dataclass
 
 from envdoctor.compat.judge import (
     ArchFit,
@@ -40,6 +39,7 @@ from envdoctor.compat.versions import (
 from envdoctor.model.facts import Facts, GpuFacts, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.record import record
 from envdoctor.rules.base import Rule, RuleContext
 from envdoctor.rules.facts_view import gpu_label, gpus
 
@@ -51,7 +51,7 @@ OPEN_DOCS = "https://download.nvidia.com/XFree86/Linux-x86_64/580.95.05/README/k
 # --- shared views ----------------------------------------------------------------------------
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class _Driver:
     version: str
     cuda: Cuda | None

@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
-from dataclasses import dataclass
 
 from envdoctor.model.facts import Facts, GpuFacts, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Found, value_or, why_missing
+from envdoctor.model.record import record
 from envdoctor.model.units import GiB, format_bytes
 from envdoctor.smoke.classify import Classification, classify
 from envdoctor.smoke.codes import CODES, DOCS
@@ -57,7 +57,7 @@ REPRODUCE_KIND = {
 }
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Cause:
     """What the evidence supports: a phrase for the title, its evidence, and maybe a better fix."""
 
@@ -200,7 +200,7 @@ def torch_build(facts: Facts) -> TorchBuild | None:
     )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class MemoryPicture:
     free: int | None
     total: int | None

@@ -12,8 +12,8 @@ Each row cites where its text was seen in the wild; the verbatim texts are test 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass
 
+from envdoctor.model.record import record
 from envdoctor.smoke.model import (
     KIND_CRASH,
     KIND_MISMATCH,
@@ -23,7 +23,7 @@ from envdoctor.smoke.model import (
 )
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Pattern:
     """A finding ``code`` for error texts matching ``regex`` (case-insensitive)."""
 
@@ -149,7 +149,7 @@ UNCLASSIFIED = "smoke.failed"
 POISON_REGEXES = tuple(p.regex for p in PATTERNS if p.poisons)
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Classification:
     """The finding code for one failed step, the status code it carried, and whether it leaves
     the CUDA context unusable."""

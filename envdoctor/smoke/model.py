@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass, field
+from dataclasses import field
 
+from envdoctor.model.record import record
 from envdoctor.smoke import child
 
 PASSED = "passed"
@@ -22,7 +23,7 @@ GPU_STEPS = tuple(step for step in child.STEPS if step != "nccl-allreduce")
 NCCL_STEPS = ("import", "context", "nccl-allreduce")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class StepResult:
     """One step as the child (or the runner, for a hang or a crash) reported it.
 
@@ -52,7 +53,7 @@ class StepResult:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Target:
     """What one child tests: a GPU by its NVML index (or several, for NCCL).
 
@@ -69,7 +70,7 @@ class Target:
     device: str = "cuda"
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class ChildRun:
     """One child's run: its steps, how it ended and the tail of its stderr."""
 
@@ -105,7 +106,7 @@ class ChildRun:
         return None
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class NotRun:
     """A target smoke could not run at all, and why (no GPU, MIG instances …)."""
 
@@ -114,7 +115,7 @@ class NotRun:
     evidence: tuple[tuple[str, str], ...] = ()
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class SmokeRun:
     """Everything one ``envdoctor smoke`` did."""
 

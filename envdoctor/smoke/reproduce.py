@@ -23,6 +23,7 @@ from typing import Any
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.record import record
 from envdoctor.model.units import format_bytes as fmt_bytes
 from envdoctor.platform.processes import ChildProcess, ChildSet, Eof, Timeout, sigterm_raises
 from envdoctor.smoke.attribute import child_findings, gpu_of, memory_picture
@@ -46,7 +47,7 @@ REFINE_ROUNDS = 4
 REFINE_GRAIN_MIB = 16
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Kind:
     step: str
     codes: frozenset[str]
@@ -94,7 +95,7 @@ class ReproduceOptions:
             raise EnvdoctorError("--timeout must be a positive number of seconds")
 
 
-@dataclass(frozen=True, slots=True)
+@record
 class Probe:
     """One probe run: how much the hog left free (None: no pressure), and what happened."""
 

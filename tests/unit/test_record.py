@@ -1,0 +1,79 @@
+"""``@record`` behaves as ``@dataclass(frozen=True, slots=True)`` does, method for method."""
+
+from __future__ import annotations
+
+import dataclasses
+import pickle
+from dataclasses import field
+
+import pytest
+
+from envdoctor.model.probed import Found
+from envdoctor.model.record import record
+
+
+@record
+class Gpu:
+    index: int
+    name: str
+    uuid: str = field(default="", compare=False)
+    secret: str = field(default="", repr=False)
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StockGpu:
+    index: int
+    name: str
+    uuid: str = field(default="", compare=False)
+    secret: str = field(default="", repr=False)
+
+
+@record
+class OtherGpu:
+    index: int
+    name: str
+
+
+@record
+class Empty:
+    pass
+
+
+def test_repr_eq_and_hash_match_the_stock_dataclass() -> None:
+    ours, stock = Gpu(0, "H100", "GPU-1", "s"), StockGpu(0, "H100", "GPU-1", "s")
+    assert repr(ours) == repr(stock).replace("StockGpu", "Gpu")
+    assert repr(ours) == "Gpu(index=0, name='H100', uuid='GPU-1')"
+    assert hash(ours) == hash(stock)
+    assert (ours == Gpu(0, "H100", "GPU-other")) == (stock == StockGpu(0, "H100", "GPU-other"))
+
+
+def test_equality_needs_the_same_class_and_the_compared_fields() -> None:
+    assert Gpu(0, "H100", uuid="a") == Gpu(0, "H100", uuid="b")  # uuid: compare=False
+    assert Gpu(0, "H100") != Gpu(1, "H100")
+    look_alikes: list[object] = [OtherGpu(0, "H100"), (0, "H100")]
+    assert all(Gpu(0, "H100") != other for other in look_alikes)
+    assert Empty() == Empty() and hash(Empty()) == hash(())
+    assert len({Gpu(0, "H100", uuid="a"), Gpu(0, "H100", uuid="b"), Gpu(1, "A100")}) == 2
+
+
+def test_it_is_frozen_and_slotted() -> None:
+    gpu = Gpu(0, "H100")
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        gpu.name = "A100"  # type: ignore[misc]  # the point: assignment must fail
+    with pytest.raises(dataclasses.FrozenInstanceError):
+        del gpu.name
+    assert not hasattr(gpu, "__dict__")
+
+
+def test_dataclass_tools_pickle_and_generics_still_work() -> None:
+    gpu = Gpu(0, "H100", "GPU-1")
+    assert [f.name for f in dataclasses.fields(gpu)] == ["index", "name", "uuid", "secret"]
+    assert dataclasses.replace(gpu, index=3).index == 3
+    assert dataclasses.asdict(gpu)["uuid"] == "GPU-1"
+    assert pickle.loads(pickle.dumps(gpu)) == gpu  # noqa: S301 (our own bytes, just made)
+    match gpu:
+        case Gpu(0, name):
+            assert name == "H100"
+        case _:
+            pytest.fail("positional pattern did not match")
+    assert Found(3) == Found(3) != Found(4) and repr(Found(3)) == "Found(value=3)"
