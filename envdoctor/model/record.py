@@ -7,8 +7,9 @@ classes, so that was ~18 ms of a ~55 ms probe. A record is a real dataclass (``f
 ``replace``, ``asdict`` and pattern matching work) whose ``__eq__``, ``__hash__`` and
 ``__repr__`` are closures over its field names instead, with the same behaviour as the
 generated ones: equal only to an instance of the same class whose compared fields are equal,
-hashed on those fields, shown as ``Name(field=value, ...)``; ``field(compare=False)`` and
-``field(repr=False)`` are honoured.
+hashed on those fields, shown as ``Name(field=value, ...)``; ``field(compare=False)``,
+``field(repr=False)`` and ``field(hash=...)`` are honoured, and a method written in the class
+body is kept.
 """
 
 from __future__ import annotations
@@ -34,24 +35,27 @@ def record(cls: type[T]) -> type[T]:
     made: Any = dataclasses.dataclass(frozen=True, slots=True, repr=False, eq=False)(cls)
     fields = dataclasses.fields(made)
     compared = tuple(f.name for f in fields if f.compare)
+    hashed = tuple(f.name for f in fields if (f.compare if f.hash is None else f.hash))
     shown = tuple(f.name for f in fields if f.repr)
 
-    def key(self: object) -> tuple[object, ...]:
-        return tuple([getattr(self, name) for name in compared])
-
     def __eq__(self: object, other: object) -> bool:  # noqa: N807 (installed as the method)
-        if other.__class__ is self.__class__:
-            return key(self) == key(other)
+        if other.__class__ is self.__class__:  # tuples, as @dataclass compares (identity first)
+            mine = tuple([getattr(self, name) for name in compared])
+            return mine == tuple([getattr(other, name) for name in compared])
         return NotImplemented
 
     def __hash__(self: object) -> int:  # noqa: N807
-        return hash(key(self))
+        return hash(tuple([getattr(self, name) for name in hashed]))
 
     def __repr__(self: object) -> str:  # noqa: N807
         inner = ", ".join([f"{name}={getattr(self, name)!r}" for name in shown])
         return f"{self.__class__.__qualname__}({inner})"
 
+    own = cls.__dict__  # as @dataclass does, a method written in the class body stays
+    explicit_hash = "__hash__" in own and not (own["__hash__"] is None and "__eq__" in own)
     for method in (__eq__, __hash__, __repr__):
+        if method.__name__ in own and (method is not __hash__ or explicit_hash):
+            continue
         method.__qualname__ = f"{made.__qualname__}.{method.__name__}"
         setattr(made, method.__name__, method)
     return made  # type: ignore[no-any-return]  # the dataclass made from cls

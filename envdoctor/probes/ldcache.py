@@ -15,13 +15,17 @@ Only the pure parser lives here; the file is read through the Host seam.
 from __future__ import annotations
 
 import struct
+import sys
 
 OLD_MAGIC = b"ld.so-1.7.0"
 NEW_MAGIC = b"glibc-ld.so.cache1.1"
 _OLD_HEADER = struct.Struct("=11sxI")  # magic, nlibs
 _OLD_ENTRY = struct.Struct("=iII")  # flags, key, value
-_NEW_HEADER_SIZE = 48  # magic[20], nlibs, len_strings, flags, pad[3], extension offset, unused[3]
-_ENDIAN = {2: "<", 3: ">"}  # the header's flags byte, bits 0-1 (0: not recorded, native)
+_NEW_HEADER = struct.Struct("=20sIIB3xI12x")  # magic, nlibs, len_strings, flags, extension
+# The header's flags byte, bits 0-1: byte order (2 little, 3 big). ld.so ignores a cache that
+# records another order than its own (or the invalid value 1); 0 means not recorded.
+_NATIVE_ORDER = 2 if sys.byteorder == "little" else 3
+_NEW_ENTRY = struct.Struct("=iIIIQ")  # flags, key, value, osversion, hwcap
 
 # Entry flags: the low byte is the ELF kind, the high byte the ABI of a 64-bit (or other
 # non-default) library. ``ldconfig -p`` prints them as e.g. "libc6,x86-64" (0x0303).
@@ -55,18 +59,18 @@ def parse_ld_cache(data: bytes) -> tuple[tuple[int, str], ...]:
 
 
 def _new_format(data: bytes, base: int) -> tuple[tuple[int, str], ...]:
-    if len(data) < base + _NEW_HEADER_SIZE:
+    if len(data) < base + _NEW_HEADER.size:
         raise LdCacheError("truncated header")
-    endian = _ENDIAN.get(data[base + 28] & 3, "=")
-    (nlibs,) = struct.unpack_from(endian + "I", data, base + 20)
-    entry = struct.Struct(endian + "iIIIQ")  # flags, key, value, osversion, hwcap
-    start = base + _NEW_HEADER_SIZE
-    end = start + nlibs * entry.size
+    _magic, nlibs, _strings, header_flags, _ext = _NEW_HEADER.unpack_from(data, base)
+    if header_flags != 0 and header_flags & 3 != _NATIVE_ORDER:
+        raise LdCacheError("wrong byte order for this machine (the loader ignores it too)")
+    start = base + _NEW_HEADER.size
+    end = start + nlibs * _NEW_ENTRY.size
     if end > len(data):
         raise LdCacheError(f"{nlibs} entries do not fit in {len(data)} bytes")
     return tuple(
         (flags, _string(data, base + value))
-        for flags, _key, value, _os, _hwcap in entry.iter_unpack(data[start:end])
+        for flags, _key, value, _os, _hwcap in _NEW_ENTRY.iter_unpack(data[start:end])
     )
 
 

@@ -67,8 +67,10 @@ def _loader_cache(host: Host, deadline: Deadline) -> Probed[tuple[str, ...]]:
         else:
             abi = ABI_BY_MACHINE.get(host.identity().machine)
             return Found(tuple(p for flags, p in entries if abi is None or flags & ABI_MASK == abi))
+    elif isinstance(data, Absent):
+        why = data.reason
     else:
-        why = data.reason if isinstance(data, Absent) else data.error
+        why = f"{data.error} ({data.detail})" if data.detail else data.error
     listed = _ldconfig(host, deadline)
     if isinstance(listed, ProbeFailed):
         return ProbeFailed(listed.error, detail=f"{why}; {listed.detail}")

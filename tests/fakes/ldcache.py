@@ -10,7 +10,7 @@ from __future__ import annotations
 import re
 import struct
 
-_LINE = re.compile(r"^\s*(?P<key>\S+)\s+\((?P<tags>[^)]*)\)\s+=>\s+(?P<path>\S+)\s*$")
+_LINE = re.compile(r"^\s*(?P<key>\S+)\s+\((?P<tags>[^)]*)\)\s+=>\s+(?P<path>.+?)\s*$")
 _KIND = {"libc4": 0x0000, "ELF": 0x0001, "libc5": 0x0002, "libc6": 0x0003}
 _ABI = {"x86-64": 0x0300, "AArch64": 0x0A00, "64bit": 0x0500, "x32": 0x0800}
 

@@ -155,6 +155,11 @@ class HangingHost(FakeHost):
             self.release.wait(30)
         return super().read_text(path, limit=limit)
 
+    def read_bytes(self, path: str, *, limit: int = 1 << 20):  # type: ignore[no-untyped-def]  # as FakeHost
+        if path == self.hang_on:
+            self.release.wait(30)
+        return super().read_bytes(path, limit=limit)
+
     def open_nvml(self, *, timeout: float) -> NvmlSession:
         if self.hang_on == "nvml":
             self.release.wait(30)
@@ -170,6 +175,7 @@ class HangingHost(FakeHost):
     ("hang_on", "stuck"),
     [
         ("/proc/modules", "stuck reading /proc/modules"),
+        ("/etc/ld.so.cache", "stuck reading /etc/ld.so.cache"),
         ("nvml", "stuck initialising NVML"),
         ("identity", "stuck looking up the current user"),
     ],

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import json
 
+import pytest
+
 from envdoctor.model.facts import TorchBroken, TorchBuild
 from envdoctor.model.probed import Absent, Found, ProbeFailed
 from envdoctor.platform.commands import CommandResult
@@ -102,30 +104,19 @@ def test_stub_libcuda_on_ld_library_path_comes_first() -> None:
     assert cuda.copies[1].version == "580.159.04"
 
 
-def test_ldconfig_skips_32_bit_copies() -> None:
-    libs = probe_libraries(FakeHost.scenario("healthy_h100"), deadline=Deadline(5))
-    assert isinstance(libs, Found)
-    paths = [c.path for f in libs.value for c in f.copies]
-    assert "/lib/i386-linux-gnu/libcuda.so.1" not in paths
-
-
-def test_the_loader_cache_is_read_without_starting_ldconfig() -> None:
-    host = FakeHost.scenario("healthy_h100")
+@pytest.mark.parametrize("unreadable", [[], ["/etc/ld.so.cache"]], ids=["cache", "ldconfig-p"])
+def test_the_loader_cache_skips_32_bit_copies(unreadable: list[str]) -> None:
+    """Read from the file, or from ``ldconfig -p`` when the file cannot be read."""
+    host = FakeHost.scenario("healthy_h100", unreadable=unreadable)
     libs = probe_libraries(host, deadline=Deadline(5))
-    assert isinstance(libs, Found) and host.ran == []
-    cuda = next(f for f in libs.value if f.name == "libcuda")
-    assert [c.path for c in cuda.copies] == [
+    assert isinstance(libs, Found)
+    assert [a[1:] for a in host.ran] == ([("-p",)] if unreadable else [])
+    paths = {f.name: [c.path for c in f.copies] for f in libs.value}
+    assert paths["libcuda"] == [
         "/lib/x86_64-linux-gnu/libcuda.so.1",
         "/lib/x86_64-linux-gnu/libcuda.so",
     ]
-
-
-def test_an_unreadable_loader_cache_falls_back_to_ldconfig() -> None:
-    host = FakeHost.scenario("healthy_h100", unreadable=["/etc/ld.so.cache"])
-    libs = probe_libraries(host, deadline=Deadline(5))
-    assert isinstance(libs, Found) and [a[1:] for a in host.ran] == [("-p",)]
-    nvml = next(f for f in libs.value if f.name == "libnvidia-ml")
-    assert nvml.copies[0].path == "/lib/x86_64-linux-gnu/libnvidia-ml.so.1"
+    assert paths["libnvidia-ml"] == ["/lib/x86_64-linux-gnu/libnvidia-ml.so.1"]
 
 
 def test_a_cache_in_an_unknown_format_falls_back_to_ldconfig() -> None:

@@ -39,6 +39,35 @@ class Empty:
     pass
 
 
+@record
+class Custom:
+    a: int
+    b: int = field(default=0, hash=False)
+
+    def __repr__(self) -> str:
+        return f"<custom {self.a}>"
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StockCustom:
+    a: int
+    b: int = field(default=0, hash=False)
+
+    def __repr__(self) -> str:
+        return f"<custom {self.a}>"
+
+
+@record
+class OwnEquality:
+    a: int
+
+    def __eq__(self, other: object) -> bool:
+        return True
+
+    def __hash__(self) -> int:
+        return 42
+
+
 def test_repr_eq_and_hash_match_the_stock_dataclass() -> None:
     ours, stock = Gpu(0, "H100", "GPU-1", "s"), StockGpu(0, "H100", "GPU-1", "s")
     assert repr(ours) == repr(stock).replace("StockGpu", "Gpu")
@@ -54,6 +83,20 @@ def test_equality_needs_the_same_class_and_the_compared_fields() -> None:
     assert all(Gpu(0, "H100") != other for other in look_alikes)
     assert Empty() == Empty() and hash(Empty()) == hash(())
     assert len({Gpu(0, "H100", uuid="a"), Gpu(0, "H100", uuid="b"), Gpu(1, "A100")}) == 2
+
+
+def test_methods_in_the_class_body_and_field_hash_are_kept_as_dataclass_keeps_them() -> None:
+    assert repr(Custom(1)) == repr(StockCustom(1)) == "<custom 1>"
+    assert hash(Custom(1, 2)) == hash(Custom(1, 3)) == hash(StockCustom(1, 3))  # b: hash=False
+    assert Custom(1, 2) != Custom(1, 3)  # ... but still compared
+    assert OwnEquality(1) == OwnEquality(2) and hash(OwnEquality(1)) == 42
+
+
+def test_a_field_is_equal_to_itself_even_when_it_is_nan() -> None:
+    nan = float("nan")  # tuples compare identity first, so @dataclass calls these equal
+    assert StockCustom(0, nan) == StockCustom(0, nan)  # type: ignore[arg-type]  # a float
+    assert Custom(0, nan) == Custom(0, nan)  # type: ignore[arg-type]
+    assert Custom(nan, 0) == Custom(nan, 0)  # type: ignore[arg-type]
 
 
 def test_it_is_frozen_and_slotted() -> None:
