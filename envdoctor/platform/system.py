@@ -31,6 +31,7 @@ class SystemHost:
     def __init__(self, root: str = "/", environ: Mapping[str, str] | None = None) -> None:
         self._root = root.rstrip("/")
         self._env = dict(os.environ if environ is None else environ)
+        self._identity: Identity | None = None
 
     def _path(self, path: str) -> str:
         return self._root + path if self._root else path
@@ -153,6 +154,12 @@ class SystemHost:
         return open_pynvml(timeout)
 
     def identity(self) -> Identity:
+        """Looked up once: several probes ask, and the user lookup may go to LDAP or sssd."""
+        if self._identity is None:
+            self._identity = self._look_up_identity()
+        return self._identity
+
+    def _look_up_identity(self) -> Identity:
         uid = os.getuid()
         try:
             import pwd

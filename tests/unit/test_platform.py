@@ -139,3 +139,20 @@ def test_real_nvml_without_a_driver_is_library_not_found() -> None:
         assert exc.kind in {NvmlErrorKind.LIBRARY_NOT_FOUND, NvmlErrorKind.DRIVER_NOT_LOADED}
     else:
         pytest.skip("NVML works on this machine")
+
+
+def test_the_user_is_looked_up_once_per_host(monkeypatch: pytest.MonkeyPatch) -> None:
+    """The host, kernel and library probes all ask; NSS (LDAP, sssd) may be slow to answer."""
+    import pwd
+
+    calls: list[int] = []
+    real = pwd.getpwuid
+
+    def counting(uid: int) -> Any:
+        calls.append(uid)
+        return real(uid)
+
+    monkeypatch.setattr(pwd, "getpwuid", counting)
+    host = SystemHost()
+    assert host.identity() is host.identity()
+    assert len(calls) == 1
