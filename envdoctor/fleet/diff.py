@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import json
 import re
+from collections import Counter
 from collections.abc import Iterator
 from typing import Any
 
@@ -52,10 +53,36 @@ def diff_facts(a: Facts, b: Facts) -> tuple[Difference, ...]:
         p: (_value(left, p), _value(right, p)) for p in paths if _value(left, p) != _value(right, p)
     }
     return tuple(
-        Difference(p, va, vb, bool(VOLATILE.search(p)))
+        Difference(p, _shown(left, p, va), _shown(right, p, vb), bool(VOLATILE.search(p)))
         for p, (va, vb) in differing.items()
         if not any(ancestor in differing for ancestor in _ancestors(p))
     )
+
+
+SUMMARY_FIELDS = 4
+
+
+def _shown(flat: dict[str, str], path: str, value: str) -> str:
+    """A part that only one side has, summed up: what is in it, not just that it is there."""
+    if value != "present":
+        return value
+    starts = (path + ".", path + "[")
+    under = [(p[len(path) :].lstrip("."), v) for p, v in flat.items() if p.startswith(starts)]
+    leaves = [(name, v) for name, v in under if v != "present"]
+    if not leaves:
+        return value
+    reasons = Counter(v for _name, v in leaves if v.startswith(("probe failed:", "absent:")))
+    head = "present: "
+    if reasons:
+        reason, count = reasons.most_common(1)[0]
+        if count > 1 and 2 * count > len(leaves):  # e.g. a lost GPU: nearly every fact failed
+            head = f"present; {count} of {len(leaves)} facts {reason}; others: "
+            leaves = [(name, v) for name, v in leaves if v != reason]
+            if not leaves:
+                return f"present; every fact {reason}"
+    shown = ", ".join(f"{name}={v}" for name, v in leaves[:SUMMARY_FIELDS])
+    more = f", … {len(leaves) - SUMMARY_FIELDS} more" if len(leaves) > SUMMARY_FIELDS else ""
+    return head + shown + more
 
 
 def _value(flat: dict[str, str], path: str) -> str:

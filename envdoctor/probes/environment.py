@@ -33,9 +33,22 @@ def probe_env(host: Host, *, deadline: Deadline) -> EnvFacts:
 
 
 def probe_variables(host: Host) -> tuple[tuple[str, str], ...]:
-    """The set variables of ``VARIABLES``, in that order."""
+    """The set variables of ``VARIABLES``, in that order, as printable text."""
     environ = host.env()
-    return tuple((k, environ[k]) for k in VARIABLES if k in environ)
+    return tuple((k, printable(environ[k])) for k in VARIABLES if k in environ)
+
+
+def printable(value: str) -> str:
+    r"""``value`` with bytes that were not UTF-8 shown as ``\xNN``.
+
+    Python keeps such bytes of the environment as lone surrogates, which no UTF-8 output (JSON,
+    a snapshot, the Prometheus file) can carry; a user should see which byte it was.
+    """
+    try:
+        raw = value.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a surrogate that no byte decoded to: escape it as it is
+        return value.encode("utf-8", "backslashreplace").decode("utf-8")
+    return raw.decode("utf-8", "backslashreplace")
 
 
 def _nvcc(host: Host, deadline: Deadline) -> Probed[Nvcc]:

@@ -49,7 +49,7 @@ def visible_devices(
             if index < 0:
                 return kept, f"{token} (negative: hides the GPUs)"
             if count is not None and index >= count:
-                return kept, f"{token} (there are only {count} GPUs: indices 0–{count - 1})"
+                return kept, f"{token} (there {_gpus_here(count)})"
         elif token.startswith("GPU-"):
             if uuids and not any(u.startswith(token) for u in uuids):
                 return kept, f"{token} (no GPU has this UUID)"
@@ -62,6 +62,14 @@ def visible_devices(
             return kept, f"{token} (listed twice)"
         kept.append(token)
     return kept, ""
+
+
+def _gpus_here(count: int) -> str:
+    if count == 1:
+        return "is only 1 GPU: index 0"
+    if count == 0:
+        return "are no GPUs"
+    return f"are only {count} GPUs: indices 0–{count - 1}"
 
 
 def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
@@ -81,13 +89,20 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
     if not stop:
         return
     hides_all = not kept
+    if kept:  # say what CUDA does now, explicitly; else every GPU the machine has
+        example = f"export CUDA_VISIBLE_DEVICES={','.join(kept)}   # the GPUs CUDA uses now"
+    elif count:
+        example = f"export CUDA_VISIBLE_DEVICES={','.join(map(str, range(count)))}   # all GPUs"
+    else:
+        example = "export CUDA_VISIBLE_DEVICES=0   # an index that nvidia-smi -L lists"
     yield Finding(
         code="env.cuda-visible-devices",
         severity=Severity.ERROR if hides_all else Severity.WARNING,
         title=(
             f"CUDA_VISIBLE_DEVICES={value!r} hides every GPU from CUDA"
             if hides_all
-            else f"CUDA_VISIBLE_DEVICES={value!r}: CUDA ignores everything from {stop.split(' ')[0]} on"
+            else f"CUDA_VISIBLE_DEVICES={value!r}: CUDA uses only {', '.join(kept)} and ignores "
+            f"entry {len(kept) + 1} ({stop.split(' ')[0]}) and all after it"
         ),
         evidence=(
             ("CUDA_VISIBLE_DEVICES", repr(value)),
@@ -101,7 +116,8 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
         remediation=Remediation(
             summary="Unset CUDA_VISIBLE_DEVICES or list valid GPU indices/UUIDs",
             steps=(
-                "unset CUDA_VISIBLE_DEVICES   # or e.g. export CUDA_VISIBLE_DEVICES=0,1",
+                "unset CUDA_VISIBLE_DEVICES   # every GPU",
+                example,
                 "nvidia-smi -L   # valid indices and GPU-/MIG- UUIDs",
                 "look for where it is set: env files, the job script, the container spec",
             ),

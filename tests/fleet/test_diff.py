@@ -9,7 +9,7 @@ from typer.testing import CliRunner
 
 from envdoctor.cli.app import app
 from envdoctor.fleet.diff import MISSING, diff_facts, flatten_facts
-from envdoctor.model.facts import Facts, MemoryInfo
+from envdoctor.model.facts import Facts, MemoryInfo, Nvcc
 from envdoctor.model.probed import Absent, Found
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as fx
@@ -36,7 +36,7 @@ def test_driver_mismatch_node_against_healthy_node() -> None:
 def test_records_are_keyed_by_name_and_one_sided_records_are_one_line() -> None:
     a = fx.facts()
     b = fx.facts(kernel=fx.kernel(modules=fx.modules("nvidia", "nvidia_drm", "nvidia_modeset")))
-    assert paths(a, b) == {"kernel.modules[nvidia_uvm]": ("present", MISSING)}
+    assert paths(a, b) == {"kernel.modules[nvidia_uvm]": ("present: refcount=0", MISSING)}
 
 
 def test_gpus_are_keyed_by_index_and_bytes_are_readable() -> None:
@@ -44,10 +44,27 @@ def test_gpus_are_keyed_by_index_and_bytes_are_readable() -> None:
     smaller = MemoryInfo(total=40 << 30, used=1 << 30, free=39 << 30)
     b = fx.facts(nvml=fx.nvml(gpus=(fx.gpu(0, memory=Found(smaller)),)))
     got = paths(a, b)
-    assert got["nvml.gpus[1]"] == ("present", MISSING)
+    gone, missing = got["nvml.gpus[1]"]
+    assert missing == MISSING and gone.startswith("present: name=NVIDIA H100 80GB HBM3, uuid=")
+    assert gone.endswith(" more")  # four facts shown, the count of the rest
     assert got["nvml.gpus[0].memory.total"] == ("85899345920 (80.0 GiB)", "42949672960 (40.0 GiB)")
     assert "nvml.gpus[0].memory.free" not in got  # volatile: hidden by default
     assert "nvml.gpus[0].memory.free" in paths(a, b, volatile=True)
+
+
+def test_a_part_only_one_side_has_says_what_is_in_it() -> None:
+    """A lost GPU is not just "present": the reason its facts failed is the point."""
+    got = paths(scenario_facts("healthy_h100"), scenario_facts("gpu_lost"))
+    assert got["nvml.gpus[1]"] == (
+        MISSING,
+        "present; 14 of 15 facts probe failed: GPUIsLost; others: mig_devices=absent: MIG is off",
+    )
+    with_nvcc = fx.facts(
+        env=fx.env({}, nvcc=Found(Nvcc(path="/usr/local/cuda/bin/nvcc", version="12.4")))
+    )
+    assert paths(fx.facts(), with_nvcc)["env.nvcc"][1] == (
+        "present: path=/usr/local/cuda/bin/nvcc, version=12.4"
+    )
 
 
 def test_environment_variables_by_name() -> None:

@@ -46,6 +46,29 @@ def test_cvd_out_of_range_is_a_warning_when_some_gpu_stays() -> None:
     assert dict(finding.evidence)["GPUs CUDA will use"] == "1"
 
 
+@pytest.mark.parametrize(
+    ("value", "title", "example"),
+    [
+        ("0,1", "uses only 0 and ignores entry 2 (1) and all after it", "=0 "),
+        ("0,0", "uses only 0 and ignores entry 2 (0) and all after it", "=0 "),
+    ],
+)
+def test_cvd_title_and_fix_never_suggest_the_value_they_flag(
+    value: str, title: str, example: str
+) -> None:
+    facts = f.facts(nvml=f.nvml((f.gpu(0),)), env=f.env({"CUDA_VISIBLE_DEVICES": value}))
+    (finding,) = [x for x in report_of(facts).findings if x.code == "env.cuda-visible-devices"]
+    assert finding.title.endswith(title)
+    assert not any(f"={value}" in step for step in finding.remediation.steps)
+    assert any(
+        step.startswith("export CUDA_VISIBLE_DEVICES" + example)
+        for step in finding.remediation.steps
+    )
+    assert (
+        "there is only 1 GPU: index 0" in dict(finding.evidence)["CUDA stops at"] or value == "0,0"
+    )
+
+
 def test_cvd_hiding_everything_is_an_error() -> None:
     (finding,) = _env_report({"CUDA_VISIBLE_DEVICES": "7"}).findings
     assert finding.severity == Severity.ERROR and "hides every GPU" in finding.title
