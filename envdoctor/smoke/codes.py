@@ -275,7 +275,11 @@ CODES: dict[str, CodeInfo] = {
     "smoke.reproduce-inconclusive": CodeInfo(
         Severity.WARNING,
         "the reproduction could not be carried out",
-        _fix("Check that the GPU is usable at all", "envdoctor smoke"),
+        _fix(
+            "Check that the GPU is usable at all",
+            "envdoctor check   # the driver and NVML findings say why no GPU could be tested",
+            "envdoctor smoke   # then the smoke steps, without memory pressure",
+        ),
         inconclusive=True,
     ),
 }

@@ -23,6 +23,7 @@ from typing import Any
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.probed import Found, why_missing
 from envdoctor.model.record import record
 from envdoctor.model.units import format_bytes as fmt_bytes
 from envdoctor.platform.processes import ChildProcess, ChildSet, Eof, Timeout, sigterm_raises
@@ -301,10 +302,12 @@ def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
     kind = KINDS[run.kind]
     label = run.target.label if run.target else "GPU"
     if run.problem and not run.probes:
-        return (_inconclusive(label, run.problem),)
+        return (_inconclusive(label, run.problem, _gpu_state(facts)),)
     if not run.probes:
-        return (_inconclusive(label, "no probe ran"),)
+        return (_inconclusive(label, "no probe ran", _gpu_state(facts)),)
     baseline, pressured = run.probes[0], run.probes[1:]
+    # A level at or above what the GPU has free holds nothing: it is not pressure.
+    idle = [p for p in pressured if not _applies_pressure(p, baseline)]
     if not baseline.passed:
         note = (
             "reproduce",
@@ -345,8 +348,8 @@ def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
                 subject=label,
             )
         )
-    elif pressured:
-        lowest = min(p.leave_mib or 0 for p in pressured)
+    elif applied := [p for p in pressured if p not in idle]:
+        lowest = min(p.leave_mib or 0 for p in applied)
         info = CODES["smoke.pressure-ruled-out"]
         findings.append(
             Finding(
@@ -361,9 +364,28 @@ def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
                 subject=label,
             )
         )
+    elif idle:
+        why = (
+            f"leaving {idle[0].leave_mib} MiB free holds nothing: the GPU has only "
+            f"{_free(baseline)} free in the probe (choose a smaller --leave)"
+        )
+        findings.append(_inconclusive(label, why, (levels,)))
     else:
         findings.append(_inconclusive(label, "the GPU had too little free memory to vary it"))
     return tuple(findings)
+
+
+def _applies_pressure(probe: Probe, baseline: Probe) -> bool:
+    free = baseline.free_in_probe
+    return probe.leave_mib is not None and (free is None or probe.leave_mib * MiB < free)
+
+
+def _gpu_state(facts: Facts) -> tuple[tuple[str, str], ...]:
+    """What NVML says of the GPUs: why none could be tested, when none could."""
+    nvml = facts.nvml
+    if isinstance(nvml, Found):
+        return (("GPUs NVML reports", str(len(nvml.value.gpus))),)
+    return (("NVML", why_missing(nvml)),)
 
 
 def _reproduced(
@@ -416,12 +438,13 @@ def _reproduced(
     )
 
 
-def _inconclusive(label: str, why: str) -> Finding:
+def _inconclusive(label: str, why: str, evidence: tuple[tuple[str, str], ...] = ()) -> Finding:
     info = CODES["smoke.reproduce-inconclusive"]
     return Finding(
         code="smoke.reproduce-inconclusive",
         severity=info.severity,
         title=f"{label}: the reproduction could not be carried out — {why}",
+        evidence=(("why", why), *evidence),
         remediation=info.fix,
         inconclusive=True,
         subject=label,

@@ -91,6 +91,31 @@ def test_fixed_leave_that_passes_rules_pressure_out(fake_env: EnvMaker, tmp_path
     no_child_left(tmp_path)
 
 
+def test_a_leave_above_the_free_memory_rules_nothing_out(
+    fake_env: EnvMaker, tmp_path: Path
+) -> None:
+    """Leaving more free than the GPU has holds nothing: no pressure was applied."""
+    facts = gpu_facts(1)
+    run = reproduce(facts, options(fake_env(**MEMORY, CUBLAS_MIB="300"), leave_mib=999_999))
+    findings = reproduce_findings(facts, run)
+    (finding,) = findings
+    assert finding.code == "smoke.reproduce-inconclusive"
+    assert "leaving 999999 MiB free holds nothing" in finding.title
+    assert reproduce_exit_code(findings) == 2
+    no_child_left(tmp_path)
+
+
+def test_no_gpu_to_test_says_what_nvml_said() -> None:
+    facts = gpu_facts(0)
+    run = reproduce(facts, options({}))
+    (finding,) = reproduce_findings(facts, run)
+    assert finding.code == "smoke.reproduce-inconclusive"
+    evidence = dict(finding.evidence)
+    assert evidence["why"] and "GPUs NVML reports" in evidence
+    assert finding.remediation is not None
+    assert finding.remediation.steps[0].startswith("envdoctor check")
+
+
 def test_failure_without_pressure_is_the_real_thing(fake_env: EnvMaker, tmp_path: Path) -> None:
     facts = gpu_facts(1)
     run = reproduce(facts, options(fake_env("matmul=raise:cublas-alloc-failed")))

@@ -58,6 +58,7 @@ def test_cvd_title_and_fix_never_suggest_the_value_they_flag(
 ) -> None:
     facts = f.facts(nvml=f.nvml((f.gpu(0),)), env=f.env({"CUDA_VISIBLE_DEVICES": value}))
     (finding,) = [x for x in report_of(facts).findings if x.code == "env.cuda-visible-devices"]
+    assert finding.remediation is not None
     assert finding.title.endswith(title)
     assert not any(f"={value}" in step for step in finding.remediation.steps)
     assert any(
