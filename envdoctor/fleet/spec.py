@@ -25,6 +25,7 @@ Every key is optional: a key that is not there is not checked. A malformed file 
 
 from __future__ import annotations
 
+import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, Union
@@ -134,17 +135,20 @@ def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
         driver_branch=reader.version(driver.get("branch"), "driver.branch", parts=1),
         driver_version=reader.version(driver.get("version"), "driver.version"),
         cuda=reader.version(driver.get("cuda"), "driver.cuda"),
-        torch_version=reader.text(torch.get("version"), "torch.version"),
+        torch_version=reader.torch_version(torch.get("version")),
         cudnn=reader.version(torch.get("cudnn"), "torch.cudnn"),
     )
 
 
 _INIT_HINT = "write one with: envdoctor spec init -o node.yaml"
-_TOP_KEYS = ("schema_version", "kind", "host", "gpus", "driver", "torch")
+_TOP_KEYS = ("schema_version", "kind", "gpus", "driver", "torch")
 _GPU_KEYS = ("count", "model", "persistence_mode", "ecc", "mig")
 _DRIVER_KEYS = ("branch", "version", "cuda")
 _TORCH_KEYS = ("version", "cudnn")
 _OFF_WORDS = ("off", "disabled", "false", "no")
+# torch.__version__: a release (2.11.0), perhaps a pre-release (2.12.0a0, rc1, .dev2026…), a local
+# build tag (+cu130, +git1a2b3c); or the first parts of one (2.11).
+_TORCH_VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc|\.post|\.dev)\d+)*(\+[A-Za-z0-9.]+)?")
 
 
 class _Reader:
@@ -202,6 +206,16 @@ class _Reader:
         if not all(n.isdigit() for n in numbers) or (parts and len(numbers) != parts):
             shape = "a major version such as 580" if parts == 1 else "a version such as 12.4"
             raise self.error(node, f"{what} must be {shape}, got {text!r}")
+        return text
+
+    def torch_version(self, node: yaml.Node | None) -> str | None:
+        text = self.text(node, "torch.version")
+        if text is None or node is None:
+            return None
+        if not _TORCH_VERSION.fullmatch(text):
+            raise self.error(
+                node, f"torch.version must be a version such as 2.11.0+cu130 or 2.11, got {text!r}"
+            )
         return text
 
     def flag(self, node: yaml.Node | None, what: str) -> bool | None:
@@ -774,8 +788,16 @@ def _version_matches(actual: str, expected: str) -> bool:
 
 
 def _torch_matches(actual: str, expected: str) -> bool:
-    """A spec without a local part (``2.11.0``) matches any build of it (``2.11.0+cu130``)."""
-    return actual == expected if "+" in expected else actual.split("+", 1)[0] == expected
+    """A spec without a local part matches any build of it, on the parts given.
+
+    ``2.11.0`` matches ``2.11.0+cu130``; ``2.11`` matches every 2.11.x; ``2.11.0+cu130`` only
+    itself.
+    """
+    if "+" in expected:
+        return actual == expected
+    public = actual.split("+", 1)[0]
+    want, have = expected.split("."), public.split(".")
+    return public == expected or (len(want) < len(have) and have[: len(want)] == want)
 
 
 def _driver_version(facts: Facts) -> str | None:

@@ -204,6 +204,15 @@ def test_torch_spec_without_local_part_matches_any_build() -> None:
     assert codes(eight_h100(), spec) == []
 
 
+@pytest.mark.parametrize(
+    ("expected", "drift"),
+    [("2.11", False), ("2.11.0+cu130", False), ("2.1", True), ("2.11.0+cu126", True), ("2", False)],
+)
+def test_torch_version_matches_on_the_parts_given(expected: str, drift: bool) -> None:
+    spec = ns.parse_spec(f"schema_version: 1\ntorch:\n  version: {expected}\n")
+    assert codes(eight_h100(), spec) == ([ns.TORCH_VERSION] if drift else [])
+
+
 def test_cannot_verify_is_inconclusive_not_drift() -> None:
     spec = own_spec(eight_h100())
     failed = fx.facts(nvml=ProbeFailed("Timeout", "NVML did not answer"))
@@ -238,6 +247,8 @@ def test_cannot_verify_is_inconclusive_not_drift() -> None:
         ("schema_version: 1\ndriver:\n  branch: 580.95\n", 3, "driver.branch must be a major"),
         ("schema_version: 1\ndriver:\n  cuda: twelve\n", 3, "driver.cuda must be a version"),
         ("schema_version: 1\ntorch:\n  version: [2]\n", 3, "expected a single value"),
+        ("schema_version: 1\ntorch:\n  version: not a version!\n", 3, "torch.version must be"),
+        ("schema_version: 1\nhost:\n  os: Windows 95\n", 2, "unknown key 'host' in the spec"),
         ("schema_version: 1\ngpus: {count: 8\n", 3, "not valid YAML"),
         ("schema_version: 1\n\tgpus: 1\n", 2, "not valid YAML"),
         ("", 0, "the spec is empty"),
