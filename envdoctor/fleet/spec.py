@@ -360,7 +360,7 @@ def spec_rule(spec: Spec) -> Rule:
     """The spec as a Rule, to run beside ``ALL_RULES`` in ``engine.evaluate``."""
     return Rule(
         name="spec",
-        summary=f"drift from the node spec {spec.source or '(inline)'}",
+        summary=f"the machine matches the node spec {spec.source or '(inline)'}",
         codes=CODES,
         evaluate=lambda ctx: spec_findings(ctx.facts, spec),
     )

@@ -128,7 +128,9 @@ def test_deep_adds_the_smoke_verdict() -> None:
 def test_spec_drift_fails_the_check(tmp_path: Path) -> None:
     spec = tmp_path / "node.yaml"
     assert invoke("healthy_h100", "spec", "init", "-o", str(spec)).exit_code == 0
-    assert invoke("healthy_h100", "check", "--spec", str(spec)).exit_code == 0
+    matching = invoke("healthy_h100", "check", "--spec", str(spec))
+    assert matching.exit_code == 0
+    assert f"✓ the machine matches the node spec {spec}" in matching.output
     drifted = invoke("gpu_lost", "check", "--json", "--spec", str(spec))
     codes = {f["code"] for f in json.loads(drifted.output)["findings"]}
     assert drifted.exit_code == 1 and any(c.startswith("spec.") for c in codes)
