@@ -130,7 +130,7 @@ def test_spec_drift_fails_the_check(tmp_path: Path) -> None:
     assert invoke("healthy_h100", "spec", "init", "-o", str(spec)).exit_code == 0
     matching = invoke("healthy_h100", "check", "--spec", str(spec))
     assert matching.exit_code == 0
-    assert f"✓ the machine matches the node spec {spec}" in matching.output
+    assert "✓ the machine matches the node spec" in matching.output
     drifted = invoke("gpu_lost", "check", "--json", "--spec", str(spec))
     codes = {f["code"] for f in json.loads(drifted.output)["findings"]}
     assert drifted.exit_code == 1 and any(c.startswith("spec.") for c in codes)
