@@ -15,6 +15,7 @@ import typer
 
 from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import app_context, facts_for
+from envdoctor.errors import EnvdoctorError
 
 if TYPE_CHECKING:
     from envdoctor.engine import Report
@@ -35,7 +36,9 @@ def check(
     output_format: Format = typer.Option(Format.text, "--format", "-f", help="Output format."),
     as_json: bool = typer.Option(False, "--json", help="Shortcut for --format json."),
     python: Optional[str] = typer.Option(
-        None, "--python", help="Interpreter whose torch to inspect (default: this one)."
+        None,
+        "--python",
+        help="Interpreter whose torch to inspect (default: this one; not with --snapshot).",
     ),
     timeout: float = typer.Option(30.0, "--timeout", help="Global time budget in seconds."),
     strict: bool = typer.Option(False, "--strict", help="Warnings fail too (exit 1)."),
@@ -56,7 +59,9 @@ def check(
         help="Extra compatibility tables (extend/override; also ENVDOCTOR_TABLES).",
     ),
     deep: bool = typer.Option(
-        False, "--deep", help="Also run the smoke kernels (CUDA, cuBLAS, cuDNN) on every GPU."
+        False,
+        "--deep",
+        help="Also run the smoke kernels (CUDA, cuBLAS, cuDNN) on every GPU (not with --snapshot).",
     ),
     spec: Optional[Path] = typer.Option(
         None, "--spec", help="Baseline from `envdoctor spec init`: every drift is a finding."
@@ -75,6 +80,8 @@ def check(
             for rule in ALL_RULES:
                 typer.echo(f"{rule.name:<28} {rule.summary}  [{', '.join(rule.codes)}]")
             raise typer.Exit(0)
+        if snapshot is not None:
+            _snapshot_only(deep=deep, python=python)
         start = time.monotonic()
         fmt = Format.json if as_json else output_format
         rules = tuple(ALL_RULES)
@@ -96,6 +103,22 @@ def check(
             text = _render(report, fmt, verbose=verbose)
         _emit(text, output)
         raise typer.Exit(report.exit_code)
+
+
+def _snapshot_only(*, deep: bool, python: str | None) -> None:
+    """A snapshot is another machine's facts: options that act on this machine would mix them in
+    (``--deep`` ran this machine's GPUs into the snapshot's report; ``--python`` was ignored)."""
+    if deep:
+        raise EnvdoctorError(
+            "--deep cannot be used with --snapshot: the smoke tests need the live machine",
+            hint="run `envdoctor check --deep` on the machine itself",
+        )
+    if python is not None:
+        raise EnvdoctorError(
+            "--python cannot be used with --snapshot: the snapshot already holds the torch "
+            "of the interpreter it was collected for",
+            hint="choose it when collecting: `envdoctor collect --python PATH`",
+        )
 
 
 def _with_smoke(report: Report, python: str, timeout: float) -> Report:

@@ -34,7 +34,8 @@ def recommend_command(
 ) -> None:
     """The best official torch wheel for this driver and these GPUs, why, and what would not work.
 
-    Exit 0 when a wheel fits, 1 when none does (or the driver must be fixed first), 2 on errors.
+    Exit 0 when a wheel fits (the CPU build only on a machine without NVIDIA GPUs), 1 when none
+    does or the driver must be fixed first (NVML cannot list the GPUs), 2 on errors.
     """
     with boundary():
         env = app_context(ctx).get_host().env()

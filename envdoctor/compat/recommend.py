@@ -33,11 +33,43 @@ from envdoctor.compat.versions import (
     torch_release_of,
 )
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.facts import Facts
-from envdoctor.model.probed import Found
+from envdoctor.model.facts import Facts, NvmlErrorKind, NvmlSystem
+from envdoctor.model.probed import Found, ProbeFailed, why_missing
 from envdoctor.model.record import record
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
+
+# What to fix first when NVML lists no GPU on a machine that has NVIDIA GPUs, by NVML's failure
+# kind: one line of what the driver.*, device.* and gpu.* findings of `envdoctor check` advise.
+FIX_FIRST: dict[str, str] = {
+    NvmlErrorKind.LIB_RM_VERSION_MISMATCH: (
+        "reload the NVIDIA kernel modules or reboot: the loaded module is not the installed "
+        "driver (upgraded without a reload; `envdoctor fix` writes the steps)"
+    ),
+    NvmlErrorKind.DRIVER_NOT_LOADED: (
+        "load the nvidia kernel module (sudo modprobe nvidia; if that fails, dmesg says why)"
+    ),
+    NvmlErrorKind.LIBRARY_NOT_FOUND: "install the NVIDIA driver, then reboot",
+    NvmlErrorKind.NO_PERMISSION: "give this user access to /dev/nvidiactl and /dev/nvidia*",
+    NvmlErrorKind.GPU_IS_LOST: "reset the GPU or reboot: it fell off the bus (dmesg | grep -i xid)",
+    NvmlErrorKind.TIMEOUT: (
+        "see dmesg | grep -i xid: the driver does not answer; a GPU reset or reboot may be needed"
+    ),
+    NvmlErrorKind.UNKNOWN: (
+        "see dmesg | grep -i xid: the driver failed; a GPU reset or reboot may be needed"
+    ),
+    NvmlErrorKind.FUNCTION_NOT_FOUND: (
+        "reinstall the driver's user-space libraries: libnvidia-ml is older than the driver"
+    ),
+}
+FIX_FIRST_OTHERWISE = "run nvidia-smi to see the driver's own error"
+FIX_NOUVEAU = "blacklist nouveau, rebuild the initramfs and reboot: nouveau holds the GPU"
+FIX_CONTAINER = (
+    "start the container with GPU access (docker run --gpus all: NVIDIA Container Toolkit)"
+)
+FIX_USERSPACE = (
+    "install the NVIDIA user-space driver (libnvidia-ml, libcuda) of the loaded module's version"
+)
 
 
 @record
@@ -45,6 +77,7 @@ class MachineGpu:
     index: int
     name: str
     cc: Cc | None
+    cc_problem: str = ""  # why the compute capability is unknown, when it is
 
 
 @record
@@ -57,7 +90,11 @@ class Machine:
     kernel_flavor: str | None = None
     windows: bool = False
     nvidia_pci: int | None = None
-    driver_problem: str = ""  # why the driver could not be read, when it could not
+    driver_problem: str = ""  # why NVML gave no driver or GPU list, in NVML's words
+    nvml_error: str = ""  # NVML's failure kind (NvmlErrorKind); "" when it listed the GPUs
+    module_loaded: bool = False  # /proc/driver/nvidia/version: the nvidia kernel module runs
+    nouveau: bool = False
+    containers: tuple[str, ...] = ()
 
     @property
     def ccs(self) -> tuple[Cc, ...]:
@@ -68,38 +105,56 @@ def machine_from_facts(facts: Facts, tables: CompatTables) -> Machine:
     """The driver, its CUDA version and the GPUs' compute capabilities, from probed facts."""
     driver: str | None = None
     reported: str | None = None
-    gpus: list[MachineGpu] = []
-    problem = ""
+    gpus: tuple[MachineGpu, ...] = ()
     nvml = facts.nvml
     if isinstance(nvml, Found):
         if isinstance(nvml.value.driver_version, Found):
             driver = nvml.value.driver_version.value
         if isinstance(nvml.value.cuda_driver_version, Found):
             reported = nvml.value.cuda_driver_version.value
-        for gpu in nvml.value.gpus:
-            name = gpu.name.value if isinstance(gpu.name, Found) else f"GPU {gpu.index}"
-            cc = (
-                parse_cc(gpu.compute_capability.value)
-                if isinstance(gpu.compute_capability, Found)
-                else None
-            )
-            gpus.append(MachineGpu(gpu.index, name, cc))
+        gpus = tuple(_machine_gpus(nvml.value))
+        count_error = nvml.value.device_count_error
+        error = count_error.split(":", 1)[0].strip() if count_error else ""
+        problem = count_error or why_missing(nvml.value.driver_version)
+    elif isinstance(nvml, ProbeFailed):
+        error = nvml.error
+        detail = nvml.detail.strip().splitlines()[0] if nvml.detail.strip() else ""
+        problem = f"{nvml.error}: {detail}" if detail else nvml.error
     else:
-        problem = getattr(nvml, "reason", "") or getattr(nvml, "error", "")
+        error, problem = NvmlErrorKind.LIBRARY_NOT_FOUND, nvml.reason
     kernel = facts.kernel.driver
     flavor = kernel.value.flavor if isinstance(kernel, Found) else None
     if driver is None and isinstance(kernel, Found):
         driver = kernel.value.version
     pci = facts.host.nvidia_pci
+    modules = facts.kernel.modules
     return Machine(
         driver=driver,
         driver_cuda=driver_cuda_of(tables, driver, reported) if driver else None,
-        gpus=tuple(gpus),
+        gpus=gpus,
         kernel_flavor=flavor,
         windows=facts.host.wsl,
         nvidia_pci=len(pci.value) if isinstance(pci, Found) else None,
         driver_problem=problem,
+        nvml_error=error,
+        module_loaded=isinstance(kernel, Found),
+        nouveau=isinstance(modules, Found) and any(m.name == "nouveau" for m in modules.value),
+        containers=facts.host.containers,
     )
+
+
+def _machine_gpus(system: NvmlSystem) -> list[MachineGpu]:
+    """NVML's GPUs; a compute capability NVML refused keeps NVML's reason."""
+    out = []
+    for gpu in system.gpus:
+        name = gpu.name.value if isinstance(gpu.name, Found) else f"GPU {gpu.index}"
+        probed = gpu.compute_capability
+        cc = parse_cc(probed.value) if isinstance(probed, Found) else None
+        problem = why_missing(probed)
+        if isinstance(probed, Found) and cc is None:
+            problem = f"NVML reported {probed.value!r}, not a compute capability"
+        out.append(MachineGpu(gpu.index, name, cc, problem))
+    return out
 
 
 @record
@@ -212,7 +267,7 @@ def judge_candidate(
     arch_text = describe_arch_list(targets)
     for gpu in machine.gpus:
         if gpu.cc is None:
-            notes.append(f"GPU {gpu.index} ({gpu.name}): compute capability unknown, not checked")
+            notes.append(f"GPU {gpu.index} ({gpu.name}): {_cc_unknown(gpu)}, not checked")
             continue
         arch = judge_arch(targets, gpu.cc, ptx_jit_ok=ptx_ok)
         line = (
@@ -244,15 +299,69 @@ def judge_candidate(
     )
 
 
+def nvidia_evidence(machine: Machine) -> tuple[str, ...]:
+    """What shows NVIDIA GPUs are here although NVML lists none; () on a machine without any.
+
+    NVML that is missing or finds no loaded driver proves nothing by itself (a CPU machine says
+    the same); any other NVML failure, or NVML that initialised, means a driver is running.
+    """
+    out = []
+    if machine.module_loaded:
+        out.append("the nvidia kernel module is loaded")
+    if machine.nvidia_pci:
+        gpus = (
+            "1 NVIDIA GPU is"
+            if machine.nvidia_pci == 1
+            else f"{machine.nvidia_pci} NVIDIA GPUs are"
+        )
+        out.append(f"{gpus} on the PCI bus")
+    if not out and machine.nvml_error not in (
+        NvmlErrorKind.LIBRARY_NOT_FOUND,
+        NvmlErrorKind.DRIVER_NOT_LOADED,
+    ):
+        out.append("NVML reached an NVIDIA driver")
+    return tuple(out)
+
+
+def fix_first(machine: Machine) -> str:
+    """The one thing to fix so that NVML lists the GPUs (the check findings say more)."""
+    missing = machine.nvml_error in (
+        NvmlErrorKind.LIBRARY_NOT_FOUND,
+        NvmlErrorKind.DRIVER_NOT_LOADED,
+    )
+    if missing and machine.nouveau:
+        return FIX_NOUVEAU
+    if machine.nvml_error == NvmlErrorKind.LIBRARY_NOT_FOUND:
+        if machine.containers:
+            return FIX_CONTAINER
+        if machine.module_loaded:
+            return FIX_USERSPACE
+    return FIX_FIRST.get(machine.nvml_error, FIX_FIRST_OTHERWISE)
+
+
+def _cc_unknown(gpu: MachineGpu) -> str:
+    """ "compute capability unknown: probe failed: GPUIsLost" (the reason travels along)."""
+    reason = f": {gpu.cc_problem}" if gpu.cc_problem else ""
+    return f"compute capability unknown{reason}"
+
+
 def machine_blockers(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
-    """Problems no torch wheel can fix: the driver cannot drive a GPU at all."""
+    """Problems no torch wheel can fix: the driver cannot drive (or even list) the GPUs."""
     out: list[str] = []
-    if machine.driver is None:
-        if machine.nvidia_pci:
+    if not machine.gpus:
+        evidence = nvidia_evidence(machine)
+        if evidence:
+            why = f" ({machine.driver_problem})" if machine.driver_problem else ""
             out.append(
-                f"no NVIDIA driver is loaded ({machine.driver_problem or 'NVML unavailable'}), but "
-                f"{machine.nvidia_pci} NVIDIA PCI device(s) are present: install the driver first"
+                f"NVML lists no GPU{why} although {' and '.join(evidence)}; fix the driver "
+                f"first: {fix_first(machine)}"
             )
+        return tuple(out)
+    if machine.driver is None:
+        out.append(
+            f"the driver version cannot be read ({machine.driver_problem or 'unknown'}), so "
+            f"envdoctor cannot tell which CUDA it runs: {FIX_FIRST_OTHERWISE}"
+        )
         return tuple(out)
     for gpu in machine.gpus:
         arch = tables.architecture(gpu.cc) if gpu.cc else None
@@ -314,7 +423,7 @@ def recommend(tables: CompatTables, machine: Machine, *, pin: str | None = None)
     """The best wheel for the machine (within ``pin``'s release when given) and the rest."""
     blockers = machine_blockers(tables, machine)
     if machine.driver is None or not machine.gpus:
-        return _cpu_only(tables, machine, blockers, pin)
+        return _no_gpu_list(tables, machine, blockers, pin)
     if pin is not None:
         release, version, only = parse_pin(tables, pin)
         releases: tuple[tuple[TorchRelease, str], ...] = ((release, version),)
@@ -415,28 +524,34 @@ def _last_branch_notes(tables: CompatTables, machine: Machine) -> tuple[str, ...
     return tuple(dict.fromkeys(out))
 
 
-def _cpu_only(
+def _no_gpu_list(
     tables: CompatTables, machine: Machine, blockers: tuple[str, ...], pin: str | None
 ) -> Recommendation:
+    """No GPU to judge wheels against: the CPU build on a machine without NVIDIA hardware;
+    with NVIDIA GPUs present, nothing (a CPU wheel there is the `torch.cpu-build` error)."""
     newest = tables.releases_newest_first()
     release, version = (newest[0], newest[0].latest) if newest else (None, "")
     if pin is not None:
         release, version, _ = parse_pin(tables, pin)
-    cpu = f"pip install torch=={version} --index-url {CPU_INDEX}" if release else None
-    if machine.driver is not None:
-        notes = ("the NVIDIA driver is loaded but NVML lists no GPU: envdoctor check says why",)
-    elif blockers:
-        notes = ("until the driver works, only the CPU build of torch can run here",)
-    else:
-        notes = ("no NVIDIA driver or GPU here: the CPU build of torch is the one that works",)
+    if blockers:
+        return Recommendation(
+            machine=machine,
+            choice=None,
+            rejected=(),
+            blockers=blockers,
+            notes=(
+                "envdoctor picks a CUDA wheel once NVML lists the GPUs: fix the above "
+                "(`envdoctor check` says more), then run `envdoctor recommend` again",
+            ),
+            pinned=pin,
+        )
     return Recommendation(
         machine=machine,
         choice=None,
         rejected=(),
-        blockers=blockers,
-        notes=notes,
+        notes=("no NVIDIA driver or GPU here: the CPU build of torch is the one that works",),
         pinned=pin,
-        cpu_command=cpu,
+        cpu_command=f"pip install torch=={version} --index-url {CPU_INDEX}" if release else None,
     )
 
 
@@ -449,11 +564,15 @@ def describe_machine(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
         cuda = cuda_text(machine.driver_cuda) if machine.driver_cuda else "unknown"
         flavor = f", {machine.kernel_flavor} kernel modules" if machine.kernel_flavor else ""
         lines.append(f"driver {machine.driver} (supports CUDA up to {cuda}{flavor})")
+    elif machine.gpus:
+        lines.append(f"driver version unknown ({machine.driver_problem or 'unknown'})")
     else:
         lines.append(f"no NVIDIA driver ({machine.driver_problem or 'NVML unavailable'})")
+    if not machine.gpus and machine.driver and machine.driver_problem:
+        lines.append(f"no GPU listed ({machine.driver_problem})")
     for gpu in machine.gpus:
         if gpu.cc is None:
-            lines.append(f"GPU {gpu.index}: {gpu.name} (compute capability unknown)")
+            lines.append(f"GPU {gpu.index}: {gpu.name} ({_cc_unknown(gpu)})")
             continue
         arch = tables.architecture(gpu.cc)
         arch_name = f", {arch.arch}" if arch else ""
@@ -487,6 +606,9 @@ def render_text(tables: CompatTables, rec: Recommendation) -> str:
     elif rec.cpu_command:
         out.append("Install (CPU only):")
         out.append(f"  {rec.cpu_command}")
+        out.extend(f"  - {n}" for n in rec.notes)
+    elif rec.blockers:
+        out.append("No wheel recommended until the driver is fixed.")
         out.extend(f"  - {n}" for n in rec.notes)
     else:
         out.append("No official torch wheel in envdoctor's tables works on this machine.")
@@ -560,14 +682,7 @@ def to_json(tables: CompatTables, rec: Recommendation) -> dict[str, Any]:
             "driver": m.driver,
             "driver_cuda": cuda_text(m.driver_cuda) if m.driver_cuda else None,
             "kernel_modules": m.kernel_flavor,
-            "gpus": [
-                {
-                    "index": g.index,
-                    "name": g.name,
-                    "compute_capability": f"{g.cc[0]}.{g.cc[1]}" if g.cc else None,
-                }
-                for g in m.gpus
-            ],
+            "gpus": [_gpu_json(g) for g in m.gpus],
         },
         "pinned": rec.pinned,
         "recommendation": cand(rec.choice) if rec.choice else None,
@@ -576,3 +691,15 @@ def to_json(tables: CompatTables, rec: Recommendation) -> dict[str, Any]:
         "notes": list(rec.notes),
         "rejected": [cand(c) for c in rec.rejected],
     }
+
+
+def _gpu_json(gpu: MachineGpu) -> dict[str, Any]:
+    """A GPU of ``machine.gpus``; ``compute_capability_unknown`` (the reason) only when null."""
+    out: dict[str, Any] = {
+        "index": gpu.index,
+        "name": gpu.name,
+        "compute_capability": f"{gpu.cc[0]}.{gpu.cc[1]}" if gpu.cc else None,
+    }
+    if gpu.cc is None:
+        out["compute_capability_unknown"] = gpu.cc_problem or "unknown"
+    return out
