@@ -53,5 +53,27 @@ for _module in COMMAND_MODULES:
 
 
 def main() -> None:
-    """Console-script entry point."""
-    app(prog_name="envdoctor")
+    """Console-script entry point.
+
+    ``--help``, ``--version`` and Typer's usage errors write outside every command's
+    ``boundary()``: a failed write there gets the same treatment (one line or silence, exit 2).
+    """
+    import sys
+
+    from envdoctor.cli.boundary import EXIT_UNKNOWN, report_error, stdout_failure
+
+    stdout = sys.stdout
+    try:
+        app(prog_name="envdoctor")
+    except OSError as exc:
+        failed = stdout_failure(exc)
+        if failed is None:
+            raise
+        report_error(failed)
+        sys.exit(EXIT_UNKNOWN)
+    except SystemExit as done:
+        # Typer answers a broken pipe itself: it wraps sys.stdout (so that the exit's flush
+        # stays quiet) and exits 1, which here would read "unhealthy".
+        if done.code == 1 and sys.stdout is not stdout:
+            sys.exit(EXIT_UNKNOWN)
+        raise

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import typer
 
+from envdoctor.cli.watchdog import check_budget
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
 from envdoctor.platform.host import Deadline, Host
@@ -36,6 +37,40 @@ def app_context(ctx: typer.Context) -> AppContext:
     return root.obj
 
 
+def check_budgets(ctx: typer.Context) -> None:
+    """Refuse a command's bad time budgets (``--timeout``, ``--step-timeout``) before any work.
+
+    By option name, so that a command that hands its budget elsewhere (``smoke``'s goes to the
+    kernels, not to ``facts_for``) is checked all the same.
+    """
+    for param in ctx.command.params:
+        name = param.name or ""
+        value = ctx.params.get(name)
+        if (name == "timeout" or name.endswith("_timeout")) and isinstance(value, float):
+            check_budget(value, param.opts[0] if param.opts else f"--{name}")
+
+
+def resolve_python(host: Host, python: str) -> str:
+    """The interpreter ``--python`` names: a path as given, else looked up on PATH.
+
+    A path that is there but cannot be run is the user's mistake (a usage error), not a fact
+    about the machine; an executable that is not Python stays a ``torch.probe-failed`` finding.
+    """
+    from envdoctor.model.probed import Found
+
+    info = host.stat(python)
+    if not isinstance(info, Found):
+        resolved = host.which(python)
+        if resolved is None:
+            raise EnvdoctorError(f"--python {python}: no such interpreter")
+        return resolved
+    if info.value.is_dir:
+        raise EnvdoctorError(f"--python {python}: not an interpreter (a directory)")
+    if not info.value.mode & 0o111:  # no execute bit at all: nobody, root included, can run it
+        raise EnvdoctorError(f"--python {python}: not executable")
+    return python
+
+
 def facts_for(
     ctx: typer.Context,
     *,
@@ -44,7 +79,12 @@ def facts_for(
     timeout: float = 30.0,
     include_torch: bool = True,
 ) -> Facts:
-    """Facts from a snapshot file when given, else probed live through the Host seam."""
+    """Facts from a snapshot file when given, else probed live through the Host seam.
+
+    Every command that reads the machine comes through here: its options are checked first.
+    """
+    check_budgets(ctx)
+    check_budget(timeout)
     if snapshot is not None:
         from envdoctor.snapshot import load_snapshot
 
@@ -52,19 +92,10 @@ def facts_for(
     from envdoctor.probes import collect_facts
 
     app = app_context(ctx)
-    if timeout <= 0:
-        raise EnvdoctorError("--timeout must be a positive number of seconds")
     host = app.get_host()
-    if python is not None:
-        from envdoctor.model.probed import Found
-
-        resolved = python if isinstance(host.stat(python), Found) else host.which(python)
-        if resolved is None:
-            raise EnvdoctorError(f"--python {python}: no such interpreter")
-        python = resolved
     return collect_facts(
         host,
-        python=python or app.python,
+        python=resolve_python(host, python) if python is not None else app.python,
         deadline=Deadline(timeout),
         include_torch=include_torch,
     )

@@ -15,7 +15,7 @@ import typer
 
 from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import app_context, facts_for
-from envdoctor.errors import EnvdoctorError
+from envdoctor.cli.watchdog import check_budget
 
 
 class FixFormat(str, enum.Enum):
@@ -81,8 +81,7 @@ def fix_command(
         )
         from envdoctor.rules import ALL_RULES
 
-        if timeout <= 0:
-            raise EnvdoctorError("--timeout must be a positive number of seconds")
+        check_budget(timeout)  # before anything reads the machine: also bounds probe_fix_facts
         app = app_context(ctx)
         host = app.get_host()
         tables = load_tables(None, host.env())

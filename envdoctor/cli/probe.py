@@ -21,6 +21,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
+from envdoctor.cli.boundary import OutputError, report_error, say, stdout_failure
 from envdoctor.cli.probe_options import HELP, ProbeOptions, parse_options
 from envdoctor.cli.watchdog import EXIT_UNKNOWN, Watchdog
 from envdoctor.engine import Report, evaluate
@@ -52,15 +53,17 @@ def run(
 ) -> int:
     """Run the probe; returns the exit code (the watchdog may end the process before)."""
     started = time.monotonic()
-    out = stdout or sys.stdout
+    out = stdout if stdout is not None else sys.stdout
     try:
         args = parse_options(argv)
         requirements = _requirements(args.require)
+        if out is None:  # started with stdout closed (`>&-`): the verdict has nowhere to go
+            raise OutputError("stdout is closed")
+        if args.help:
+            _write(out, HELP)
+            return 0
     except EnvdoctorError as exc:
         return _error(exc)
-    if args.help:
-        out.write(HELP)
-        return 0
     fmt = args.format
     # Loaded now, so that the watchdog never has to import while the main thread is stuck.
     if fmt == "json":
@@ -103,15 +106,20 @@ def main(argv: Sequence[str] | None = None) -> NoReturn:
     try:
         code = run(sys.argv[1:] if argv is None else argv)
     except Exception as exc:
-        if os.environ.get("ENVDOCTOR_DEBUG"):
+        failed = stdout_failure(exc)
+        if failed is not None:
+            code = _error(failed)
+        elif os.environ.get("ENVDOCTOR_DEBUG"):
             raise
-        print(
-            f"envdoctor: internal error: {type(exc).__name__}: {exc} "
-            "(set ENVDOCTOR_DEBUG=1 for the traceback and report it)",
-            file=sys.stderr,
-        )
-        code = EXIT_UNKNOWN
+        else:
+            say(
+                f"envdoctor: internal error: {type(exc).__name__}: {exc} "
+                "(set ENVDOCTOR_DEBUG=1 for the traceback and report it)"
+            )
+            code = EXIT_UNKNOWN
     for stream in (sys.stdout, sys.stderr):
+        if stream is None:  # started with it closed (`>&-`, `2>&-`)
+            continue
         with contextlib.suppress(OSError, ValueError):  # a closed pipe: nothing left to say
             stream.flush()
     os._exit(code)
@@ -126,7 +134,7 @@ def _requirements(texts: Sequence[str]) -> tuple[Requirement, ...]:
 
 
 def _error(exc: EnvdoctorError) -> int:
-    print(f"envdoctor: error: {exc.one_line()}", file=sys.stderr)
+    report_error(exc)
     return EXIT_UNKNOWN
 
 
@@ -271,15 +279,23 @@ def _emit(out: TextIO, path: str | None, rendered: tuple[str, str]) -> None:
     """The output to stdout, or to ``path`` (atomically) with only the verdict on stdout."""
     verdict, text = rendered
     if path is None:
-        out.write(text)
+        _write(out, text)
     else:
         from pathlib import Path
 
         from envdoctor.render.prometheus import write_textfile
 
         write_textfile(Path(path), text)
-        out.write(verdict + "\n")
-    out.flush()
+        _write(out, verdict + "\n")
+
+
+def _write(out: TextIO, text: str) -> None:
+    """Write and flush; a failure (``| head``, a full disk) is an ``OutputError``, not a crash."""
+    try:
+        out.write(text)
+        out.flush()
+    except OSError as exc:
+        raise OutputError.from_os_error(exc) from None
 
 
 # --- the traced host --------------------------------------------------------------------------

@@ -11,6 +11,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Sequence
 
+from envdoctor.cli.watchdog import check_budget
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.record import record
 
@@ -163,6 +164,7 @@ def _timeout(text: str | None) -> float:
         seconds = float(text)
     except ValueError:
         raise UsageError(f"--timeout: invalid float value {text!r}") from None
-    if not seconds > 0:  # also refuses nan
-        raise UsageError("--timeout must be a positive number of seconds")
-    return seconds
+    try:
+        return check_budget(seconds)  # the check every command shares: finite, > 0, <= a day
+    except EnvdoctorError as exc:
+        raise UsageError(exc.message) from None

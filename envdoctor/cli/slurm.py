@@ -21,8 +21,8 @@ from typing import Annotated, Optional
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import app_context
-from envdoctor.errors import EnvdoctorError
+from envdoctor.cli.common import app_context, resolve_python
+from envdoctor.cli.watchdog import check_budget
 
 # ruff: noqa: UP045  (Typer reads Optional[...] at runtime)
 
@@ -94,12 +94,14 @@ def slurm_healthcheck(
         from envdoctor.probes import collect_facts
         from envdoctor.rules import ALL_RULES
 
-        if not timeout > 0:
-            raise EnvdoctorError("--timeout must be a positive number of seconds")
+        # Every option is checked before the node is touched: a typo must not drain it.
+        check_budget(timeout)
         requirements = parse_requirements(require or ())
         node_spec = load_spec(spec) if spec is not None else None
         context = app_context(ctx)
         host = TracedHost(context.get_host())
+        if python is not None:
+            python = resolve_python(host, python)
 
         def expire() -> None:
             reason = f"no verdict within {timeout:g} s; stuck {host.doing}"

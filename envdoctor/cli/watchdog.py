@@ -15,7 +15,26 @@ import sys
 import threading
 from collections.abc import Callable
 
+from envdoctor.errors import EnvdoctorError
+
 EXIT_UNKNOWN = 2
+# The longest budget a command accepts. A day is far beyond any probe, smoke run or health
+# check, and far below what ``threading.Timer``, ``Event.wait`` and ``subprocess`` can wait for
+# (an infinite or 1e10 s wait overflows the platform's time_t in the watchdog's thread).
+MAX_BUDGET_S = 86400.0
+
+
+def check_budget(seconds: float, option: str = "--timeout") -> float:
+    """``seconds`` when it is a time budget every timer can hold, else an ``EnvdoctorError``.
+
+    Every command's ``--timeout`` goes through here: ``timeout <= 0`` alone lets NaN through
+    (every comparison with it is false), which then reads as "hung within 0 s".
+    """
+    if not seconds > 0:  # also refuses nan
+        raise EnvdoctorError(f"{option} must be a positive number of seconds")
+    if seconds > MAX_BUDGET_S:  # also refuses inf
+        raise EnvdoctorError(f"{option} must be at most {MAX_BUDGET_S:g} seconds (one day)")
+    return seconds
 
 
 class Watchdog:
@@ -28,7 +47,7 @@ class Watchdog:
         *,
         hard_exit: Callable[[int], object] = os._exit,
     ) -> None:
-        self.seconds = seconds
+        self.seconds = check_budget(seconds)  # a bad budget must fail here, not in the timer
         self._on_expire = on_expire
         self._hard_exit = hard_exit
         self._lock = threading.Lock()

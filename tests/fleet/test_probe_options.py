@@ -80,3 +80,18 @@ def test_refusals_name_the_option_and_point_at_help(argv: list[str], message: st
     with pytest.raises(UsageError) as info:
         parse_options(argv)
     assert info.value.one_line() == f"{message} (see envdoctor probe --help)"
+
+
+@pytest.mark.parametrize("text", ["inf", "-inf", "1e10", "86400.5", "1e400"])
+def test_a_budget_no_timer_can_hold_is_refused(text: str) -> None:
+    """The watchdog's ``threading.Timer`` overflowed on these (a traceback after the verdict)."""
+    with pytest.raises(UsageError) as info:
+        parse_options([f"--timeout={text}"])
+    message = info.value.one_line()
+    assert message.startswith("--timeout must be ") and message.endswith(
+        "(see envdoctor probe --help)"
+    )
+
+
+def test_a_day_is_the_longest_budget() -> None:
+    assert parse_options(["--timeout", "86400"]).timeout == 86400.0
