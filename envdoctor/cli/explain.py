@@ -3,10 +3,12 @@ pass its output through, explain it when it fails)."""
 
 from __future__ import annotations
 
+import contextlib
+import dataclasses
 import enum
-import gzip
 import json
 import sys
+from collections.abc import Callable
 from pathlib import Path
 from typing import IO, TYPE_CHECKING, Optional
 
@@ -50,7 +52,8 @@ def explain_cmd(
     """Explain an error log: which known failures it contains, the root cause, and the fix.
 
     Exit 0 when no known signature occurs, 1 when a cause is found, 2 when only possible
-    causes are (or on a usage error)."""
+    causes are, when nothing is found in a log that could be read only in part (a damaged or
+    cut-off .gz: one warning line says so), or on a usage error."""
     with boundary():
         from envdoctor.kb import assess, explain, load_default_kb, scan_stream
         from envdoctor.kb.render import render
@@ -60,18 +63,37 @@ def explain_cmd(
             for signature in kb.signatures:
                 typer.echo(f"{signature.id:<34} {signature.title}")
             raise typer.Exit(0)
+        from envdoctor.kb.sources import LogStream
+
         fmt = Format.json if as_json else output_format
-        name, stream, owned = _open_source(source)
+        name, raw, owned = _open_source(source)
         try:
-            scan = scan_stream(stream, kb)
+            log = LogStream(raw, name)
+            scan = dataclasses.replace(scan_stream(log, kb), incomplete=log.damage)
         finally:
             if owned:
-                stream.close()
+                raw.close()
         explanation = explain(scan, kb, source=name)
         if with_host:
             explanation = assess(explanation, facts_for(ctx, include_torch=False, timeout=timeout))
         typer.echo(render(explanation, fmt.value), nl=False)
+        if source.endswith(".gz") and not log.gzip and scan.bytes:
+            # Read as text rather than refused: the scanner takes any bytes, and a misnamed log
+            # (`tee train.log.gz`, a rotation that renames without compressing) still holds the
+            # traceback the user wants explained. Other compressions are refused by LogStream.
+            _warn(f"{name}: not gzip-compressed despite its name; read it as plain text")
+        if log.damage:
+            lines = f"{scan.lines:,} line{'s' if scan.lines != 1 else ''}"
+            done = (
+                f"explained the first {lines}" if scan.lines else "nothing before it was readable"
+            )
+            _warn(f"{name}: {log.damage}; {done}")
+        # what was found stands; nothing found in part of a log is 2 (see Explanation.exit_code)
         raise typer.Exit(explanation.exit_code)
+
+
+def _warn(message: str) -> None:
+    typer.echo(f"envdoctor: warning: {message}", err=True)
 
 
 def _open_source(source: str) -> tuple[str, ByteSource, bool]:
@@ -85,8 +107,6 @@ def _open_source(source: str) -> tuple[str, ByteSource, bool]:
         return "<stdin>", sys.stdin.buffer, False
     path = Path(source)
     try:
-        if source.endswith(".gz"):
-            return source, gzip.open(path, "rb"), True
         return source, path.open("rb"), True
     except FileNotFoundError:
         raise EnvdoctorError("no such file", where=source) from None
@@ -101,12 +121,53 @@ def _open_source(source: str) -> tuple[str, ByteSource, bool]:
 # --- envdoctor run ------------------------------------------------------------------------
 
 
+class _SaveLog:
+    """The ``--save`` copy of the output. It is a side product: when writing it fails (a full
+    disk, a quota, a vanished mount) saving stops with one warning, and the command, its output
+    and its exit code go on as if ``--save`` had not been given."""
+
+    def __init__(self, path: Path, file: IO[bytes]) -> None:
+        self.path = path
+        self.failed = False
+        self._file: IO[bytes] | None = file
+
+    def write(self, data: bytes, warn: Callable[[str], None]) -> None:
+        if self._file is None:
+            return
+        try:
+            self._file.write(data)
+        except OSError as exc:
+            self._fail(exc, warn)
+
+    def close(self, warn: Callable[[str], None]) -> None:
+        if self._file is None:
+            return
+        try:
+            self._file.close()  # flushes the last buffered lines: may fail the same way
+        except OSError as exc:
+            self._fail(exc, warn)
+        self._file = None
+
+    def _fail(self, exc: OSError, warn: Callable[[str], None]) -> None:
+        file, self._file = self._file, None
+        self.failed = True
+        if file is not None:
+            # the buffer still holds what failed: closing retries it, fails again, and still
+            # releases the descriptor; that second error is the one already reported
+            with contextlib.suppress(OSError):
+                file.close()
+        warn(
+            f"{self.path}: cannot write ({exc.strerror or exc}); stopped saving the log, "
+            "the command goes on"
+        )
+
+
 class _Tee:
     """Receives the child's output: passes it on unchanged, saves it, scans it, keeps the tail
     of stderr. Lines are assembled per stream, so interleaved partial lines of stdout and
     stderr never merge into one line of the scan (or of the saved log)."""
 
-    def __init__(self, scanner: Scanner, save: IO[bytes] | None) -> None:
+    def __init__(self, scanner: Scanner, save: _SaveLog | None) -> None:
         self._scanner = scanner
         self._save = save
         self._partial = {"stdout": b"", "stderr": b""}
@@ -143,7 +204,18 @@ class _Tee:
     def _lines(self, data: bytes) -> None:
         self._scanner.feed(data)
         if self._save is not None:
-            self._save.write(data)
+            self._save.write(data, self.warn)
+
+    def warn(self, message: str) -> None:
+        """One line of envdoctor's own on stderr, between the command's lines (not inside one
+        it has only begun), and not at all once stderr is gone."""
+        if "stderr" in self._closed:
+            return
+        lead = "\n" if self._partial["stderr"] else ""
+        try:
+            typer.echo(f"{lead}envdoctor: warning: {message}", err=True)
+        except (ValueError, OSError):
+            self._closed.add("stderr")
 
     def finish(self) -> str:
         for stream in ("stdout", "stderr"):
@@ -182,8 +254,8 @@ def run_cmd(
 
         kb = load_default_kb()
         scanner = Scanner(kb)
-        save_file = _open_save(save)
-        tee = _Tee(scanner, save_file)
+        save_log = _open_save(save)
+        tee = _Tee(scanner, save_log)
         overrides = {"CUDA_LAUNCH_BLOCKING": "1"} if blocking else {}
         try:
             result = run_passthrough(
@@ -194,8 +266,8 @@ def run_cmd(
             )
             tail = tee.finish()
         finally:
-            if save_file is not None:
-                save_file.close()
+            if save_log is not None:
+                save_log.close(tee.warn)
         if not result.started:
             typer.echo(f"envdoctor: {result.error}", err=True)
             raise typer.Exit(result.returncode)
@@ -227,16 +299,16 @@ def run_cmd(
                     "`envdoctor run --blocking -- …` for the stack of the failing call.",
                     err=True,
                 )
-            if save is not None:
+            if save_log is not None and not save_log.failed:
                 typer.echo(f"full log: {save} (line numbers above refer to it)", err=True)
         raise typer.Exit(result.returncode)
 
 
-def _open_save(save: Path | None) -> IO[bytes] | None:
+def _open_save(save: Path | None) -> _SaveLog | None:
     if save is None:
         return None
     try:
-        return save.open("wb")
+        return _SaveLog(save, save.open("wb"))
     except OSError as exc:
         raise EnvdoctorError(f"cannot write: {exc.strerror or exc}", where=str(save)) from None
 

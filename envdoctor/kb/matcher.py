@@ -12,6 +12,10 @@ context rules, and per signature a count plus the first ``max_occurrences`` occu
 Bytes are never decoded wholesale: undecodable input is replaced character by character, so
 binary files, Latin-1 logs and truncated UTF-8 are scanned, never a traceback. A UTF-16 log
 (PowerShell ``>``) is recognised by its byte-order mark and transcoded on the fly.
+``undecodable`` is about the whole log, not only the lines that were matched: every block is
+validated as it arrives (pure-ASCII blocks at C speed, the rest with a strict incremental
+decoder, so a character split between two blocks is not mistaken for a bad one) until the
+first invalid byte.
 """
 
 from __future__ import annotations
@@ -94,6 +98,7 @@ class Scanner:
         self._binary = False
         self._probed = False
         self._undecodable = False
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()  # strict: it only validates
         self._truncated = 0
         self._acc: dict[str, _Acc] = {}
 
@@ -104,6 +109,8 @@ class Scanner:
         if not data:
             return
         self._bytes += len(data)
+        if not self._undecodable:
+            self._validate(data)
         if not self._probed:
             self._probed = True
             self._binary = b"\x00" in data[:_BINARY_PROBE]
@@ -126,6 +133,8 @@ class Scanner:
         if self._pending:
             self._process(self._pending, len(self._pending))
             self._pending = b""
+        if not self._undecodable:
+            self._validate(b"", final=True)  # the log ends inside a multi-byte character
         lines = self._newlines + (0 if self._ended_with_newline or not self._bytes else 1)
         hits = tuple(
             Hit(
@@ -148,7 +157,20 @@ class Scanner:
             truncated_lines=self._truncated,
         )
 
+    def note_undecodable(self) -> None:
+        """The caller transcoded the log (UTF-16) and had to replace bytes it could not decode."""
+        self._undecodable = True
+
     # --- the work ---------------------------------------------------------------------------
+
+    def _validate(self, data: bytes, *, final: bool = False) -> None:
+        """Is this piece of the log still UTF-8? (Decoded only to be checked, then dropped.)"""
+        if data.isascii() and not final and not self._utf8.getstate()[0]:
+            return
+        try:
+            self._utf8.decode(data, final)
+        except UnicodeDecodeError:
+            self._undecodable = True
 
     def _process(self, block: bytes, limit: int) -> None:
         """Scan ``block[:limit]`` (complete lines, or a forced cut of an endless line)."""
@@ -204,8 +226,6 @@ class Scanner:
         matched: set[str] = set()
         for segment in self._segments(block[start:end], triggers):
             text = segment.decode("utf-8", errors="replace").strip("\r")
-            if "\ufffd" in text:
-                self._undecodable = True
             for index in sorted(triggers):
                 for signature, pattern in self._by_trigger[index]:
                     if signature.id in matched:
@@ -291,11 +311,22 @@ def scan_stream(stream: ByteSource, kb: KnowledgeBase, *, chunk_size: int = CHUN
     first = stream.read(chunk_size)
     if first[:2] in _BOMS:
         decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
+        # the replacing decoder cannot say whether it replaced anything (the log may contain
+        # U+FFFD itself), so a strict twin checks the same bytes until its first error
+        strict: codecs.IncrementalDecoder | None = codecs.getincrementaldecoder("utf-16")()
         data = first
-        while data:
-            scanner.feed(decoder.decode(data).encode("utf-8"))
-            data = stream.read(chunk_size)
-        scanner.feed(decoder.decode(b"", final=True).encode("utf-8"))
+        final = False
+        while not final:
+            final = not data
+            if strict is not None:
+                try:
+                    strict.decode(data, final)
+                except UnicodeDecodeError:
+                    strict = None
+                    scanner.note_undecodable()
+            scanner.feed(decoder.decode(data, final).encode("utf-8"))
+            if not final:
+                data = stream.read(chunk_size)
         return scanner.finish()
     data = first
     while data:

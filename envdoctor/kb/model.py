@@ -160,6 +160,7 @@ class ScanResult:
     binary: bool = False
     undecodable: bool = False
     truncated_lines: int = 0
+    incomplete: str = ""  # why the log was not read to its end (damaged .gz …); "" when it was
 
 
 # --- the explanation ------------------------------------------------------------------------
@@ -228,5 +229,8 @@ class Explanation:
 
     @property
     def exit_code(self) -> int:
-        """0 nothing known in the log, 1 a known error explained, 2 only possible causes."""
+        """0 nothing known in the log, 1 a known error explained, 2 only possible causes, or
+        nothing known in a log read only in part (its missing end is where errors are)."""
+        if self.status == "no-signature" and self.scan.incomplete:
+            return 2
         return {"no-signature": 0, "explained": 1, "possible": 2}[self.status]

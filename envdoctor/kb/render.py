@@ -77,6 +77,8 @@ def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
         out.append("  note: the input looks binary (NUL bytes); it was scanned as text anyway")
     elif scan.undecodable:
         out.append("  note: some bytes are not UTF-8; they were replaced, not skipped")
+    if scan.incomplete:
+        out.append(f"  note: read only up to line {scan.lines:,}: {scan.incomplete}")
     if not explanation.causes:
         out.append("")
         out.extend(

@@ -3,18 +3,29 @@
 Unlike ``Host.run`` (bounded probes with a timeout and captured output), this runs a training
 job for as long as it takes: stdin is inherited, stdout and stderr are read as they come and
 handed to a callback chunk by chunk, unchanged. The caller decides what to do with them
-(write them on, keep a tail, scan them). Ctrl-C reaches the child (same process group) and
-envdoctor waits for it to finish; a second Ctrl-C kills it.
+(write them on, keep a tail, scan them).
+
+Signals: the child runs in envdoctor's own process group, so it keeps the terminal (it can
+read stdin, Ctrl-C reaches it directly). A signal sent to envdoctor alone (``kill PID``,
+``docker stop`` on envdoctor as PID 1, a batch system's SIGTERM or SIGUSR1 before the time
+limit) is forwarded to the child, to its PID only (the group is envdoctor's own too), and
+envdoctor goes on passing its output through until it exits; the exit code is then the
+child's, as a shell reports it. SIGINT and SIGQUIT typed in the terminal already reached the
+child: they are not forwarded a second time (a second Ctrl-C kills the child), unless
+envdoctor is not in the terminal's foreground process group, or the child left that group,
+so that whoever sent them meant envdoctor alone.
 """
 
 from __future__ import annotations
 
+import contextlib
 import os
 import signal
 import subprocess
 import threading
 from collections.abc import Callable, Mapping, Sequence
-from typing import IO
+from types import FrameType
+from typing import IO, Any
 
 from envdoctor.model.record import record
 
@@ -49,6 +60,8 @@ def run_passthrough(
     for key, value in (env_defaults or {}).items():
         env.setdefault(key, value)
     env.update(env_overrides or {})
+    forwarder = _Forwarder()
+    forwarder.install()  # before the child exists: a signal meant for it is kept, not lost
     try:
         proc = subprocess.Popen(
             list(argv),
@@ -58,11 +71,33 @@ def run_passthrough(
             bufsize=0,
         )
     except FileNotFoundError:
+        forwarder.restore()
         return PassthroughResult(127, error=f"{argv[0]}: command not found")
     except PermissionError:
+        forwarder.restore()
         return PassthroughResult(126, error=f"{argv[0]}: permission denied")
     except OSError as exc:
+        forwarder.restore()
         return PassthroughResult(126, error=f"{argv[0]}: {exc.strerror or exc}")
+    except BaseException:
+        forwarder.restore()
+        raise
+    try:
+        forwarder.attach(proc)
+        returncode = _pump_and_wait(proc, on_output, forwarder.restore)
+    finally:
+        forwarder.restore()
+    if returncode < 0:
+        return PassthroughResult(128 - returncode, signal=-returncode)
+    return PassthroughResult(returncode)
+
+
+def _pump_and_wait(
+    proc: subprocess.Popen[bytes], on_output: OnOutput, exited: Callable[[], None]
+) -> int:
+    """Pass the output on until the child has exited and closed both pipes; its status.
+    ``exited`` is called as soon as the child is gone, before the wait for pipes that a
+    grandchild may still hold: from then on a signal is envdoctor's own again."""
     lock = threading.Lock()
     failures: list[BaseException] = []
     if proc.stdout is None or proc.stderr is None:  # pragma: no cover (PIPE always gives both)
@@ -83,16 +118,101 @@ def run_passthrough(
             returncode = proc.wait()
             break
         except KeyboardInterrupt:
-            interrupts += 1  # the child got the same SIGINT from the terminal; wait for it
+            # only off the main thread, where no forwarder is installed: the child got the
+            # same SIGINT from the terminal; wait for it
+            interrupts += 1
             if interrupts > 1:
                 proc.kill()
+    exited()
     for pump in pumps:
         pump.join()
     if failures:
         raise failures[0]
-    if returncode < 0:
-        return PassthroughResult(128 - returncode, signal=-returncode)
-    return PassthroughResult(returncode)
+    return returncode
+
+
+FORWARDED = tuple(
+    getattr(signal, name)
+    for name in ("SIGTERM", "SIGINT", "SIGHUP", "SIGQUIT", "SIGUSR1", "SIGUSR2")
+    if hasattr(signal, name)
+)
+_KEYBOARD = frozenset(getattr(signal, n) for n in ("SIGINT", "SIGQUIT") if hasattr(signal, n))
+
+_Handler = Callable[[int, FrameType | None], Any] | int | None
+
+
+class _Forwarder:
+    """Handlers that pass the signals envdoctor receives on to the child while it runs.
+
+    Python runs them in the main thread, between bytecodes (``proc.wait()`` is resumed after
+    them), so they may do ordinary work. Off the main thread handlers cannot be set: nothing
+    is forwarded there, as before."""
+
+    def __init__(self) -> None:
+        self._proc: subprocess.Popen[bytes] | None = None
+        self._pending: list[int] = []
+        self._previous: dict[int, _Handler] = {}
+        self._interrupts = 0
+
+    def install(self) -> None:
+        if threading.current_thread() is not threading.main_thread():
+            return
+        for number in FORWARDED:
+            # An ignored signal stays ignored (nohup, `cmd &` in a script): the child inherits
+            # that, whereas a handled one is reset to its default action by exec.
+            if signal.getsignal(number) != signal.SIG_IGN:
+                self._previous[number] = signal.signal(number, self._handle)
+
+    def attach(self, proc: subprocess.Popen[bytes]) -> None:
+        self._proc = proc
+        pending, self._pending = self._pending, []
+        for number in pending:
+            self._forward(number)
+
+    def restore(self) -> None:
+        """Back to the handlers envdoctor had (as soon as the child has been waited for)."""
+        previous, self._previous = self._previous, {}
+        for number, handler in previous.items():
+            signal.signal(number, signal.SIG_DFL if handler is None else handler)
+
+    def _handle(self, number: int, frame: FrameType | None) -> None:
+        del frame
+        if self._proc is None:
+            self._pending.append(number)
+        else:
+            self._forward(number)
+
+    def _forward(self, number: int) -> None:
+        proc = self._proc
+        if proc is None or proc.returncode is not None:
+            return
+        if number in _KEYBOARD and _typed_in_terminal(proc.pid):
+            if number == signal.SIGINT:
+                self._interrupts += 1
+                if self._interrupts > 1:
+                    proc.kill()
+            return
+        # send_signal skips a child already waited for, so its PID is never someone else's
+        with contextlib.suppress(ProcessLookupError):
+            proc.send_signal(number)
+
+
+def _typed_in_terminal(pid: int) -> bool:
+    """Did a keyboard signal reach the child directly? It did when it was typed in the terminal
+    whose foreground process group is envdoctor's, and the child is still in that group."""
+    try:
+        group = os.getpgrp()
+        if os.getpgid(pid) != group:
+            return False
+        tty = os.open("/dev/tty", os.O_RDONLY | os.O_NOCTTY)
+    except OSError:  # no controlling terminal (a container, nohup, CI): nothing was typed
+        return False
+    try:
+        return os.tcgetpgrp(tty) == group
+    except OSError:
+        return False
+    finally:
+        os.close(tty)
 
 
 def _pump(
