@@ -402,6 +402,22 @@ print("SIGHUP ignored" if signal.getsignal(signal.SIGHUP) == signal.SIG_IGN else
 """
 
 
+def _run_through(launcher: str, command: str) -> list[str]:
+    """``envdoctor run -- python -c COMMAND``, started by a Python ``launcher`` that execs it."""
+    return [
+        sys.executable,
+        "-c",
+        launcher,
+        "-m",
+        "envdoctor",
+        "run",
+        "--",
+        sys.executable,
+        "-c",
+        command,
+    ]
+
+
 def test_a_signal_ignored_by_whoever_started_envdoctor_stays_ignored_in_the_command() -> None:
     """`nohup envdoctor run -- …`: forwarding must not undo what nohup asked for."""
     launcher = (
@@ -409,18 +425,7 @@ def test_a_signal_ignored_by_whoever_started_envdoctor_stays_ignored_in_the_comm
         "os.execv(sys.executable, [sys.executable, *sys.argv[1:]])"
     )
     result = subprocess.run(
-        [
-            sys.executable,
-            "-c",
-            launcher,
-            "-m",
-            "envdoctor",
-            "run",
-            "--",
-            sys.executable,
-            "-c",
-            IGNORING_CHECK,
-        ],
+        _run_through(launcher, IGNORING_CHECK),
         capture_output=True,
         timeout=TIMEOUT,
         check=False,
@@ -459,18 +464,7 @@ def test_ctrl_c_typed_in_the_terminal_reaches_the_command_once() -> None:
     except OSError:
         pytest.skip("no pseudo-terminals here")
     proc = subprocess.Popen(
-        [
-            sys.executable,
-            "-c",
-            IN_TERMINAL,
-            "-m",
-            "envdoctor",
-            "run",
-            "--",
-            sys.executable,
-            "-c",
-            COUNTING,
-        ],
+        _run_through(IN_TERMINAL, COUNTING),
         stdin=slave,
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
