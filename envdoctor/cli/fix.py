@@ -120,12 +120,15 @@ def fix_command(
             typer.echo(text, nl=False)
         else:
             _write(output, text, executable=fmt is FixFormat.script)
+            # A bare name would be looked up on PATH, not in the current directory.
+            runnable = output if output.is_absolute() or "/" in str(output) else f"./{output}"
             how = (
-                f"review it, then run: {'sudo ' if plan.needs_root else ''}{output} --apply"
+                f"review it, then run: {'sudo ' if plan.needs_root else ''}{runnable} --apply"
                 if fmt is FixFormat.script
                 else "review it"
             )
-            typer.echo(f"envdoctor fix: wrote {output} ({len(plan.steps)} steps); {how}", err=True)
+            steps = f"{len(plan.steps)} step{'' if len(plan.steps) == 1 else 's'}"
+            typer.echo(f"envdoctor fix: wrote {output} ({steps}); {how}", err=True)
 
 
 def _write(path: Path, text: str, *, executable: bool) -> None:

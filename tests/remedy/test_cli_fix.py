@@ -119,3 +119,13 @@ def test_bad_timeout_is_a_usage_error() -> None:
     result = invoke(FakeHost.scenario("healthy_h100"), "--timeout", "0")
     assert result.exit_code == 2
     assert "--timeout" in result.output
+
+
+def test_a_script_written_to_a_bare_name_is_run_as_dot_slash(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """`fix -o live.sh`: `live.sh --apply` would look on PATH; the hint must say ./live.sh."""
+    monkeypatch.chdir(tmp_path)
+    result = invoke(mismatch_host(), "-o", "live.sh")
+    assert result.exit_code == 0, result.output
+    assert "sudo ./live.sh --apply" in result.output
