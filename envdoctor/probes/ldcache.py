@@ -30,7 +30,14 @@ _NEW_ENTRY = struct.Struct("=iIIIQ")  # flags, key, value, osversion, hwcap
 # Entry flags: the low byte is the ELF kind, the high byte the ABI of a 64-bit (or other
 # non-default) library. ``ldconfig -p`` prints them as e.g. "libc6,x86-64" (0x0303).
 ABI_MASK = 0xFF00
-ABI_BY_MACHINE = {"x86_64": 0x0300, "aarch64": 0x0A00, "ppc64le": 0x0500}
+
+# A machine's library ABI: (its entry flags, the tag ``ldconfig -p`` prints for them). Plain
+# tuples: this module is on the start-up probe's path, where a NamedTuple costs ~1 ms.
+ABI_BY_MACHINE = {
+    "x86_64": (0x0300, "x86-64"),
+    "aarch64": (0x0A00, "AArch64"),
+    "ppc64le": (0x0500, "64bit"),
+}
 
 
 class LdCacheError(ValueError):

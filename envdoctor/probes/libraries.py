@@ -17,7 +17,6 @@ from envdoctor.probes.ldcache import ABI_BY_MACHINE, ABI_MASK, LdCacheError, par
 FAMILIES = ("libcuda", "libnvidia-ml", "libcudart", "libcublas", "libcudnn")
 _FILE = re.compile(r"^(?P<family>lib[a-z-]+)\.so(?P<suffix>(?:\.\d+)*)$")
 _LDCONFIG_LINE = re.compile(r"^\s*(?P<name>\S+)\s+\((?P<tags>[^)]*)\)\s+=>\s+(?P<path>\S+)\s*$")
-_ARCH_TAG = {"x86_64": "x86-64", "aarch64": "AArch64", "ppc64le": "64bit"}
 MAX_LD_DIRS = 32
 LD_CACHE = "/etc/ld.so.cache"
 MAX_LD_CACHE_BYTES = 16 << 20  # real caches are 20-300 KiB; a truncated one fails to parse
@@ -66,7 +65,9 @@ def _loader_cache(host: Host, deadline: Deadline) -> Probed[tuple[str, ...]]:
             why = f"{LD_CACHE}: {exc}"
         else:
             abi = ABI_BY_MACHINE.get(host.identity().machine)
-            return Found(tuple(p for flags, p in entries if abi is None or flags & ABI_MASK == abi))
+            return Found(
+                tuple(p for flags, p in entries if abi is None or flags & ABI_MASK == abi[0])
+            )
     elif isinstance(data, Absent):
         why = data.reason
     else:
@@ -82,7 +83,8 @@ def _ldconfig(host: Host, deadline: Deadline) -> Probed[tuple[str, ...]]:
     result = host.run([program, "-p"], timeout=deadline.cap(LDCONFIG_TIMEOUT))
     if not result.ok:
         return ProbeFailed("cannot read the loader cache", detail=result.describe())
-    tag = _ARCH_TAG.get(host.identity().machine, "")
+    abi = ABI_BY_MACHINE.get(host.identity().machine)
+    tag = abi[1] if abi else ""
     paths = []
     for line in result.stdout.splitlines():
         match = _LDCONFIG_LINE.match(line)
