@@ -38,6 +38,7 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 from envdoctor.model.record import record
 from envdoctor.rules.base import Rule
+from envdoctor.rules.facts_view import driver_version
 from envdoctor.yamlsource import compose
 
 SPEC_SCHEMA_VERSION = 1
@@ -266,7 +267,7 @@ def spec_from_facts(facts: Facts) -> tuple[Spec, tuple[str, ...]]:
     persistence = _uniform(gpus, lambda g: g.persistence_mode, "gpus.persistence_mode", notes)
     ecc = _uniform(gpus, _ecc_probed, "gpus.ecc", notes)
     mig = _mig_layout(gpus, notes)
-    driver = _driver_version(facts)
+    driver = driver_version(facts)
     cuda = nvml.value.cuda_driver_version if isinstance(nvml, Found) else None
     if driver is None:
         notes.append("driver: no driver version could be read")
@@ -606,7 +607,7 @@ def _mig_text_all(layout: MigLayout | None) -> str:
 def _driver_drift(facts: Facts, spec: Spec) -> Iterator[Finding]:
     if spec.driver_branch is None and spec.driver_version is None and spec.cuda is None:
         return
-    driver = _driver_version(facts)
+    driver = driver_version(facts)
     fix = Remediation(
         summary="Install the driver the spec names (your provisioning, or the distribution's)",
         steps=(
@@ -798,14 +799,6 @@ def _torch_matches(actual: str, expected: str) -> bool:
     public = actual.split("+", 1)[0]
     want, have = expected.split("."), public.split(".")
     return public == expected or (len(want) < len(have) and have[: len(want)] == want)
-
-
-def _driver_version(facts: Facts) -> str | None:
-    nvml = facts.nvml
-    if isinstance(nvml, Found) and isinstance(nvml.value.driver_version, Found):
-        return nvml.value.driver_version.value
-    kernel = facts.kernel.driver
-    return kernel.value.version if isinstance(kernel, Found) else None
 
 
 def _driver_missing(facts: Facts) -> str | None:

@@ -41,7 +41,7 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
 from envdoctor.model.record import record
 from envdoctor.rules.base import Rule, RuleContext
-from envdoctor.rules.facts_view import gpu_label, gpus
+from envdoctor.rules.facts_view import driver_version, gpu_label, gpus
 
 DRIVER_DOCS = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html"
 COMPAT_DOCS = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
@@ -60,18 +60,13 @@ class _Driver:
 
 def _driver(facts: Facts, tables: CompatTables) -> _Driver | None:
     """The running driver (NVML first, then /proc/driver/nvidia) and the CUDA it supports."""
-    version: str | None = None
-    reported: str | None = None
-    nvml = facts.nvml
-    if isinstance(nvml, Found):
-        if isinstance(nvml.value.driver_version, Found):
-            version = nvml.value.driver_version.value
-        if isinstance(nvml.value.cuda_driver_version, Found):
-            reported = nvml.value.cuda_driver_version.value
-    if version is None and isinstance(facts.kernel.driver, Found):
-        version = facts.kernel.driver.value.version
+    version = driver_version(facts)
     if version is None:
         return None
+    nvml = facts.nvml
+    reported = None
+    if isinstance(nvml, Found) and isinstance(nvml.value.cuda_driver_version, Found):
+        reported = nvml.value.cuda_driver_version.value
     return _Driver(version, driver_cuda_of(tables, version, reported), facts.host.wsl)
 
 

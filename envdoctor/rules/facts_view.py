@@ -21,6 +21,15 @@ def nvml_system(facts: Facts) -> NvmlSystem | None:
     return facts.nvml.value if isinstance(facts.nvml, Found) else None
 
 
+def driver_version(facts: Facts) -> str | None:
+    """The running driver's version: NVML's, else the loaded kernel module's."""
+    system = nvml_system(facts)
+    if system is not None and isinstance(system.driver_version, Found):
+        return system.driver_version.value
+    kernel = facts.kernel.driver
+    return kernel.value.version if isinstance(kernel, Found) else None
+
+
 def gpus(facts: Facts) -> tuple[GpuFacts, ...]:
     system = nvml_system(facts)
     return system.gpus if system else ()
