@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import app_context, facts_for
+from envdoctor.cli.common import Expect, app_context, expect_option, facts_for, intent_for
 from envdoctor.cli.watchdog import check_budget
 
 
@@ -64,6 +64,7 @@ def fix_command(
             "the driver (driver).",
         ),
     ] = Prefer.wheel,
+    expect: Expect | None = expect_option(),
 ) -> None:
     """Write a script that fixes what `envdoctor check` finds: dry run by default, --apply acts."""
     with boundary():
@@ -85,8 +86,9 @@ def fix_command(
         app = app_context(ctx)
         host = app.get_host()
         tables = load_tables(None, host.env())
+        intent = intent_for(ctx, expect)
         facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout)
-        report = evaluate(facts, ALL_RULES, tables)
+        report = evaluate(facts, ALL_RULES, tables, intent=intent)
         if snapshot is not None:
             live = absent_fix_facts(f"not scanned: planning from the snapshot {snapshot}")
             source = f"the machine in {snapshot}"

@@ -8,7 +8,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from envdoctor.model.probed import Probed
+from envdoctor.model.probed import Absent, Probed
 from envdoctor.model.record import record
 
 SNAPSHOT_SCHEMA_VERSION = 1
@@ -74,6 +74,22 @@ class KernelModule:
 
 
 @record
+class SysModule:
+    """/sys/module/NAME of an NVIDIA-related module: also built-in modules, which
+    /proc/modules never lists. ``initstate`` is "live", "coming" or "going" for a loadable
+    module and "" for a built-in one (the kernel writes no initstate for those)."""
+
+    name: str
+    initstate: str
+    refcount: Probed[int]
+    holders: tuple[str, ...]
+
+    @property
+    def builtin(self) -> bool:
+        return not self.initstate
+
+
+@record
 class KernelDriver:
     """The NVIDIA kernel module as /proc/driver/nvidia/version reports it."""
 
@@ -84,22 +100,32 @@ class KernelDriver:
 
 @record
 class DeviceNode:
-    """One /dev/nvidia* node and what the current user may do with it."""
+    """One /dev/nvidia* node and what the current user may do with it.
+
+    ``readable``/``writable`` come from the mode bits (access(2)); ``uid``/``gid`` are the
+    owner (-1: not recorded by an older snapshot).
+    """
 
     path: str
     is_char_device: bool
     mode: str
     readable: bool
     writable: bool
+    uid: int = -1
+    gid: int = -1
 
 
 @record
 class KernelFacts:
-    """Loaded modules, the kernel driver version and the device nodes."""
+    """Loaded modules (/proc/modules, and /sys/module for the NVIDIA-related names), the
+    kernel driver version and the device nodes."""
 
     modules: Probed[tuple[KernelModule, ...]]
     driver: Probed[KernelDriver]
     device_nodes: Probed[tuple[DeviceNode, ...]]
+    sys_modules: Probed[tuple[SysModule, ...]] = Absent(
+        "/sys/module was not read (a snapshot from an older envdoctor)"
+    )
 
 
 # --- NVML -----------------------------------------------------------------------------------
@@ -261,6 +287,9 @@ class TorchBuild:
     device_count: Probed[int]
     loaded_libraries: tuple[tuple[str, str], ...]
     nvidia_wheels: tuple[tuple[str, str], ...]
+    imported: bool = True
+    """False when the child read a CPU-only build from torch/version.py without importing it:
+    ``cuda_available`` is then known without the import, and the import itself unchecked."""
 
     @property
     def is_cpu_build(self) -> bool:

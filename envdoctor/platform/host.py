@@ -30,6 +30,8 @@ class FileInfo:
     mode: int
     readable: bool
     writable: bool
+    uid: int = -1
+    gid: int = -1
 
 
 @record

@@ -78,6 +78,8 @@ class SystemHost:
                 mode=statmod.S_IMODE(st.st_mode),
                 readable=os.access(full, os.R_OK),
                 writable=os.access(full, os.W_OK),
+                uid=st.st_uid,
+                gid=st.st_gid,
             )
         )
 

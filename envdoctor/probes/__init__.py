@@ -33,6 +33,7 @@ def collect_facts(
     deadline: Deadline,
     include_torch: bool = True,
     fast: bool = False,
+    torch_version_only: bool = False,
 ) -> Facts:
     """Probe everything once. The torch child (the slow part) runs while the rest is read.
 
@@ -49,7 +50,11 @@ def collect_facts(
         torch = TorchFacts(python=python, torch=Absent(FAST_TIER))
     else:
         host_facts, kernel, nvml, libraries, env, torch = _collect_all(
-            host, python=python, deadline=deadline, include_torch=include_torch
+            host,
+            python=python,
+            deadline=deadline,
+            include_torch=include_torch,
+            version_only=torch_version_only,
         )
     return Facts(
         host=host_facts,
@@ -64,7 +69,7 @@ def collect_facts(
 
 
 def _collect_all(
-    host: Host, *, python: str, deadline: Deadline, include_torch: bool
+    host: Host, *, python: str, deadline: Deadline, include_torch: bool, version_only: bool
 ) -> tuple[
     HostFacts,
     KernelFacts,
@@ -81,7 +86,9 @@ def _collect_all(
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
         torch_future = (
-            pool.submit(probe_torch, host, python=python, deadline=deadline)
+            pool.submit(
+                probe_torch, host, python=python, deadline=deadline, version_only=version_only
+            )
             if include_torch
             else None
         )

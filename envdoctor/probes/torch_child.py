@@ -98,29 +98,31 @@ def main() -> None:
         emit({"installed": False, "error": "No module named 'torch'", "executable": sys.executable})
         return
     version, location = read_version_file(spec)
-    if (
-        version is not None
-        and not version.get("cuda")
-        and not version.get("hip")
-        and "--import" not in sys.argv
-    ):
+    cpu = version is not None and not version.get("cuda") and not version.get("hip")
+    version_only = "--version-only" in sys.argv
+    if version is not None and (version_only or (cpu and "--import" not in sys.argv)):
         # A CPU-only build cannot use a GPU whatever happens at import: skip the import.
+        # --version-only: the caller wants the build's identity, not what CUDA makes of it.
+        not_read = "envdoctor read only torch/version.py"
         emit(
             {
                 "installed": True,
                 "version": str(version.get("__version__", "")),
                 "location": location,
-                "cuda": "",
-                "hip": "",
-                "cudnn_version": {"absent": "CPU-only build: no cuDNN"},
-                "nccl_version": {"absent": "CPU-only build: no NCCL"},
+                "cuda": str(version.get("cuda") or ""),
+                "hip": str(version.get("hip") or ""),
+                "cudnn_version": {"absent": "CPU-only build: no cuDNN" if cpu else not_read},
+                "nccl_version": {"absent": "CPU-only build: no NCCL" if cpu else not_read},
                 "arch_list": [],
                 "cuda_available": False,
                 "unavailable_reason": "torch was built without CUDA (torch.version.cuda is None); "
-                "envdoctor did not import it",
-                "device_count": {"absent": "CUDA is not available to torch"},
+                "envdoctor did not import it"
+                if cpu
+                else "not checked: " + not_read,
+                "device_count": {"absent": "CUDA is not available to torch" if cpu else not_read},
                 "loaded_libraries": [],
                 "nvidia_wheels": nvidia_wheels(),
+                "imported": False,
             }
         )
         return
@@ -178,6 +180,7 @@ def main() -> None:
             "device_count": count,
             "loaded_libraries": loaded_libraries(),
             "nvidia_wheels": nvidia_wheels(),
+            "imported": True,
         }
     )
 

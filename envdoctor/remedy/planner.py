@@ -29,6 +29,7 @@ from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Found
 from envdoctor.model.record import record
+from envdoctor.model.views import denied_nodes, group_only
 from envdoctor.probes.holders import GPU_SERVICES, FixFacts, GpuHolder
 from envdoctor.remedy import distro, wheel
 from envdoctor.remedy.model import (
@@ -526,14 +527,21 @@ class _Planner:
     def _permissions(self) -> None:
         why = (PERMISSION_DENIED,)
         nodes = self.report.facts.kernel.device_nodes
-        denied = [
-            n
-            for n in (nodes.value if isinstance(nodes, Found) else ())
-            if n.is_char_device
-            and not (n.readable and n.writable)
-            and n.path != "/dev/nvidia-modeset"
-        ]
+        denied = denied_nodes(nodes.value if isinstance(nodes, Found) else ())
         if not denied:
+            return
+        gid = group_only(denied)
+        user = self.report.facts.host.user
+        if gid is not None:
+            self._add(
+                "Add the user to the group the device nodes grant access to",
+                Note(
+                    f'the nodes are read/write for group {gid}: sudo usermod -aG "$(getent '
+                    f'group {gid} | cut -d: -f1)" {display(user)}, then log out and in'
+                ),
+                *why,
+            )
+            self._addressed(PERMISSION_DENIED)
             return
         if not self.reboot:
             for node in denied:
@@ -546,10 +554,11 @@ class _Planner:
         self._add(
             "Make the device permissions last",
             Note(
-                "the mode lasts until the driver reloads; to keep it: "
-                "`options nvidia NVreg_DeviceFileMode=0666` in /etc/modprobe.d/nvidia-perms.conf, "
-                "or, if your site restricts the GPUs to a group on purpose, add the user to it "
-                "(usermod -aG GROUP USER) instead of changing the mode"
+                "the mode lasts until the driver reloads; no group may use the nodes, so set "
+                "the driver's device-file parameters: `options nvidia NVreg_DeviceFileMode=0666` "
+                "in /etc/modprobe.d/nvidia-device-files.conf (or NVreg_DeviceFileUID/"
+                "NVreg_DeviceFileGID with NVreg_DeviceFileMode=0660 to keep them to one group), "
+                "or a udev rule where udev creates the nodes"
             ),
             *why,
         )
@@ -557,12 +566,13 @@ class _Planner:
 
     def _reinstall_torch(self, reasons: tuple[str, ...]) -> None:
         findings = [f for c in reasons for f in self._findings(c)]
-        choice = wheel.choose(self.report.facts, findings, self.options.tables)
+        choice, why_none = wheel.choose(
+            self.report.facts, findings, self.options.tables, self.report.intent
+        )
         python = self.report.facts.torch.python or self.options.python
         if choice is None or not python:
             self.notes.append(
-                "no torch wheel could be chosen (the driver's CUDA version is unknown): install "
-                "the driver first, then `envdoctor recommend` prints the right command"
+                why_none or "no torch wheel fits here: `envdoctor recommend` says why"
             )
             return
         self._add(

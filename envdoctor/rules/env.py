@@ -6,9 +6,10 @@ import re
 from collections.abc import Callable, Iterator
 
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Found
-from envdoctor.rules.base import Rule, RuleContext
-from envdoctor.rules.facts_view import driver_present, gpus
+from envdoctor.model.outcome import not_applicable, passed
+from envdoctor.model.probed import Found, why_missing
+from envdoctor.model.views import nvml_gpus
+from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
 # Keys of PYTORCH_CUDA_ALLOC_CONF that torch's caching allocator documents
 # (docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf).
@@ -77,7 +78,7 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
     value = facts.env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return
-    all_gpus = gpus(facts)
+    all_gpus = nvml_gpus(facts)
     count = len(all_gpus) if all_gpus else None
     uuids = tuple(g.uuid.value for g in all_gpus if isinstance(g.uuid, Found))
     mig = any(isinstance(g.mig_mode, Found) and g.mig_mode.value.current for g in all_gpus)
@@ -221,9 +222,8 @@ def _ld_preload(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _nvcc_without_driver(ctx: RuleContext) -> Iterator[Finding]:
-    facts = ctx.facts
-    nvcc = facts.env.nvcc
-    if not isinstance(nvcc, Found) or driver_present(facts) or facts.host.wsl:
+    nvcc = ctx.facts.env.nvcc
+    if not isinstance(nvcc, Found):
         return
     yield Finding(
         code="cuda.nvcc-without-driver",
@@ -244,8 +244,41 @@ def _nvcc_without_driver(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _set(var: str) -> Callable[[RuleContext], bool]:
-    return lambda ctx: ctx.facts.env.get(var) is not None
+def _when_set(
+    names: tuple[str, ...], judge: Callable[[RuleContext], Iterator[Finding]], ok: str
+) -> Callable[[RuleContext], Evaluation]:
+    """A check of variables: not applicable when none is set, else findings or passed."""
+
+    def evaluate(ctx: RuleContext) -> Evaluation:
+        values = [(n, ctx.facts.env.get(n)) for n in names]
+        shown = ", ".join(f"{n}={v!r}" for n, v in values if v is not None)
+        if not shown:
+            yield not_applicable(
+                f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} not set"
+            )
+            return
+        findings = list(judge(ctx))
+        if findings:
+            yield from findings
+        else:
+            yield passed(f"{shown}: {ok}")
+
+    return evaluate
+
+
+def _nvcc_check(ctx: RuleContext) -> Evaluation:
+    nvcc = ctx.facts.env.nvcc
+    if not isinstance(nvcc, Found):
+        yield not_applicable(f"nvcc: {why_missing(nvcc)}")
+        return
+    machine = ctx.machine
+    if ctx.facts.host.wsl or machine.driver.present:
+        yield passed(f"nvcc (CUDA {nvcc.value.version}) has a driver to run what it builds")
+        return
+    if not machine.gpu_required:
+        yield not_applicable(f"{machine.why_no_gpu()}: nvcc builds CUDA code to run elsewhere")
+        return
+    yield from _nvcc_without_driver(ctx)
 
 
 RULES = (
@@ -253,42 +286,38 @@ RULES = (
         "env.cuda-visible-devices",
         "CUDA_VISIBLE_DEVICES selects existing GPUs",
         ("env.cuda-visible-devices",),
-        _cuda_visible,
-        applies=_set("CUDA_VISIBLE_DEVICES"),
+        _when_set(("CUDA_VISIBLE_DEVICES",), _cuda_visible, "every entry names a GPU"),
     ),
     Rule(
         "env.nvidia-visible-devices",
         "NVIDIA_VISIBLE_DEVICES gives the container GPUs",
         ("env.nvidia-visible-devices",),
-        _nvidia_visible,
-        applies=_set("NVIDIA_VISIBLE_DEVICES"),
+        _when_set(("NVIDIA_VISIBLE_DEVICES",), _nvidia_visible, "asks the runtime for GPUs"),
     ),
     Rule(
         "env.launch-blocking",
         "CUDA_LAUNCH_BLOCKING is off",
         ("env.cuda-launch-blocking",),
-        _launch_blocking,
-        applies=_set("CUDA_LAUNCH_BLOCKING"),
+        _when_set(("CUDA_LAUNCH_BLOCKING",), _launch_blocking, "off"),
     ),
     Rule(
         "env.alloc-conf",
         "PYTORCH_CUDA_ALLOC_CONF parses",
         ("env.alloc-conf-invalid",),
-        _alloc_conf,
-        applies=lambda c: _set("PYTORCH_CUDA_ALLOC_CONF")(c) or _set("PYTORCH_ALLOC_CONF")(c),
+        _when_set(
+            ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"), _alloc_conf, "torch accepts it"
+        ),
     ),
     Rule(
         "env.ld-preload",
         "LD_PRELOAD is noted",
         ("env.ld-preload",),
-        _ld_preload,
-        applies=_set("LD_PRELOAD"),
+        _when_set(("LD_PRELOAD",), _ld_preload, "noted"),
     ),
     Rule(
         "cuda.nvcc-driver",
-        "nvcc is not installed without a driver",
+        "nvcc has a driver to run what it builds",
         ("cuda.nvcc-without-driver",),
-        _nvcc_without_driver,
-        applies=lambda c: isinstance(c.facts.env.nvcc, Found),
+        _nvcc_check,
     ),
 )

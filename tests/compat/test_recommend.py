@@ -24,7 +24,7 @@ from envdoctor.compat.recommend import (
 )
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
-from envdoctor.model.probed import Absent
+from envdoctor.model.probed import Absent, Found
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as f
 from tests.compat.machines import MACHINES, machine, named
@@ -123,21 +123,35 @@ def test_torch_1x_uses_local_versions() -> None:
 
 
 def test_no_driver_means_the_cpu_build() -> None:
-    facts = f.facts(
-        nvml=Absent("libnvidia-ml.so.1 not found"),
-        kernel=f.kernel(driver=Absent("/proc/driver/nvidia/version does not exist")),
-        host=f.host(nvidia_pci=Absent("no NVIDIA PCI device")),
-    )
-    rec = rec_for(facts)
+    cpu = f.cpu_machine(torch=f.torch(Absent("torch is not installed")))
+    rec = rec_for(cpu)
     assert rec.status == "cpu-only" and rec.exit_code == 0
     assert (
         rec.cpu_command
         == "pip install torch==2.14.1 --index-url https://download.pytorch.org/whl/cpu"
     )
+    kept = rec_for(f.cpu_machine())  # torch 2.13.0+cpu installed: its version is kept
+    assert kept.cpu_command == (
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    )
     with_gpu = rec_for(
         f.facts(nvml=Absent("NVML: driver not loaded"), kernel=f.kernel(driver=Absent("no module")))
     )
     assert with_gpu.status == "none" and with_gpu.blockers
+
+
+def test_installed_version_is_kept_in_the_variant_that_fits() -> None:
+    """2.13.0+cpu on an H100 → 2.13.0 from a CUDA index, not a newer release (issue 12)."""
+    cpu_wheel = f.facts(
+        torch=f.torch(Found(f.torch_build(version="2.13.0+cpu", cuda="", arch_list=())))
+    )
+    rec = rec_for(cpu_wheel)
+    assert rec.choice is not None and rec.kept_installed
+    assert rec.choice.version == "2.13.0" and rec.choice.variant.name.startswith("cu")
+    assert any("keeps the installed torch 2.13.0" in n for n in rec.notes)
+    assert any("newest release is torch 2.14.1" in n for n in rec.notes)
+    pinned = rec_for(cpu_wheel, pin="2.14")
+    assert pinned.choice is not None and pinned.choice.version == "2.14.1"
 
 
 def test_unknown_compute_capability_is_noted_not_guessed() -> None:
@@ -201,8 +215,8 @@ def test_cli_recommend_live_through_the_host_seam() -> None:
         cli(), ["recommend"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
     )
     assert result.exit_code == 0, result.output
-    assert (
-        "pip install torch==2.14.1 --index-url https://download.pytorch.org/whl/cu130"
+    assert (  # the installed torch 2.11.0+cu130 fits: its version is kept
+        "pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130"
         in result.output
     )
 

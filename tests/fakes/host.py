@@ -115,6 +115,8 @@ class FakeHost:
                     mode=int(str(node.get("mode", "0666")), 8),
                     readable=bool(node.get("readable", True)),
                     writable=bool(node.get("writable", True)),
+                    uid=int(node.get("uid", 0)),
+                    gid=int(node.get("gid", 0)),
                 )
             )
         if path in self.files or path in self.links:

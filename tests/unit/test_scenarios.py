@@ -23,6 +23,17 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "memory_held": ("unhealthy", {"gpu.memory-held"}),
     "torch_import_fails": ("unhealthy", {"torch.import-failed"}),
     "torch_probe_hangs": ("unknown", {"torch.probe-failed"}),
+    "cpu_only": ("healthy", {"machine.cpu-only"}),
+    "container_no_gpu": ("healthy", {"container.no-gpu-access"}),
+    "builtin_modules": ("healthy", set()),
+    "mismatch_old_module": ("unhealthy", {"driver.version-mismatch", "torch.cuda-unavailable"}),
+    "nouveau_builtin": ("unhealthy", {"driver.nouveau-loaded", "torch.cuda-unavailable"}),
+    "memory_held_elsewhere": ("unhealthy", {"gpu.memory-held"}),
+    "memory_held_some_gpus": ("unhealthy", {"gpu.memory-held"}),
+    "nodes_root_only": (
+        "unhealthy",
+        {"device.permission-denied", "gpu.nvml-failed", "torch.cuda-unavailable"},
+    ),
 }
 
 
@@ -95,23 +106,12 @@ def test_lost_gpu_is_named_and_the_healthy_one_is_not(
     assert "0000:18:00.0" not in finding.title
 
 
-def test_cpu_build_is_only_a_warning_without_any_gpu(
+def test_cpu_build_is_right_on_a_machine_without_nvidia_hardware(
     scenario_report: Callable[..., Report],
 ) -> None:
-    report = scenario_report(
-        "cpu_wheel_on_gpu",
-        files={
-            "/sys/bus/pci/devices/0000:18:00.0/vendor": "0x8086\n",
-            "/proc/driver/nvidia/version": None,
-            "/proc/modules": "ecc 45056 0 - Live 0x0\n",
-        },
-        nvml={"error": "LibraryNotFound"},
-        links={
-            "/lib/x86_64-linux-gnu/libcuda.so.1": None,
-            "/lib/x86_64-linux-gnu/libcuda.so": None,
-            "/lib/x86_64-linux-gnu/libnvidia-ml.so.1": None,
-        },
-        ld_cache="",
-    )
-    cpu = next(f for f in report.findings if f.code == "torch.cpu-build")
-    assert cpu.severity.label == "warning"
+    report = scenario_report("cpu_only")
+    assert report.exit_code == 0
+    assert [f.code for f in report.findings] == ["machine.cpu-only"]
+    outcome = {c.rule.name: c.outcome.value for c in report.checks}
+    assert outcome["torch.cuda-build"] == "not-applicable"
+    assert outcome["driver.installed"] == "not-applicable"
