@@ -633,11 +633,7 @@ def _parse_architectures(
             raise ctx.error(
                 row.items["platform"], f"{what}.platform: one of {', '.join(_PLATFORMS)}"
             )
-        modules = ctx.optional_text(row, "kernel_modules", what) or ""
-        if modules and modules not in _MODULES:
-            raise ctx.error(
-                row.items["kernel_modules"], f"{what}.kernel_modules: one of {', '.join(_MODULES)}"
-            )
+        modules = _kernel_modules(ctx, row, what)
         first = (
             ctx.cuda(row.items["first_cuda"], f"{what}.first_cuda")
             if "first_cuda" in row.items
@@ -681,6 +677,15 @@ def _parse_architectures(
     return out
 
 
+def _kernel_modules(ctx: _Ctx, row: y.Map, what: str) -> str:
+    modules = ctx.optional_text(row, "kernel_modules", what) or ""
+    if modules and modules not in _MODULES:
+        raise ctx.error(
+            row.items["kernel_modules"], f"{what}.kernel_modules: one of {', '.join(_MODULES)}"
+        )
+    return modules
+
+
 def _parse_products(ctx: _Ctx, body: dict[str, y.Node]) -> tuple[Any, ...]:
     """Per-product overrides of an architecture row, matched on the GPU name NVML reports."""
     rows = []
@@ -696,11 +701,7 @@ def _parse_products(ctx: _Ctx, body: dict[str, y.Node]) -> tuple[Any, ...]:
         names = ctx.text_list(row.items["names"], f"{what}.names")
         if not names:
             raise ctx.error(row.items["names"], f"{what} {product}: at least one name")
-        modules = ctx.optional_text(row, "kernel_modules", what) or ""
-        if modules and modules not in _MODULES:
-            raise ctx.error(
-                row.items["kernel_modules"], f"{what}.kernel_modules: one of {', '.join(_MODULES)}"
-            )
+        modules = _kernel_modules(ctx, row, what)
         rows.append(
             GpuProduct(
                 product=product,
@@ -993,7 +994,7 @@ def _check_torch_cuda_rows(tables: CompatTables) -> None:
 
 def _check_products(tables: CompatTables) -> None:
     for product in tables.gpu_products:
-        if tables.architecture(product.cc_version) is None:
+        if tables.architecture(product.cc) is None:
             raise EnvdoctorError(
                 f"product {product.product}: no architectures row for compute capability "
                 f"{product.cc}",

@@ -152,12 +152,6 @@ class GpuProduct:
     note: str = ""
     where: str = field(default="", compare=False)
 
-    @property
-    def cc_version(self) -> Cc:
-        parsed = parse_cc(self.cc)
-        assert parsed is not None  # validated on load
-        return parsed
-
     def matches(self, name: str) -> bool:
         lowered = name.lower()
         return any(pattern.lower() in lowered for pattern in self.names)
@@ -326,7 +320,7 @@ class CompatTables:
         if arch is None:
             return None
         product = next(
-            (p for p in self.gpu_products if p.cc_version == arch.cc_version and p.matches(name)),
+            (p for p in self.gpu_products if parse_cc(p.cc) == arch.cc_version and p.matches(name)),
             None,
         )
         return product.apply(arch) if product else arch
