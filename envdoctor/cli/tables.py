@@ -144,6 +144,7 @@ def render(key: str, tables: CompatTables) -> str:
             f"{a.first_driver or '-':<13} "
             f"{('R' + str(a.last_driver_branch)) if a.last_driver_branch else '-':<12} "
             f"{a.kernel_modules or '-':<12} {', '.join(a.gpus[:4])}"
+            + ("  (unconfirmed)" if not a.confirmed else "")
             for a in tables.architectures
         )
         lines.extend(
@@ -161,7 +162,10 @@ def render(key: str, tables: CompatTables) -> str:
     elif key == "cudnn":
         for c in tables.cudnn:
             pkgs = "; ".join(f"CUDA {p.cuda} (Linux ≥ {p.linux_driver or '?'})" for p in c.packages)
-            lines.append(f"cuDNN {c.cudnn}: {pkgs}; CC {c.min_cc or '?'} to {c.max_cc or '?'}")
+            mark = "  (unconfirmed)" if not c.confirmed else ""
+            lines.append(
+                f"cuDNN {c.cudnn}: {pkgs}; CC {c.min_cc or '?'} to {c.max_cc or '?'}{mark}"
+            )
     else:
         for rel in tables.releases_newest_first():
             default = f", PyPI default {rel.default}" if rel.default else ""
