@@ -400,7 +400,7 @@ def machine_blockers(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
         )
         return tuple(out)
     for gpu in machine.gpus:
-        arch = tables.architecture(gpu.cc) if gpu.cc else None
+        arch = tables.architecture_for(gpu.cc, gpu.name) if gpu.cc else None
         if arch is None:
             continue
         out.extend(

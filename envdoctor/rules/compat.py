@@ -631,10 +631,10 @@ def _gpu_unsupported(ctx: RuleContext) -> Evaluation:
     )
     for gpu in gpus(ctx.facts):
         cc = _gpu_cc(gpu)
-        arch = ctx.tables.architecture(cc) if cc else None
+        name = gpu.name.value if isinstance(gpu.name, Found) else "GPU"
+        arch = ctx.tables.architecture_for(cc, name) if cc else None
         if arch is None or arch.platform != "discrete":
             continue
-        name = gpu.name.value if isinstance(gpu.name, Found) else "GPU"
         problems = [
             p
             for p in gpu_driver_problems(arch, driver.version, flavor, gpu.index, name)
@@ -708,7 +708,8 @@ def _open_modules_required(ctx: RuleContext) -> Evaluation:
     branch = kernel.value.version.split(".")[0]
     for gpu in gpus(ctx.facts):
         cc = _gpu_cc(gpu)
-        arch = ctx.tables.architecture(cc) if cc else None
+        name = gpu.name.value if isinstance(gpu.name, Found) else ""
+        arch = ctx.tables.architecture_for(cc, name) if cc else None  # GH200: open, unlike H100
         if arch is None or arch.kernel_modules != "open":
             continue
         yield Finding(

@@ -95,6 +95,51 @@ def test_a_driver_that_cannot_run_the_gpu_blocks() -> None:
     assert any("open NVIDIA kernel modules" in b for b in rec.blockers)
 
 
+def test_gh200_on_the_proprietary_modules_is_a_blocker_h100_is_not() -> None:
+    gh200 = rec_for(machine("NVIDIA GH200 480GB", "9.0", "580.105.08", "13.0", "proprietary"))
+    assert gh200.status == "blocked" and gh200.exit_code == 1
+    assert gh200.blockers == (
+        "GPU 0 (NVIDIA GH200 480GB, Grace Hopper sm_90): Grace Hopper runs only with the open "
+        "NVIDIA kernel modules",
+    )
+    h100 = rec_for(machine("NVIDIA H100 80GB HBM3", "9.0", "580.105.08", "13.0", "proprietary"))
+    assert h100.status == "ok" and not h100.blockers
+    assert gh200.choice is not None and h100.choice is not None  # same wheel; fix the driver
+    assert gh200.choice.command == h100.choice.command
+
+
+def test_v100_on_an_old_driver_gets_2_7_1_cu118() -> None:
+    """R470 runs CUDA 11.8 wheels through minor-version compatibility; 2.8+ ship no CUDA 11."""
+    rec = rec_for(machine("Tesla V100-SXM2-32GB", "7.0", "470.82.01", "11.4", "proprietary"))
+    assert rec.choice is not None
+    assert (rec.choice.version, rec.choice.variant.name) == ("2.7.1", "cu118")
+    assert rec.choice.command.endswith(
+        "torch==2.7.1 --index-url https://download.pytorch.org/whl/cu118"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "pin", "variant"),
+    [
+        # RELEASE.md: 2.10's stable CUDA is 12.6 and 12.8, 13.0 is experimental
+        pytest.param("h100-580", "2.10", "cu128", id="2.10-stable-cu128-over-experimental-cu130"),
+        # 2.7: stable 11.8 and 12.6, experimental 12.8 (the driver runs all three natively)
+        pytest.param("h100-580", "2.7", "cu126", id="2.7-stable-cu126-over-experimental-cu128"),
+        # Blackwell has kernels only in 2.7's experimental cu128: it is the one that works
+        pytest.param("rtx5090-570", "2.7", "cu128", id="2.7-experimental-when-only-it-works"),
+        # 2.4: stable 11.8 and 12.1, experimental 12.4
+        pytest.param("a100-535", "2.4", "cu121", id="2.4-stable-cu121-over-experimental-cu124"),
+    ],
+)
+def test_a_stable_variant_beats_an_experimental_one_in_a_pinned_release(
+    name: str, pin: str, variant: str
+) -> None:
+    rec = rec_for(named(name), pin=pin)
+    assert rec.choice is not None and rec.choice.variant.name == variant
+    experimental = f"{variant} is an experimental variant of torch {pin}"
+    assert (experimental in rec.choice.notes) is rec.choice.variant.experimental
+
+
 def test_pinned_release() -> None:
     rec = rec_for(named("h100-580"), pin="2.11")
     assert rec.choice is not None and rec.choice.command.endswith(
@@ -116,9 +161,9 @@ def test_pin_errors() -> None:
 
 def test_torch_1x_uses_local_versions() -> None:
     rec = rec_for(named("v100-580"), pin="1.13")
-    assert rec.choice is not None
+    assert rec.choice is not None  # 1.13's stable CUDA is 11.6; 11.7 is its experimental one
     assert rec.choice.command == (
-        "pip install torch==1.13.1+cu117 --extra-index-url https://download.pytorch.org/whl/cu117"
+        "pip install torch==1.13.1+cu116 --extra-index-url https://download.pytorch.org/whl/cu116"
     )
 
 
