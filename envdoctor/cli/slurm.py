@@ -114,6 +114,7 @@ def slurm_healthcheck(
             host,
             python=python or context.python,
             deadline=Deadline(timeout * FACTS_SHARE),
+            fast=True,  # the probe tier (no nvcc), as docs/fleet.md says; torch only when asked
             include_torch=python is not None or bool(node_spec and node_spec.needs_torch),
         )
         rules = [*ALL_RULES]

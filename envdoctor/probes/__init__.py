@@ -31,7 +31,7 @@ def collect_facts(
     *,
     python: str,
     deadline: Deadline,
-    include_torch: bool = True,
+    include_torch: bool | None = None,
     fast: bool = False,
     torch_version_only: bool = False,
 ) -> Facts:
@@ -39,23 +39,54 @@ def collect_facts(
 
     ``fast`` is the probe tier, for a 1 s startup probe: NVML, ``/proc``, ``/dev`` and the
     loader's view of the CUDA libraries (``/etc/ld.so.cache`` read as a file: a CUDA stub
-    shadowing the driver's libcuda is a broken node too), but no torch, no nvcc, no process.
+    shadowing the driver's libcuda is a broken node too), but no nvcc and, unless
+    ``include_torch`` asks for it (``slurm-healthcheck --python``), no torch: no process.
+    ``include_torch`` defaults to the tier's choice: the full tier reads torch, the fast one not.
     """
-    if fast:
-        host_facts = probe_host(host)
-        kernel = probe_kernel(host)
-        nvml = probe_nvml(host, deadline=deadline)
-        libraries = probe_libraries(host, deadline=deadline)
-        env = EnvFacts(variables=probe_variables(host), nvcc=Absent(FAST_TIER))
-        torch = TorchFacts(python=python, torch=Absent(FAST_TIER))
-    else:
-        host_facts, kernel, nvml, libraries, env, torch = _collect_all(
-            host,
-            python=python,
-            deadline=deadline,
-            include_torch=include_torch,
-            version_only=torch_version_only,
+    with_torch = not fast if include_torch is None else include_torch
+    if not with_torch:
+        skipped = FAST_TIER if fast else "not probed (torch is skipped by this command)"
+        rest = _probe_rest(host, deadline=deadline, fast=fast)
+        return _facts(*rest, TorchFacts(python=python, torch=Absent(skipped)))
+    # Imported here: the fast tier without torch pays for no thread pool or torch child.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envdoctor.probes.torch_build import probe_torch
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
+        future = pool.submit(
+            probe_torch, host, python=python, deadline=deadline, version_only=torch_version_only
         )
+        rest = _probe_rest(host, deadline=deadline, fast=fast)
+        return _facts(*rest, future.result())
+
+
+def _probe_rest(
+    host: Host, *, deadline: Deadline, fast: bool
+) -> tuple[HostFacts, KernelFacts, Probed[NvmlSystem], Probed[tuple[LibraryFamily, ...]], EnvFacts]:
+    """Everything but torch; the fast tier runs no nvcc."""
+    env = (
+        EnvFacts(variables=probe_variables(host), nvcc=Absent(FAST_TIER))
+        if fast
+        else probe_env(host, deadline=deadline)
+    )
+    return (
+        probe_host(host),
+        probe_kernel(host),
+        probe_nvml(host, deadline=deadline),
+        probe_libraries(host, deadline=deadline),
+        env,
+    )
+
+
+def _facts(
+    host_facts: HostFacts,
+    kernel: KernelFacts,
+    nvml: Probed[NvmlSystem],
+    libraries: Probed[tuple[LibraryFamily, ...]],
+    env: EnvFacts,
+    torch: TorchFacts,
+) -> Facts:
     return Facts(
         host=host_facts,
         kernel=kernel,
@@ -66,45 +97,6 @@ def collect_facts(
         envdoctor_version=__version__,
         collected_at=_now(),
     )
-
-
-def _collect_all(
-    host: Host, *, python: str, deadline: Deadline, include_torch: bool, version_only: bool
-) -> tuple[
-    HostFacts,
-    KernelFacts,
-    Probed[NvmlSystem],
-    Probed[tuple[LibraryFamily, ...]],
-    EnvFacts,
-    TorchFacts,
-]:
-    """The full tier: the torch child runs on a thread while the rest is read."""
-    # Imported here: the fast tier pays for no thread pool or torch child.
-    from concurrent.futures import ThreadPoolExecutor
-
-    from envdoctor.probes.torch_build import probe_torch
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
-        torch_future = (
-            pool.submit(
-                probe_torch, host, python=python, deadline=deadline, version_only=version_only
-            )
-            if include_torch
-            else None
-        )
-        host_facts = probe_host(host)
-        kernel = probe_kernel(host)
-        nvml = probe_nvml(host, deadline=deadline)
-        libraries = probe_libraries(host, deadline=deadline)
-        env = probe_env(host, deadline=deadline)
-        torch = (
-            torch_future.result()
-            if torch_future is not None
-            else TorchFacts(
-                python=python, torch=Absent("not probed (torch is skipped by this command)")
-            )
-        )
-    return host_facts, kernel, nvml, libraries, env, torch
 
 
 def _now() -> str:
