@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import os
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -35,6 +36,19 @@ def scenario_report() -> Callable[..., Report]:
         return report_of(scenario_facts(name, **overrides), intent=intent)
 
     return build
+
+
+@pytest.fixture(autouse=True, scope="session")
+def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
+    """envdoctor's cache (``$XDG_CACHE_HOME/envdoctor``) in a directory of this test session:
+    tests never read or fill the user's own, and each pytest-xdist worker has its own."""
+    saved = os.environ.get("XDG_CACHE_HOME")
+    os.environ["XDG_CACHE_HOME"] = str(tmp_path_factory.mktemp("xdg-cache"))
+    yield
+    if saved is None:
+        os.environ.pop("XDG_CACHE_HOME", None)
+    else:
+        os.environ["XDG_CACHE_HOME"] = saved
 
 
 def _nvml_works() -> bool:

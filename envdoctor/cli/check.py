@@ -14,7 +14,14 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import Expect, app_context, expect_option, facts_for, intent_for
+from envdoctor.cli.common import (
+    Expect,
+    app_context,
+    expect_option,
+    facts_for,
+    intent_for,
+    no_cache_option,
+)
 from envdoctor.errors import EnvdoctorError
 
 if TYPE_CHECKING:
@@ -70,6 +77,7 @@ def check(
         None, "--output", "-o", help="Write the report here (atomically) instead of stdout."
     ),
     expect: Optional[Expect] = expect_option(),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Diagnose this machine (or a snapshot): driver, GPUs, CUDA libraries, torch, environment."""
     with boundary():
@@ -94,7 +102,7 @@ def check(
             rules = (*rules, spec_rule(node_spec))
             spec_gpus = spec_lists_gpus(node_spec)
         intent = intent_for(ctx, expect, spec_gpus=spec_gpus)
-        facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout)
+        facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout, no_cache=no_cache)
         env = app_context(ctx).get_host().env()
         compat = load_tables(extra_dir=str(tables) if tables else None, env=env)
         report = evaluate(facts, rules, compat, strict=strict, intent=intent)

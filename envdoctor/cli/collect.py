@@ -8,7 +8,7 @@ from typing import Optional
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import facts_for
+from envdoctor.cli.common import facts_for, no_cache_option
 
 # ruff: noqa: UP045  (Typer reads Optional[...] at runtime)
 
@@ -25,12 +25,13 @@ def collect(
     no_redact: bool = typer.Option(
         False, "--no-redact", help="Keep hostname, user name and GPU UUIDs."
     ),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Probe this machine and write all facts as JSON (see docs/snapshot.md)."""
     with boundary():
         from envdoctor.snapshot import dump_snapshot
 
-        facts = facts_for(ctx, python=python, timeout=timeout)
+        facts = facts_for(ctx, python=python, timeout=timeout, no_cache=no_cache)
         text = dump_snapshot(facts, redact=not no_redact)
         if output is None:
             typer.echo(text, nl=False)

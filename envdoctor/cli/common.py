@@ -7,6 +7,7 @@ import enum
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import typer
 
@@ -15,6 +16,9 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
 from envdoctor.model.views import EXPECT_ENV, Intent
 from envdoctor.platform.host import Deadline, Host
+
+if TYPE_CHECKING:
+    from envdoctor.platform.cache import CacheDir
 
 
 class Expect(str, enum.Enum):
@@ -33,6 +37,26 @@ EXPECT_HELP = (
 def expect_option() -> Expect | None:
     """The ``--expect`` option, one definition for every command that judges a machine."""
     return typer.Option(None, "--expect", help=EXPECT_HELP, case_sensitive=False)  # type: ignore[no-any-return]  # Typer's OptionInfo stands in for the value
+
+
+NO_CACHE_HELP = (
+    "Import torch afresh: do not reuse (or store) an earlier import from envdoctor's cache "
+    "($XDG_CACHE_HOME/envdoctor, by default ~/.cache/envdoctor)."
+)
+
+
+def no_cache_option() -> bool:
+    """The ``--no-cache`` option of every command that may import torch."""
+    return typer.Option(False, "--no-cache", help=NO_CACHE_HELP)  # type: ignore[no-any-return]  # Typer's OptionInfo stands in for the value
+
+
+def torch_cache(host: Host, *, no_cache: bool) -> CacheDir | None:
+    """The user's cache for the torch child, unless ``--no-cache`` (or no home to keep it in)."""
+    if no_cache:
+        return None
+    from envdoctor.platform.cache import user_cache
+
+    return user_cache(host.env())
 
 
 def intent_for(ctx: typer.Context, expect: Expect | None, *, spec_gpus: bool = False) -> Intent:
@@ -109,6 +133,7 @@ def facts_for(
     timeout: float = 30.0,
     include_torch: bool = True,
     torch_version_only: bool = False,
+    no_cache: bool = False,
 ) -> Facts:
     """Facts from a snapshot file when given, else probed live through the Host seam.
 
@@ -130,4 +155,5 @@ def facts_for(
         deadline=Deadline(timeout),
         include_torch=include_torch,
         torch_version_only=torch_version_only,
+        torch_cache=torch_cache(host, no_cache=no_cache),
     )

@@ -14,7 +14,14 @@ from typing import Annotated
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import Expect, app_context, expect_option, facts_for, intent_for
+from envdoctor.cli.common import (
+    Expect,
+    app_context,
+    expect_option,
+    facts_for,
+    intent_for,
+    no_cache_option,
+)
 from envdoctor.cli.watchdog import check_budget
 
 
@@ -65,6 +72,7 @@ def fix_command(
         ),
     ] = Prefer.wheel,
     expect: Expect | None = expect_option(),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Write a script that fixes what `envdoctor check` finds: dry run by default, --apply acts."""
     with boundary():
@@ -87,7 +95,7 @@ def fix_command(
         host = app.get_host()
         tables = load_tables(None, host.env())
         intent = intent_for(ctx, expect)
-        facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout)
+        facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout, no_cache=no_cache)
         report = evaluate(facts, ALL_RULES, tables, intent=intent)
         if snapshot is not None:
             live = absent_fix_facts(f"not scanned: planning from the snapshot {snapshot}")

@@ -21,7 +21,15 @@ from typing import Annotated, Optional
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import Expect, app_context, expect_option, intent_for, resolve_python
+from envdoctor.cli.common import (
+    Expect,
+    app_context,
+    expect_option,
+    intent_for,
+    no_cache_option,
+    resolve_python,
+    torch_cache,
+)
 from envdoctor.cli.watchdog import check_budget
 
 # ruff: noqa: UP045  (Typer reads Optional[...] at runtime)
@@ -72,6 +80,7 @@ def slurm_healthcheck(
         typer.Option("--dry-run", help="Read the node's state but only print the scontrol update."),
     ] = False,
     expect: Optional[Expect] = expect_option(),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Drain this node when it is unhealthy; resume it when envdoctor drained it and it is
     healthy again. An operator's drain is never touched."""
@@ -116,6 +125,7 @@ def slurm_healthcheck(
             deadline=Deadline(timeout * FACTS_SHARE),
             fast=True,  # the probe tier (no nvcc), as docs/fleet.md says; torch only when asked
             include_torch=python is not None or bool(node_spec and node_spec.needs_torch),
+            torch_cache=torch_cache(host, no_cache=no_cache),
         )
         rules = [*ALL_RULES]
         if requirements:

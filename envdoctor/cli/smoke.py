@@ -15,7 +15,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import app_context, facts_for
+from envdoctor.cli.common import app_context, facts_for, no_cache_option
 from envdoctor.errors import EnvdoctorError
 
 if TYPE_CHECKING:
@@ -55,6 +55,7 @@ def smoke(
         "--leave",
         help="With --reproduce: leave only this many MiB free (default: search a ladder).",
     ),
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Run CUDA, cuBLAS, cuDNN and NCCL for real on each GPU, time-bounded, and attribute failures."""
     with boundary():
@@ -63,7 +64,7 @@ def smoke(
             raise EnvdoctorError("--leave only applies with --reproduce")
         if reproduce is not None and gpu and len(gpu) > 1:
             raise EnvdoctorError("--reproduce works on one GPU: give --gpu once")
-        facts = facts_for(ctx, python=target_python, include_torch=True)
+        facts = facts_for(ctx, python=target_python, include_torch=True, no_cache=no_cache)
         width = min(shutil.get_terminal_size((100, 24)).columns, 120)
         marks = _marks()
         if reproduce is not None:

@@ -15,7 +15,7 @@ from typing import Annotated, Optional
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import facts_for
+from envdoctor.cli.common import facts_for, no_cache_option
 
 # ruff: noqa: UP045  (Typer reads Optional[...] at runtime)
 
@@ -52,6 +52,7 @@ def init(
     no_torch: Annotated[
         bool, typer.Option("--no-torch", help="Do not record (or probe) torch and cuDNN.")
     ] = False,
+    no_cache: bool = no_cache_option(),
 ) -> None:
     """Write the spec this machine meets now (review it, then use it with check --spec)."""
     with boundary():
@@ -59,7 +60,12 @@ def init(
         from envdoctor.model.probed import Found
 
         facts = facts_for(
-            ctx, snapshot=snapshot, python=python, timeout=timeout, include_torch=not no_torch
+            ctx,
+            snapshot=snapshot,
+            python=python,
+            timeout=timeout,
+            include_torch=not no_torch,
+            no_cache=no_cache,
         )
         spec, notes = spec_from_facts(facts)
         if no_torch:

@@ -290,6 +290,11 @@ class TorchBuild:
     imported: bool = True
     """False when the child read a CPU-only build from torch/version.py without importing it:
     ``cuda_available`` is then known without the import, and the import itself unchecked."""
+    from_cache: str = ""
+    """When ``import torch`` ran (UTC), if it was not in this run: the import's facts come from
+    envdoctor's cache (nothing the import read has changed since); ``cuda_available``,
+    ``unavailable_reason`` and ``device_count`` were read now through the CUDA driver API.
+    "" when torch was imported (or its version file read) in this run."""
 
     @property
     def is_cpu_build(self) -> bool:

@@ -111,6 +111,18 @@ class CacheDir:
             os.close(dir_fd)
         return True
 
+    def remove(self, name: str) -> None:
+        """Forget ``name`` (when the facts it holds may no longer be true)."""
+        dir_fd = self._open_dir(create=False)
+        if dir_fd is None:
+            return
+        try:
+            os.unlink(name, dir_fd=dir_fd)
+        except OSError:
+            pass  # not there (or not removable): a later read checks it all the same
+        finally:
+            os.close(dir_fd)
+
     def _open_dir(self, *, create: bool) -> int | None:
         """A descriptor of the directory when it is safe to use (see the module docstring)."""
         if create and not os.path.lexists(self.path) and not self._create():

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from envdoctor import __version__
 from envdoctor.model.facts import (
@@ -22,6 +23,9 @@ from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import probe_nvml
 from envdoctor.probes.system import probe_host
 
+if TYPE_CHECKING:
+    from envdoctor.platform.cache import CacheDir
+
 FAST_TIER = "not probed by the fast tier (envdoctor check reads it)"
 """Why a fact is missing from ``envdoctor probe``: it starts neither torch nor nvcc."""
 
@@ -34,6 +38,7 @@ def collect_facts(
     include_torch: bool | None = None,
     fast: bool = False,
     torch_version_only: bool = False,
+    torch_cache: CacheDir | None = None,
 ) -> Facts:
     """Probe everything once. The torch child (the slow part) runs while the rest is read.
 
@@ -42,6 +47,7 @@ def collect_facts(
     shadowing the driver's libcuda is a broken node too), but no nvcc and, unless
     ``include_torch`` asks for it (``slurm-healthcheck --python``), no torch: no process.
     ``include_torch`` defaults to the tier's choice: the full tier reads torch, the fast one not.
+    ``torch_cache`` lets the torch child reuse an earlier import (``probes/torch_cache.py``).
     """
     with_torch = not fast if include_torch is None else include_torch
     if not with_torch:
@@ -55,7 +61,12 @@ def collect_facts(
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
         future = pool.submit(
-            probe_torch, host, python=python, deadline=deadline, version_only=torch_version_only
+            probe_torch,
+            host,
+            python=python,
+            deadline=deadline,
+            version_only=torch_version_only,
+            cache=torch_cache,
         )
         rest = _probe_rest(host, deadline=deadline, fast=fast)
         return _facts(*rest, future.result())

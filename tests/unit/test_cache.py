@@ -32,6 +32,9 @@ def test_round_trip_creates_private_directories_and_files(tmp_path: Path) -> Non
     assert _mode(tmp_path / "xdg" / "envdoctor" / "entry.json") == 0o600
     assert cache.write("entry.json", {"b": 2}) and cache.read("entry.json") == {"b": 2}
     assert sorted(os.listdir(cache.path)) == ["entry.json"]  # no temporary file left behind
+    cache.remove("entry.json")
+    cache.remove("entry.json")  # already gone: nothing happens
+    assert cache.read("entry.json") is None and os.listdir(cache.path) == []
 
 
 def test_unsafe_or_corrupt_entries_are_misses(tmp_path: Path) -> None:
