@@ -80,17 +80,23 @@ def loaded_libraries() -> List[List[str]]:
 
 
 def nvidia_wheels() -> List[Tuple[str, str]]:
-    try:
-        from importlib import metadata
-
-        names: Dict[str, str] = {}
-        for dist in metadata.distributions():
-            name = (dist.metadata["Name"] or "").lower()
-            if name.startswith("nvidia-"):
-                names[name] = dist.version
-        return sorted(names.items())
-    except Exception:
-        return []
+    """The ``nvidia-*`` distributions on ``sys.path``, from their ``.dist-info`` directories'
+    names (``nvidia_cudnn_cu13-9.24.0.43.dist-info``): what importlib.metadata would list, the
+    first on the path winning as in an import, without reading every distribution's METADATA
+    (that took 40 ms, more than the rest of a CPU build's probe)."""
+    names: Dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            listing = sorted(os.listdir(entry or "."))
+        except OSError:
+            continue
+        for item in listing:
+            if item.lower().startswith("nvidia") and item.endswith((".dist-info", ".egg-info")):
+                name, _, version = item.rsplit(".", 1)[0].partition("-")
+                key = name.lower().replace("_", "-").replace(".", "-")
+                if key.startswith("nvidia-"):
+                    names.setdefault(key, version.split("-")[0])
+    return sorted(names.items())
 
 
 def read_version_file(spec: Any) -> Tuple[Optional[Dict[str, Any]], str]:
