@@ -290,6 +290,9 @@ class TorchBuild:
     imported: bool = True
     """False when the child read a CPU-only build from torch/version.py without importing it:
     ``cuda_available`` is then known without the import, and the import itself unchecked."""
+    alloc_conf: tuple[tuple[str, str], ...] = ()
+    """(variable, "" or torch's error) for each allocator-config variable set: torch's own
+    parser's verdict on PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, asked in the child."""
 
     @property
     def is_cpu_build(self) -> bool:

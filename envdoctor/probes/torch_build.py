@@ -97,6 +97,7 @@ def _decode(data: dict[str, Any], python: str) -> Probed[TorchBuild | TorchBroke
             loaded_libraries=tuple((str(f), str(p)) for f, p in data["loaded_libraries"]),
             nvidia_wheels=tuple((str(n), str(v)) for n, v in data["nvidia_wheels"]),
             imported=bool(data.get("imported", True)),
+            alloc_conf=tuple((str(v), str(e)) for v, e in data.get("alloc_conf", ())),
         )
     )
 

@@ -2,34 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed
 from envdoctor.model.probed import Found, why_missing
-from envdoctor.model.views import nvml_gpus
+from envdoctor.model.views import cuda_torch, nvml_gpus
+from envdoctor.rules import alloc_conf
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
-# Keys of PYTORCH_CUDA_ALLOC_CONF that torch's caching allocator documents
-# (docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf).
-ALLOC_CONF_KEYS = frozenset(
-    {
-        "backend",
-        "max_split_size_mb",
-        "roundup_power2_divisions",
-        "max_non_split_rounding_mb",
-        "garbage_collection_threshold",
-        "expandable_segments",
-        "release_lock_on_cudamalloc",
-        "pinned_use_cuda_host_register",
-        "pinned_num_register_threads",
-        "pinned_use_background_threads",
-        "per_process_memory_fraction",
-        "graph_capture_record_stream_reuse",
-        "pinned_reserve_segment_size_mb",
-    }
-)
 HIDE_ALL = frozenset({"-1", "none", "nodevfiles"})
 
 
@@ -158,47 +139,38 @@ def _launch_blocking(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def split_alloc_conf(value: str) -> list[str]:
-    """Split on commas outside [brackets] (roundup_power2_divisions takes a bracketed list)."""
-    parts, depth, current = [], 0, ""
-    for char in value:
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    return [p.strip() for p in parts if p.strip()]
-
-
 def _alloc_conf(ctx: RuleContext) -> Iterator[Finding]:
+    build = cuda_torch(ctx.facts)
+    asked = dict(build.alloc_conf) if build is not None else {}
     for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
         value = ctx.facts.env.get(var)
         if value is None:
             continue
-        malformed = [p for p in split_alloc_conf(value) if not re.match(r"^[A-Za-z_]+\s*:\s*\S", p)]
-        unknown = [
-            p.split(":", 1)[0].strip()
-            for p in split_alloc_conf(value)
-            if ":" in p and p.split(":", 1)[0].strip() not in ALLOC_CONF_KEYS
-        ]
-        if not malformed and not unknown:
-            continue
+        verdict = asked.get(var)
+        if verdict is not None and not verdict.startswith("not checked"):
+            if not verdict:
+                continue
+            problems, judge = [verdict], f"torch {build.version if build else ''} itself"
+        else:
+            problems, judge = alloc_conf.judge(value), "envdoctor's reading of torch's parser"
+            if not problems:
+                continue
+        cuda = build is not None
         yield Finding(
             code="env.alloc-conf-invalid",
-            severity=Severity.ERROR if malformed else Severity.WARNING,
+            severity=Severity.ERROR if cuda else Severity.WARNING,
             title=f"{var} is not valid: torch rejects it at the first CUDA allocation",
             evidence=(
-                (var, value),
-                *(("not key:value", p) for p in malformed),
-                *(("unknown key", k) for k in unknown),
+                (var, repr(value)),
+                ("rejected because", problems[0]),
+                ("judged by", judge),
             ),
             remediation=Remediation(
-                summary=f"Fix {var}: comma-separated key:value pairs",
+                summary=f"Fix {var}: comma-separated key:value pairs torch accepts",
                 steps=(
                     f"e.g. export {var}=expandable_segments:True,max_split_size_mb:512",
-                    "known keys: " + ", ".join(sorted(ALLOC_CONF_KEYS)),
+                    "known keys: " + ", ".join(sorted(alloc_conf.KEYS)),
+                    "https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf",
                 ),
             ),
             subject=var,
