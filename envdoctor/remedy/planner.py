@@ -29,7 +29,7 @@ from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Found
 from envdoctor.model.record import record
-from envdoctor.model.views import denied_nodes, group_only
+from envdoctor.model.views import denied_nodes, gpu_presence, group_only, nvml_gpus
 from envdoctor.probes.holders import GPU_SERVICES, FixFacts, GpuHolder
 from envdoctor.remedy import distro, wheel
 from envdoctor.remedy.model import (
@@ -397,11 +397,7 @@ class _Planner:
         facts = self.report.facts
         nodes = facts.kernel.device_nodes
         present = {n.path for n in nodes.value} if isinstance(nodes, Found) else set()
-        count = 0
-        if isinstance(facts.nvml, Found):
-            count = len(facts.nvml.value.gpus)
-        if not count and isinstance(facts.host.nvidia_pci, Found):
-            count = len(facts.host.nvidia_pci.value)
+        count = gpu_presence(facts).count
         expected = ["/dev/nvidiactl", *(f"/dev/nvidia{i}" for i in range(count)), *UVM_NODES]
         return [n for n in expected if n not in present]
 
@@ -410,7 +406,7 @@ class _Planner:
         pids: list[int] = []
         names: dict[int, str] = {}
         facts = self.report.facts
-        gpus = facts.nvml.value.gpus if isinstance(facts.nvml, Found) else ()
+        gpus = nvml_gpus(facts)
         subjects = {f.subject for f in self._findings(MEMORY_HELD)}
         for gpu in gpus:
             if subjects and str(gpu.index) not in subjects:
@@ -516,13 +512,9 @@ class _Planner:
     def _open_modules(self, codes: set[str]) -> bool:
         if "driver.open-modules-required" in codes:
             return True
-        facts = self.report.facts
-        if isinstance(facts.nvml, Found):
-            caps = [g.compute_capability for g in facts.nvml.value.gpus]
-            versions = [_cc(c.value) for c in caps if isinstance(c, Found)]
-            if versions and min(versions) < (7, 5):
-                return False
-        return True
+        caps = [g.compute_capability for g in nvml_gpus(self.report.facts)]
+        versions = [_cc(c.value) for c in caps if isinstance(c, Found)]
+        return not (versions and min(versions) < (7, 5))
 
     def _permissions(self) -> None:
         why = (PERMISSION_DENIED,)
@@ -597,8 +589,7 @@ class _Planner:
         self._add("Verify with envdoctor check", Verify(self.options.verify_argv))
 
     def _has_nvidia_gpu(self) -> bool:
-        pci = self.report.facts.host.nvidia_pci
-        return isinstance(pci, Found) and bool(pci.value)
+        return gpu_presence(self.report.facts).seen
 
     def _family(self) -> str:
         ids = self.live.os_ids.value if isinstance(self.live.os_ids, Found) else ()
