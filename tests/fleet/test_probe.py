@@ -26,6 +26,9 @@ from tests.fleet.conftest import promtool_check
 ROOT = Path(__file__).resolve().parents[2]
 UNHEALTHY = {"cvd_hides_all", "driver_mismatch", "gpu_lost", "memory_held", "mig_enabled"}
 UNHEALTHY |= {"no_driver", "no_permission", "nouveau_loaded", "uvm_missing"}
+# The probe tier judges the fabric by NVML's state and reads only /dev/kmsg: an HGX A100 whose
+# fabric manager failed, or Xids only the journal shows, need `envdoctor check`.
+UNHEALTHY |= {"xid_reboot_required", "fabric_manager_stopped"}
 
 
 def invoke(scenario: str, *args: str, **overrides: object):  # type: ignore[no-untyped-def]  # click's Result

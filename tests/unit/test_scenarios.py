@@ -23,6 +23,17 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "memory_held": ("unhealthy", {"gpu.memory-held"}),
     "torch_import_fails": ("unhealthy", {"torch.import-failed"}),
     "torch_probe_hangs": ("unknown", {"torch.probe-failed"}),
+    "xid_reboot_required": ("unhealthy", {"gpu.lost", "gpu.xid-events"}),
+    "xid_app_faults": ("healthy", {"gpu.xid-events"}),
+    "xid_in_journal": ("healthy", {"gpu.xid-events"}),
+    "kernel_log_unreadable": ("healthy", {"gpu.xid-unchecked"}),
+    "fabric_manager_stopped": ("unhealthy", {"fabric.not-ready", "torch.cuda-unavailable"}),
+    "fabric_manager_mismatch": (
+        "unhealthy",
+        {"fabric.not-ready", "fabric.manager-version", "torch.cuda-unavailable"},
+    ),
+    "persistence_off": ("healthy", {"gpu.persistence-off"}),
+    "nvcc_mismatch": ("unhealthy", {"cuda.nvcc-torch-mismatch"}),
 }
 
 
