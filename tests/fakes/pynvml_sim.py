@@ -115,7 +115,7 @@ class _Sim:
 
     def nvmlDeviceGetPciInfo(self, handle: _Handle) -> Any:
         self._gpu(handle, "nvmlDeviceGetPciInfo")
-        info = pynvml.c_nvmlPciInfo_t()
+        info = pynvml.nvmlPciInfo_t()
         info.busId = f"00000000:{0x18 + 0x10 * handle.index:02X}:00.0".encode()
         return info
 
