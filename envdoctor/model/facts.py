@@ -13,6 +13,19 @@ from envdoctor.model.record import record
 
 SNAPSHOT_SCHEMA_VERSION = 1
 
+CLOCK_EVENT_REASONS = (
+    "gpu-idle",
+    "applications-clocks-setting",
+    "sw-power-cap",
+    "hw-slowdown",
+    "sync-boost",
+    "sw-thermal-slowdown",
+    "hw-thermal-slowdown",
+    "hw-power-brake-slowdown",
+    "display-clock-setting",
+)
+"""NVML's clock event (throttle) reasons, bit 0 upwards (nvmlClocksEventReason*, nvml.h)."""
+
 NOT_COLLECTED = Absent("not collected (a snapshot written by an older envdoctor)")
 """The default of a field added after snapshots existed: an old snapshot still decodes."""
 
@@ -246,6 +259,30 @@ class NvmlSystem:
     cuda_driver_version: Probed[str]
     gpus: tuple[GpuFacts, ...]
     device_count_error: str = ""
+
+    def gpu_at_pci(self, address: str) -> GpuFacts | None:
+        """The GPU at a PCI address as the kernel log prints it ("0000:3b:00", "0000:3b:00.0")
+        or as NVML does ("00000000:3B:00.0"): domain, bus and device compared as numbers."""
+        wanted = pci_key(address)
+        if wanted is None:
+            return None
+        for gpu in self.gpus:
+            bus_id = getattr(gpu.pci_bus_id, "value", None)
+            if isinstance(bus_id, str) and pci_key(bus_id) == wanted:
+                return gpu
+        return None
+
+
+def pci_key(address: str) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of a PCI address, or None when it is not one."""
+    parts = address.split(".")[0].split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        domain, bus, device = (int(part, 16) for part in parts)
+    except ValueError:
+        return None
+    return domain, bus, device
 
 
 # --- the kernel's log and the NVLink fabric ------------------------------------------------

@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from envdoctor.model.facts import NvmlErrorKind
+from envdoctor.model.facts import CLOCK_EVENT_REASONS, NvmlErrorKind
 from envdoctor.model.record import record
 
 T = TypeVar("T")
@@ -33,17 +33,8 @@ _KIND_BY_CODE = {
     999: NvmlErrorKind.UNKNOWN,
 }
 
-THROTTLE_BITS = (
-    (0x1, "gpu-idle"),
-    (0x2, "applications-clocks-setting"),
-    (0x4, "sw-power-cap"),
-    (0x8, "hw-slowdown"),
-    (0x10, "sync-boost"),
-    (0x20, "sw-thermal-slowdown"),
-    (0x40, "hw-thermal-slowdown"),
-    (0x80, "hw-power-brake-slowdown"),
-    (0x100, "display-clock-setting"),
-)
+THROTTLE_BITS = tuple((1 << bit, name) for bit, name in enumerate(CLOCK_EVENT_REASONS))
+"""nvmlClocksEventReason* masks: 0x1 gpu-idle, 0x8 hw-slowdown, 0x40 hw-thermal-slowdown …"""
 
 COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
 

@@ -20,7 +20,14 @@ from envdoctor.model.facts import FabricManager, GpuFacts, KernelLog, XidEvents
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.rules.base import Rule, RuleContext
-from envdoctor.rules.facts_view import driver_present, driver_version, gpu_label, gpus, show
+from envdoctor.rules.facts_view import (
+    driver_present,
+    driver_version,
+    gpu_label,
+    gpus,
+    nvml_system,
+    show,
+)
 from envdoctor.rules.xid_catalog import XidMeaning, xid_catalog
 
 XID_CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
@@ -183,23 +190,8 @@ def _recovery(events: list[XidEvents]) -> tuple[str, Severity, XidEvents] | None
 
 def _gpu_at(ctx: RuleContext, device: str) -> GpuFacts | None:
     """The NVML GPU at the PCI address the driver printed ("0000:3b:00"), if any."""
-    wanted = _pci_key(device)
-    if wanted is None:
-        return None
-    for gpu in gpus(ctx.facts):
-        if isinstance(gpu.pci_bus_id, Found) and _pci_key(gpu.pci_bus_id.value) == wanted:
-            return gpu
-    return None
-
-
-def _pci_key(address: str) -> tuple[int, int, int] | None:
-    """(domain, bus, device) of "0000:3b:00", "0000:3b:00.0" or NVML's "00000000:3B:00.0"."""
-    parts = address.split(".")[0].split(":")
-    try:
-        domain, bus, device = (int(p, 16) for p in parts[-3:])
-    except ValueError:
-        return None
-    return (domain, bus, device) if len(parts) >= 3 else None
+    system = nvml_system(ctx.facts)
+    return system.gpu_at_pci(device) if system is not None else None
 
 
 def _xid_label(events: XidEvents) -> str:
