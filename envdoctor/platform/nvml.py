@@ -227,13 +227,17 @@ class PynvmlSession:
         return count
 
     def ecc_uncorrectable(self, index: int) -> tuple[int, int]:
+        return self._ecc_totals(index, self._nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)
+
+    def _ecc_totals(self, index: int, error_type: int) -> tuple[int, int]:
+        """(since the driver was loaded, over the GPU's life) counts of one ECC error type."""
         nvml = self._nvml
-        unc = nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
         vol = self._q(
-            index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, unc, nvml.NVML_VOLATILE_ECC)
+            index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, error_type, nvml.NVML_VOLATILE_ECC)
         )
         agg = self._q(
-            index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, unc, nvml.NVML_AGGREGATE_ECC)
+            index,
+            lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, error_type, nvml.NVML_AGGREGATE_ECC),
         )
         return int(vol), int(agg)
 
@@ -292,15 +296,7 @@ class PynvmlSession:
         return int(rates.gpu), int(rates.memory)
 
     def ecc_corrected(self, index: int) -> tuple[int, int]:
-        nvml = self._nvml
-        cor = nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED
-        vol = self._q(
-            index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, cor, nvml.NVML_VOLATILE_ECC)
-        )
-        agg = self._q(
-            index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, cor, nvml.NVML_AGGREGATE_ECC)
-        )
-        return int(vol), int(agg)
+        return self._ecc_totals(index, self._nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED)
 
     def retired_pages(self, index: int) -> tuple[int, int]:
         nvml = self._nvml

@@ -78,12 +78,8 @@ class SystemHost:
         path = "/dev/kmsg"
         try:
             fd = os.open(self._path(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
-        except (FileNotFoundError, NotADirectoryError):
-            return Absent(f"{path} does not exist")
-        except PermissionError:
-            return ProbeFailed(f"permission denied reading {path}")
         except OSError as exc:
-            return ProbeFailed(f"cannot read {path}: {exc.strerror or exc}")
+            return _unreadable(path, exc)
         chunks: list[bytes] = []
         size = overwritten = 0
         try:
@@ -96,7 +92,7 @@ class SystemHost:
                     overwritten += 1
                     continue
                 except OSError as exc:
-                    return ProbeFailed(f"cannot read {path}: {exc.strerror or exc}")
+                    return _unreadable(path, exc)
                 if not chunk:  # a regular file (a test root): its end
                     break
                 chunks.append(chunk)
@@ -217,6 +213,15 @@ class SystemHost:
             kernel_release=uname.release,
             python=sys.executable,
         )
+
+
+def _unreadable(path: str, exc: OSError) -> Probed[str]:
+    """Why ``path`` could not be read, as the file reads say it."""
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return Absent(f"{path} does not exist")
+    if isinstance(exc, PermissionError):
+        return ProbeFailed(f"permission denied reading {path}")
+    return ProbeFailed(f"cannot read {path}: {exc.strerror or exc}")
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

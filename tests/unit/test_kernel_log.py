@@ -14,6 +14,7 @@ from envdoctor.model.probed import Absent, Found, ProbeFailed
 from envdoctor.platform.host import Deadline
 from envdoctor.platform.system import SystemHost
 from envdoctor.probes.kernel_log import (
+    JOURNAL,
     MAX_XID_KINDS,
     MESSAGE_CHARS,
     parse_journal,
@@ -162,48 +163,17 @@ def test_the_journal_is_read_when_kmsg_is_not() -> None:
     assert source == "/dev/kmsg" and "dmesg_restrict" in why
 
 
+def journal(**result: object) -> dict[str, object]:
+    """A scenario override: what `journalctl -k -b …` answers."""
+    return {"commands": [{"argv": list(JOURNAL), **result}]}
+
+
 @pytest.mark.parametrize(
     ("overrides", "reason"),
     [
         ({"which": {"journalctl": None}}, "journalctl is not installed"),
-        (
-            {
-                "commands": [
-                    {
-                        "argv": [
-                            "journalctl",
-                            "-k",
-                            "-b",
-                            "-r",
-                            "--no-pager",
-                            "-o",
-                            "short-monotonic",
-                        ],
-                        "stdout": "",
-                    }
-                ]
-            },
-            "the journal holds no kernel message of this boot",
-        ),
-        (
-            {
-                "commands": [
-                    {
-                        "argv": [
-                            "journalctl",
-                            "-k",
-                            "-b",
-                            "-r",
-                            "--no-pager",
-                            "-o",
-                            "short-monotonic",
-                        ],
-                        "status": "timeout",
-                    }
-                ]
-            },
-            "did not finish",
-        ),
+        (journal(stdout=""), "the journal holds no kernel message of this boot"),
+        (journal(status="timeout"), "did not finish"),
     ],
 )
 def test_journal_failures_keep_their_reason(overrides: dict[str, object], reason: str) -> None:
