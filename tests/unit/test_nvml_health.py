@@ -8,6 +8,7 @@ translation of each answer) and the probe that reads every GPU side by side.
 from __future__ import annotations
 
 import inspect
+import json
 import threading
 import time
 from typing import Any
@@ -15,11 +16,19 @@ from typing import Any
 import pynvml  # noqa: TID251 (the real bindings, to hold the simulator to them)
 import pytest
 
-from envdoctor.model.facts import EccCorrected, FabricInfo, NvmlErrorKind, Utilization
+from envdoctor.model.facts import (
+    NOT_COLLECTED,
+    EccCorrected,
+    FabricInfo,
+    NvmlErrorKind,
+    Utilization,
+)
 from envdoctor.model.probed import Absent, Found, ProbeFailed
 from envdoctor.platform.host import Deadline
 from envdoctor.platform.nvml import MAX_WORKERS, NvmlError, NvmlSession, PynvmlSession, _Worker
 from envdoctor.probes.nvml import probe_nvml, read_gpus
+from envdoctor.snapshot import dump_snapshot, parse_snapshot
+from tests.conftest import report_of, scenario_facts
 from tests.fakes.host import FakeHost
 from tests.fakes.pynvml_sim import SimGpu, _Sim, make_pynvml
 
@@ -177,3 +186,22 @@ def test_a_gpu_reader_that_raises_is_not_lost_with_its_thread() -> None:
 
     with pytest.raises(RuntimeError, match="a bug in a session"):
         read_gpus(FakeHost.scenario("healthy_h100"), Broken(), 3)
+
+
+def test_a_snapshot_from_before_the_health_facts_still_loads() -> None:
+    """The fields added for GPU health are left out of an older snapshot: each reads 'not
+    collected', and the diagnosis is the one the snapshot gave."""
+    facts = scenario_facts("memory_held")
+    data = json.loads(dump_snapshot(facts, redact=False))
+    added = ("temperature", "power_draw", "power_limit", "utilization", "ecc_corrected")
+    for gpu in data["facts"]["nvml"]["found"]["gpus"]:
+        for name in (*added, "retired_pages", "fabric"):
+            del gpu[name]
+    del data["facts"]["kernel_log"], data["facts"]["fabric"], data["facts"]["env"]["build_nvcc"]
+    old = parse_snapshot(json.dumps(data), where="old.json")
+    assert isinstance(old.nvml, Found)
+    assert old.nvml.value.gpus[0].temperature == NOT_COLLECTED
+    assert old.kernel_log == NOT_COLLECTED and old.fabric.manager == NOT_COLLECTED
+    assert [(f.code, f.severity) for f in report_of(old).findings] == [
+        (f.code, f.severity) for f in report_of(facts).findings
+    ]
