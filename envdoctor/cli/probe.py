@@ -29,7 +29,14 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet.verdict import MAX_VERDICT_BYTES, fit_line, one_line, verdict_line
 from envdoctor.model.probed import Probed
 from envdoctor.model.views import EXPECT_ENV, Intent
-from envdoctor.platform.host import MAX_READ_BYTES, Deadline, FileInfo, Host, Identity
+from envdoctor.platform.host import (
+    MAX_KMSG_BYTES,
+    MAX_READ_BYTES,
+    Deadline,
+    FileInfo,
+    Host,
+    Identity,
+)
 
 if TYPE_CHECKING:
     import typer
@@ -335,6 +342,10 @@ class TracedHost:
     def read_bytes(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[bytes]:
         self.doing = f"reading {path}"
         return self._host.read_bytes(path, limit=limit)
+
+    def read_kmsg(self, *, limit: int = MAX_KMSG_BYTES) -> Probed[str]:
+        self.doing = "reading /dev/kmsg"
+        return self._host.read_kmsg(limit=limit)
 
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
         self.doing = f"listing {path}"

@@ -7,6 +7,7 @@ import time
 from envdoctor import __version__
 from envdoctor.model.facts import (
     EnvFacts,
+    FabricFacts,
     Facts,
     HostFacts,
     KernelFacts,
@@ -17,7 +18,9 @@ from envdoctor.model.facts import (
 from envdoctor.model.probed import Absent, Probed
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.probes.environment import probe_env, probe_variables
+from envdoctor.probes.fabric import probe_fabric, probe_nvswitches
 from envdoctor.probes.kernel import probe_kernel
+from envdoctor.probes.kernel_log import probe_kernel_log
 from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import probe_nvml
 from envdoctor.probes.system import probe_host
@@ -46,8 +49,11 @@ def collect_facts(
         kernel = probe_kernel(host)
         nvml = probe_nvml(host, deadline=deadline)
         libraries = probe_libraries(host, deadline=deadline)
-        env = EnvFacts(variables=probe_variables(host), nvcc=Absent(FAST_TIER))
+        env = EnvFacts(
+            variables=probe_variables(host), nvcc=Absent(FAST_TIER), build_nvcc=Absent(FAST_TIER)
+        )
         torch = TorchFacts(python=python, torch=Absent(FAST_TIER))
+        fabric = FabricFacts(nvswitches=probe_nvswitches(host), manager=Absent(FAST_TIER))
     else:
         host_facts, kernel, nvml, libraries, env, torch = _collect_all(
             host,
@@ -56,6 +62,8 @@ def collect_facts(
             include_torch=include_torch,
             version_only=torch_version_only,
         )
+        fabric = probe_fabric(host, nvml, deadline=deadline)
+    kernel_log = probe_kernel_log(host, deadline=deadline, fast=fast)
     return Facts(
         host=host_facts,
         kernel=kernel,
@@ -65,6 +73,8 @@ def collect_facts(
         torch=torch,
         envdoctor_version=__version__,
         collected_at=_now(),
+        kernel_log=kernel_log,
+        fabric=fabric,
     )
 
 

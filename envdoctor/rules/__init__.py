@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 @functools.cache
 def core_rules() -> tuple[Rule, ...]:
     """Rules over facts alone (driver, devices, GPUs, torch, environment, libraries)."""
-    from envdoctor.rules import devices, driver, env, gpu, libs, machine, torch
+    from envdoctor.rules import devices, driver, env, gpu, health, libs, machine, toolkit, torch
 
     return (
         *machine.RULES,
@@ -29,6 +29,8 @@ def core_rules() -> tuple[Rule, ...]:
         *torch.RULES,
         *env.RULES,
         *libs.RULES,
+        *health.RULES,
+        *toolkit.RULES,
     )
 
 

@@ -12,7 +12,7 @@ import yaml
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.commands import CommandResult
-from envdoctor.platform.host import MAX_READ_BYTES, FileInfo, Identity
+from envdoctor.platform.host import MAX_KMSG_BYTES, MAX_READ_BYTES, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlError, NvmlSession
 from envdoctor.probes.torch_build import MARK
 from tests.fakes.ldcache import build_ld_cache
@@ -88,6 +88,12 @@ class FakeHost:
             return Found(self.binary[path][:limit])
         text = self.read_text(path, limit=limit)
         return Found(text.value.encode()) if isinstance(text, Found) else text
+
+    def read_kmsg(self, *, limit: int = MAX_KMSG_BYTES) -> Probed[str]:
+        if "/dev/kmsg" in self.unreadable:
+            return ProbeFailed("permission denied reading /dev/kmsg")
+        kmsg = self.data.get("kmsg")
+        return Absent("/dev/kmsg does not exist") if kmsg is None else Found(str(kmsg)[:limit])
 
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
         if path in self.unreadable:

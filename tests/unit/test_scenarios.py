@@ -34,6 +34,17 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
         "unhealthy",
         {"device.permission-denied", "gpu.nvml-failed", "torch.cuda-unavailable"},
     ),
+    "xid_reboot_required": ("unhealthy", {"gpu.lost", "gpu.xid-events"}),
+    "xid_app_faults": ("healthy", {"gpu.xid-events"}),
+    "xid_in_journal": ("healthy", {"gpu.xid-events"}),
+    "kernel_log_unreadable": ("healthy", {"gpu.xid-unchecked"}),
+    "fabric_manager_stopped": ("unhealthy", {"fabric.not-ready", "torch.cuda-unavailable"}),
+    "fabric_manager_mismatch": (
+        "unhealthy",
+        {"fabric.not-ready", "fabric.manager-version", "torch.cuda-unavailable"},
+    ),
+    "persistence_off": ("healthy", {"gpu.persistence-off"}),
+    "nvcc_mismatch": ("unhealthy", {"cuda.nvcc-torch-mismatch"}),
 }
 
 
