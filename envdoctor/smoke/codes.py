@@ -272,6 +272,15 @@ CODES: dict[str, CodeInfo] = {
         "memory pressure does not reproduce the error",
         _fix("Look for a cause other than memory pressure"),
     ),
+    "smoke.reproduce-refused": CodeInfo(
+        Severity.WARNING,
+        "the reproduction was not started: the GPU is in use by other processes",
+        _fix(
+            "Reproduce on an idle GPU, or name the GPU and accept the risk",
+            "envdoctor smoke --reproduce <kind> --gpu N --force   # other jobs on GPU N may fail",
+        ),
+        inconclusive=True,
+    ),
     "smoke.reproduce-inconclusive": CodeInfo(
         Severity.WARNING,
         "the reproduction could not be carried out",
