@@ -168,38 +168,36 @@ def check(name: str, err: float, tol: float, why: str = "") -> str:
 def _quietly(action: Callable[[], Any]) -> Any:
     """Run a torch setting or reading; None when this torch refuses it (old or new API)."""
     with warnings.catch_warnings():
-        warnings.simplefilter(
-            "ignore"
-        )  # torch >= 2.9 deprecates allow_tf32 in favour of fp32_precision
+        # torch >= 2.9 deprecates allow_tf32 in favour of fp32_precision: not the user's concern
+        warnings.simplefilter("ignore")
         try:
             return action()
         except Exception:  # noqa: BLE001 (an API this torch lacks: the read-back says what holds)
             return None
 
 
-def tf32_state(ctx: Context, owner: Any) -> bool | None:
-    """Switch TF32 off for ``owner`` (torch.backends.cuda.matmul or .cudnn), then read back what
-    torch will really do: True when it stays on, None when torch does not say."""
+def tf32_state(ctx: Context, owner: Any, flag: str) -> tuple[bool | None, str]:
+    """Switch TF32 off for ``owner`` (torch.backends.cuda.matmul or .cudnn), then say what
+    torch will really do (True: TF32 stays on, None: torch does not say) and why."""
     if ctx.cpu:
-        return False
-    if owner is ctx.torch.backends.cuda.matmul:
+        return False, "TF32 off"
+    matmul = owner is ctx.torch.backends.cuda.matmul
+    if matmul:
         _quietly(lambda: ctx.torch.set_float32_matmul_precision("highest"))
+        # torch applies the override inside its cuBLAS calls; recent versions no longer show
+        # it through allow_tf32, so the variable itself is the evidence.
+        if os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1":
+            return True, "TF32 on: TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 forces it"
     _quietly(lambda: setattr(owner, "allow_tf32", False))
     value = _quietly(lambda: bool(owner.allow_tf32))
-    return value if isinstance(value, bool) else None
+    if value is None:
+        return None, f"TF32 state unknown ({flag} unreadable): TF32 tolerance"
+    return value, f"TF32 on: {flag} stayed True" if value else "TF32 off"
 
 
-def fp32_tolerance(key: str, tf32: bool | None, flag: str) -> tuple[float, str]:
-    """The tolerance for a float32 GEMM or convolution, and the TF32 state behind it."""
-    if tf32 is False:
-        return TOLERANCE[key], "TF32 off"
-    if tf32 is None:
-        return TF32_TOLERANCE, f"TF32 state unknown ({flag} unreadable): TF32 tolerance"
-    override = os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE")
-    why = f"TF32 on: {flag} stayed True"
-    if override and key == "float32":
-        why += f" (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE={override})"
-    return TF32_TOLERANCE, why
+def fp32_tolerance(key: str, tf32: bool | None) -> float:
+    """float32 GEMMs and convolutions: the TF32 tolerance unless TF32 is known to be off."""
+    return TOLERANCE[key] if tf32 is False else TF32_TOLERANCE
 
 
 # --- steps ----------------------------------------------------------------------------------
@@ -274,10 +272,11 @@ def gemm(ctx: Context, dtype_name: str) -> tuple[str, dict[str, Any]]:
                 *ctx.capability
             )
         )
-    tf32 = tf32_state(ctx, torch.backends.cuda.matmul)
+    flag = "torch.backends.cuda.matmul.allow_tf32"
+    tf32, state = tf32_state(ctx, torch.backends.cuda.matmul, flag)
     tol, why = TOLERANCE[dtype_name], ""
     if dtype_name == "float32":
-        tol, why = fp32_tolerance("float32", tf32, "torch.backends.cuda.matmul.allow_tf32")
+        tol, why = fp32_tolerance("float32", tf32), state
     dtype = getattr(torch, dtype_name)
     gen = torch.Generator().manual_seed(1234)
     a = (torch.rand(GEMM_N, GEMM_N, generator=gen) * 2 - 1).to(dtype)
@@ -298,7 +297,6 @@ def gemm(ctx: Context, dtype_name: str) -> tuple[str, dict[str, Any]]:
 def conv_inputs(ctx: Context) -> tuple[Any, Any, Any, float, str]:
     """The inputs, and the tolerance with the TF32 state it follows from."""
     torch = ctx.torch
-    tf32: bool | None = False
     if not ctx.cpu:
         cudnn = torch.backends.cudnn
         if not bool(cudnn.is_available()):
@@ -307,8 +305,9 @@ def conv_inputs(ctx: Context) -> tuple[Any, Any, Any, float, str]:
             )
         cudnn.enabled = True
         cudnn.benchmark = False
-        tf32 = tf32_state(ctx, cudnn)
-    tol, why = fp32_tolerance("conv", tf32, "torch.backends.cudnn.allow_tf32")
+    owner = None if ctx.cpu else torch.backends.cudnn
+    tf32, why = tf32_state(ctx, owner, "torch.backends.cudnn.allow_tf32")
+    tol = fp32_tolerance("conv", tf32)
     gen = torch.Generator().manual_seed(99)
     x = torch.rand(2, 8, 16, 16, generator=gen) * 2 - 1
     w = torch.rand(16, 8, 3, 3, generator=gen) * 2 - 1

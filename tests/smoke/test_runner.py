@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import json
+import os
+import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
@@ -10,8 +13,8 @@ from envdoctor.model.finding import Severity
 from envdoctor.model.probed import Found
 from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
 from envdoctor.smoke.model import FAILED, PASSED, SKIPPED, ChildRun, SmokeRun, StepResult, Target
-from envdoctor.smoke.runner import parse_line
-from tests.smoke.conftest import PYTHON, alive, fake_pids, gpu_facts, uuid, wait_dead
+from envdoctor.smoke.runner import child_source, parse_line
+from tests.smoke.conftest import FAKE_TORCH, PYTHON, alive, fake_pids, gpu_facts, uuid, wait_dead
 
 EnvMaker = Callable[..., dict[str, str | None]]
 
@@ -344,4 +347,31 @@ def test_a_process_stuck_in_the_driver_after_sigkill_is_reported() -> None:
     assert "PID 4242 is stuck in the kernel (state D) even after SIGKILL" in finding.title
     assert dict(finding.evidence)["still there after SIGKILL"].startswith(
         "PID 4242 in state D (uninterruptible sleep: stuck inside a kernel call"
+    )
+
+
+def test_a_child_that_still_sees_the_override_uses_the_tf32_tolerance(tmp_path: Path) -> None:
+    """Started by hand (not through the runner, which removes it): recent torch no longer shows
+    the override through allow_tf32, so the child reads the variable itself."""
+    config = {"device": "cuda", "steps": ["import", "context", "gemm-fp32"]}
+    env = {
+        **os.environ,
+        "PYTHONPATH": FAKE_TORCH,
+        "ENVDOCTOR_FAKE_STATE": str(tmp_path),
+        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1",
+    }
+    out = subprocess.run(
+        [PYTHON, "-c", child_source(), json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=env,
+        check=True,
+    ).stdout
+    results = [m for m in map(parse_line, out.splitlines()) if m and m["event"] == "result"]
+    gemm = results[-1]
+    assert gemm["status"] == "passed", gemm
+    assert gemm["detail"] == (
+        "256x256 float32: max error 2.8e-04 (tolerance 2e-03, TF32 on: "
+        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 forces it)"
     )
