@@ -62,7 +62,8 @@ GRAIN_MIB = 4
 LOW_MIB = (48, 32, 16, 8, 4, 0)
 BUDGET_S = 300.0
 # More than this in use on a GPU NVML lists no process for: someone else's (another container's
-# processes are invisible from here). An idle H100 shows about 0.5 GiB (driver reservations).
+# processes are invisible from here). It leaves room for the driver's own reservations on an
+# idle GPU (their size on an H100 is still to be read on one: docs/smoke.md).
 IDLE_USED = 1 * GiB
 RAW = "raw"
 TORCH_CACHE = "torch-cache"
