@@ -259,8 +259,11 @@ def _memory_cause(facts: Facts, child: ChildRun, code: str) -> Cause | None:
     picture = memory_picture(facts, child, gpu)
     label = child.target.label
     kind = REPRODUCE_KIND.get(code, "cublas-alloc")
-    where = f" --gpu {child.target.nvml_indices[0]}" if child.target.nvml_indices else ""
-    confirm = f"envdoctor smoke --reproduce {kind}{where}   # confirms memory pressure as the cause"
+    # No --gpu: a GPU others fill would be refused; any idle GPU runs the same software.
+    confirm = (
+        f"envdoctor smoke --reproduce {kind}   # on an idle GPU: does running out of memory "
+        "produce this failure here?"
+    )
     evidence: tuple[tuple[str, str], ...] = (
         ("memory", picture.line(label)),
         ("memory read by", picture.source),

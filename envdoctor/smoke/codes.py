@@ -36,7 +36,7 @@ CODES: dict[str, CodeInfo] = {
         "cuBLAS could not allocate its handle (CUBLAS_STATUS_ALLOC_FAILED)",
         _fix(
             "Find out whether GPU memory was exhausted when cuBLAS started",
-            "envdoctor smoke --reproduce cublas-alloc   # confirms or rules out memory pressure",
+            "envdoctor smoke --reproduce cublas-alloc   # does running out of memory produce it?",
         ),
     ),
     "smoke.cublas-not-initialized": CodeInfo(
@@ -52,7 +52,7 @@ CODES: dict[str, CodeInfo] = {
         "cuDNN failed to initialise (CUDNN_STATUS_NOT_INITIALIZED)",
         _fix(
             "Find out whether GPU memory ran out or a foreign cuDNN was loaded",
-            "envdoctor smoke --reproduce cudnn-init   # confirms or rules out memory pressure",
+            "envdoctor smoke --reproduce cudnn-init   # does running out of memory produce it?",
         ),
     ),
     "smoke.cudnn-version-mismatch": CodeInfo(

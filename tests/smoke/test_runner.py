@@ -83,7 +83,11 @@ def test_cublas_alloc_failure_is_classified_and_attributed(fake_env: EnvMaker) -
     )
     assert finding.remediation is not None
     assert finding.remediation.steps[0].startswith("kill 4242")
-    assert any("--reproduce cublas-alloc --gpu 0" in s for s in finding.remediation.steps)
+    # no --gpu 0: the GPU others fill would be refused; envdoctor picks an idle one
+    assert any(
+        s.startswith("envdoctor smoke --reproduce cublas-alloc   # on an idle GPU")
+        for s in finding.remediation.steps
+    )
 
 
 def test_hung_step_is_killed_and_named(fake_env: EnvMaker, tmp_path: Path) -> None:
