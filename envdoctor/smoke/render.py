@@ -10,7 +10,7 @@ from envdoctor.model.finding import Finding
 from envdoctor.render.report_json import finding_to_json
 from envdoctor.render.text import UNICODE, Marks, render_text
 from envdoctor.smoke.model import FAILED, PASSED, ChildRun, SmokeRun, StepResult
-from envdoctor.smoke.reproduce import TORCH_CACHE, Probe, ReproduceRun, reproduce_summary
+from envdoctor.smoke.reproduce import TORCH_CACHE, Probe, ReproduceRun
 
 SMOKE_SCHEMA_VERSION = 1
 
@@ -152,7 +152,12 @@ def reproduce_json(
         "exit_code": exit_code,
         "problem": run.problem,
         "seconds": run.seconds,
-        **reproduce_summary(run),
+        "hold": run.hold,
+        "refused": run.refused,
+        "nvml_free_before": run.nvml_free,
+        "context_cost": run.context_cost,
+        "first_use_cost": run.first_use_cost,
+        "notes": list(run.notes),
         "probes": [_probe_json(p) for p in run.probes],
         "findings": [finding_to_json(f) for f in findings],
     }

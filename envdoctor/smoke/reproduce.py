@@ -33,7 +33,6 @@ import dataclasses
 import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuFacts
@@ -750,15 +749,3 @@ def reproduce_exit_code(findings: tuple[Finding, ...]) -> int:
     if any(f.inconclusive for f in findings):
         return 2
     return 0
-
-
-def reproduce_summary(run: ReproduceRun) -> dict[str, Any]:
-    """The numbers the JSON report carries besides the probes."""
-    return {
-        "hold": run.hold,
-        "refused": run.refused,
-        "nvml_free_before": run.nvml_free,
-        "context_cost": run.context_cost,
-        "first_use_cost": run.first_use_cost,
-        "notes": list(run.notes),
-    }

@@ -2,19 +2,25 @@
 
 from __future__ import annotations
 
-import json
-import os
-import subprocess
 import time
 from collections.abc import Callable
 from pathlib import Path
 
-from envdoctor.model.finding import Severity
+from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Found
 from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
 from envdoctor.smoke.model import FAILED, PASSED, SKIPPED, ChildRun, SmokeRun, StepResult, Target
-from envdoctor.smoke.runner import child_source, parse_line
-from tests.smoke.conftest import FAKE_TORCH, PYTHON, alive, fake_pids, gpu_facts, uuid, wait_dead
+from envdoctor.smoke.runner import parse_line
+from tests.smoke.conftest import (
+    FAKE_TORCH,
+    PYTHON,
+    alive,
+    child_events,
+    fake_pids,
+    gpu_facts,
+    uuid,
+    wait_dead,
+)
 
 EnvMaker = Callable[..., dict[str, str | None]]
 
@@ -301,13 +307,16 @@ def test_the_marker_is_found_anywhere_in_a_line() -> None:
 # --- issue 19 item 7: persistence mode, survivors -------------------------------------------
 
 
-def test_a_hung_import_never_blames_persistence_mode(fake_env: EnvMaker) -> None:
+def hung_without_persistence(env: dict[str, str | None]) -> Finding:
+    """The one finding of a run that hangs (per ``env``) on a GPU with persistence mode off."""
     facts = gpu_facts(1, persistence_mode=Found(False))
-    result = run_smoke(
-        facts,
-        SmokeOptions(python=PYTHON, env=fake_env("import=hang"), timeout=5, step_timeout=1.0),
-    )
-    (finding,) = smoke_findings(facts, result)
+    options = SmokeOptions(python=PYTHON, env=env, timeout=5, step_timeout=1.0)
+    (finding,) = smoke_findings(facts, run_smoke(facts, options))
+    return finding
+
+
+def test_a_hung_import_never_blames_persistence_mode(fake_env: EnvMaker) -> None:
+    finding = hung_without_persistence(fake_env("import=hang"))
     assert finding.code == "smoke.timeout"
     assert "persistence" not in finding.title.lower()
     assert "importing never touches the GPU" in finding.title
@@ -316,12 +325,7 @@ def test_a_hung_import_never_blames_persistence_mode(fake_env: EnvMaker) -> None
 
 
 def test_a_hung_context_with_persistence_off_still_names_it(fake_env: EnvMaker) -> None:
-    facts = gpu_facts(1, persistence_mode=Found(False))
-    result = run_smoke(
-        facts,
-        SmokeOptions(python=PYTHON, env=fake_env("init=hang"), timeout=5, step_timeout=1.0),
-    )
-    (finding,) = smoke_findings(facts, result)
+    finding = hung_without_persistence(fake_env("init=hang"))
     assert "persistence mode is off" in finding.title
 
 
@@ -359,20 +363,11 @@ def test_a_child_that_still_sees_the_override_uses_the_tf32_tolerance(tmp_path: 
     the override through allow_tf32, so the child reads the variable itself."""
     config = {"device": "cuda", "steps": ["import", "context", "gemm-fp32"]}
     env = {
-        **os.environ,
         "PYTHONPATH": FAKE_TORCH,
         "ENVDOCTOR_FAKE_STATE": str(tmp_path),
         "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1",
     }
-    out = subprocess.run(
-        [PYTHON, "-c", child_source(), json.dumps(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=env,
-        check=True,
-    ).stdout
-    results = [m for m in map(parse_line, out.splitlines()) if m and m["event"] == "result"]
+    results = [e for e in child_events(config, env) if e["event"] == "result"]
     gemm = results[-1]
     assert gemm["status"] == "passed", gemm
     assert gemm["detail"] == (
