@@ -4,7 +4,7 @@ produce this failure, here?
 Every probe is one child of the target interpreter that imports torch, creates its CUDA context,
 holds device memory *itself* until only ``leave`` MiB are free, then runs the first GEMM (cuBLAS)
 or the first convolution (cuDNN). The memory is held after the context exists, so the context's
-own cost (about half a GiB on a data-centre GPU) never eats into ``leave``; the baseline probe
+own cost (issue #19 expects 0.4 to 0.6 GiB on a data-centre GPU) never eats into ``leave``; the baseline probe
 measures that cost (NVML's free memory before it, minus the probe's after its context) and what
 the first GEMM or convolution takes (handle, workspace, kernels). The memory is taken with the
 CUDA driver API, outside torch's caching allocator: neither torch nor the library can get it
@@ -16,8 +16,9 @@ allocated and freed: torch keeps it reserved), and the step runs again in a new 
 must create its own cuBLAS or cuDNN handle outside torch's allocator.
 
 The search: a baseline with nothing held, then a ladder down (2048 … 64 MiB) to the first
-failure, a bisection between the last level that passed and that failure down to 4 MiB, then
-the last tens of MiB (48 … 0) where handle creation itself fails. Any failure of the step whose
+failure, then the last tens of MiB (48 … 0) where handle creation itself fails, then a
+bisection between the highest level that failed and the lowest above it that passed, down to
+4 MiB. Any failure of the step whose
 text names a memory shortage (``Pattern.memory``: the status asked about, but also torch's
 ``OutOfMemoryError`` from the workspace, cuDNN's allocation statuses, "unable to find an
 engine") confirms memory pressure; every level's verbatim text is kept as evidence.
@@ -626,8 +627,8 @@ def _refused(run: ReproduceRun) -> Finding:
             summary="Run the reproduction on an idle GPU, or accept the risk for one named GPU",
             steps=(
                 "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",
-                "envdoctor smoke --reproduce <kind> --gpu N           # an idle GPU",
-                "envdoctor smoke --reproduce <kind> --gpu N --force   # other jobs on GPU N may fail",
+                f"envdoctor smoke --reproduce {run.kind} --gpu N           # an idle GPU",
+                f"envdoctor smoke --reproduce {run.kind} --gpu N --force   # other jobs on GPU N may fail",
             ),
             docs=DOCS,
         ),
