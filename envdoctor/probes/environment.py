@@ -23,6 +23,7 @@ VARIABLES = (
     "CUDA_HOME",
     "CUDA_PATH",
     "CUDA_MODULE_LOADING",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
 )
 _RELEASE = r"release (\d+\.\d+)"
 CUDA_DEFAULT_NVCC = "/usr/local/cuda/bin/nvcc"
