@@ -113,7 +113,11 @@ esac
     "rmmod": r"""
 mods="$ROOT/proc/modules"
 users=$(awk -v m="$1" '$1 == m { print $4 }' "$mods")
-held=$(find "$ROOT"/proc/[0-9]*/fd -lname '/dev/nvidia*' 2>/dev/null | head -n1)
+fds=("$ROOT"/proc/[0-9]*/fd)  # nullglob: empty when no process is left (never find's ".")
+held=
+if [ "${#fds[@]}" -gt 0 ]; then
+    held=$(find "${fds[@]}" -lname '/dev/nvidia*' 2>/dev/null | head -n1)
+fi
 if [ -n "$users" ] && [ "$users" != "-" ]; then
     echo "rmmod: ERROR: Module $1 is in use by: ${users%,}" >&2
     rc=1
@@ -149,10 +153,22 @@ cat "$SANDBOX/world/installed"
 cat "$SANDBOX/world/uid"
 """,
     "python": r"""
+# `-P -V`: a Python 3.11+ prints its version; an older one refuses -P (world/python_safe_path).
+if [ "$*" = "-P -V" ]; then
+    if [ "$(cat "$SANDBOX/world/python_safe_path")" = yes ]; then
+        echo "Python 3.12.3"
+    else
+        echo "Unknown option: -P" >&2
+        rc=2
+    fi
+    set --
+elif [ "${1:-}" = -P ]; then
+    shift
+fi
 if [ "$*" = "-m pip show torch" ]; then
     echo "Name: torch"
     echo "Version: $(cat "$SANDBOX/world/torch")"
-elif [ "$1 $2 $3" = "-m pip install" ]; then
+elif [ "${1:-} ${2:-} ${3:-}" = "-m pip install" ]; then
     cat "$SANDBOX/world/torch_after" >"$SANDBOX/world/torch" 2>/dev/null || true
 fi
 """,
@@ -207,6 +223,7 @@ class Sandbox:
         self.state("uid", "0")
         self.state("installed", "580.159.04")
         self.state("torch", "2.13.0+cpu")
+        self.state("python_safe_path", "yes")
         self.modules(())
         self.python = str(self.bin / "python")
         self.verify = (str(self.bin / "envdoctor"), "check")

@@ -137,12 +137,39 @@ def test_cpu_only_wheel(box: Sandbox) -> None:
     assert run.returncode == 0, run.stderr
     index = "https://download.pytorch.org/whl/cu130"
     assert run.calls == [
-        ("python", "-m", "pip", "show", "torch"),
-        ("python", "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
+        ("python", "-P", "-V"),  # runs no code: only whether it accepts -P (Python 3.11+)
+        ("python", "-P", "-m", "pip", "show", "torch"),
+        ("python", "-P", "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
         VERIFY,
     ]  # no `id -u`: nothing here needs root
     again = box.run(script, "--apply", "--yes")
-    assert again.calls == [("python", "-m", "pip", "show", "torch"), VERIFY]
+    assert again.calls == [
+        ("python", "-P", "-V"),
+        ("python", "-P", "-m", "pip", "show", "torch"),
+        VERIFY,
+    ]
+
+
+def test_an_interpreter_without_safe_path_runs_pip_from_root_dir(box: Sandbox) -> None:
+    """Python 3.10 refuses -P: pip runs without it (from /, as everything in the script)."""
+    box.state("python_safe_path", "no")
+    box.state("torch", "2.13.0+cpu")
+    run = box.run(script_for(cases.cpu_wheel_plan(box)), "--apply", "--yes")
+    assert run.returncode == 0, run.stderr
+    assert [c for c in run.calls if c[0] == "python"] == [
+        ("python", "-P", "-V"),
+        ("python", "-m", "pip", "show", "torch"),
+        (
+            "python",
+            "-m",
+            "pip",
+            "install",
+            "--force-reinstall",
+            "torch",
+            "--index-url",
+            "https://download.pytorch.org/whl/cu130",
+        ),
+    ]
 
 
 def test_driver_too_old_reinstalls_a_wheel_the_driver_runs(box: Sandbox) -> None:
@@ -150,8 +177,9 @@ def test_driver_too_old_reinstalls_a_wheel_the_driver_runs(box: Sandbox) -> None
     assert run.returncode == 0, run.stderr
     index = "https://download.pytorch.org/whl/cu121"  # CUDA 12.2 driver: the newest ≤ 12.2
     assert run.calls == [
-        ("python", "-m", "pip", "show", "torch"),
-        ("python", "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
+        ("python", "-P", "-V"),
+        ("python", "-P", "-m", "pip", "show", "torch"),
+        ("python", "-P", "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
         VERIFY,
     ]
 
