@@ -53,7 +53,7 @@ def test_version_mismatch_with_holders(box: Sandbox) -> None:
         ("modinfo", "-F", "version", "nvidia"),
         ("systemctl", "is-active", "--quiet", "nvidia-persistenced"),
         ("systemctl", "stop", "nvidia-persistenced"),
-        ("docker", "inspect", "--format", "{{.State.Running}}", CONTAINER_ID),
+        ("docker", "inspect", "--format", "{{.State.Running}} {{.State.Pid}}", CONTAINER_ID),
         ("docker", "stop", CONTAINER_ID),
         ("kill", "-s", "TERM", str(PYTHON_PID)),
         ("sleep", "1"),
