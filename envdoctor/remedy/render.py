@@ -83,6 +83,12 @@ def _detail(action: Action) -> str:
             f"only if {action.runtime} inspect shows it running with its main PID in "
             f"{action.cgroup}, and {_pids(action.holders)} is still the process seen, in it"
         )
+    if isinstance(action, ReinstallTorch):
+        return (
+            f"from /, with -P after {action.python} when it accepts it (Python 3.11+): no module "
+            "is taken from the current directory; skipped when torch already is the "
+            f"{action.variant} build"
+        )
     if isinstance(action, RequireNoHolders):
         return "stops here, listing them, if any process still holds /dev/nvidia*"
     if isinstance(action, WriteFile):

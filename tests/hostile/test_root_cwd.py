@@ -28,8 +28,10 @@ from envdoctor.platform.host import Deadline
 from envdoctor.platform.system import SystemHost
 from envdoctor.probes.interpreter import safe_path_flags
 from envdoctor.probes.torch_build import probe_torch
-from envdoctor.remedy import Plan, Step, render_script
+from envdoctor.remedy import Plan, Step, plan_to_json, render_script, render_steps
 from envdoctor.remedy.model import ReinstallTorch, Verify
+from tests.remedy import cases
+from tests.remedy.sandbox import Sandbox
 
 # Modules the children import (json: the torch child and envdoctor; pip: `-m pip`; envdoctor:
 # `-m envdoctor`), each planted in the current directory.
@@ -182,3 +184,11 @@ def test_help_still_reads_the_script_started_by_a_relative_path(tmp_path: Path) 
     )
     assert run.returncode == 0, run.stderr
     assert run.stdout.startswith("# envdoctor fix: a remediation script for here.")
+
+
+def test_the_plan_tells_the_reader_where_pip_runs(tmp_path: Path) -> None:
+    """`fix --format steps` / json: the reviewer learns that pip runs from / with -P."""
+    plan = cases.cpu_wheel_plan(Sandbox(tmp_path / "sandbox"))
+    assert "from /, with -P after" in render_steps(plan)
+    steps = plan_to_json(plan)["steps"]
+    assert any("no module is taken from the current directory" in s["detail"] for s in steps)
