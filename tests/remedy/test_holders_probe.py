@@ -30,6 +30,8 @@ def show(*units: tuple[str, str, str]) -> dict[str, Any]:
         "argv": ["systemctl", "show", "--property=User,ControlGroup", "--", *(u[0] for u in units)],
         "stdout": "\n".join(f"User={user}\nControlGroup={group}\n" for _, user, group in units),
     }
+
+
 NODES = ("/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl")
 
 

@@ -162,8 +162,9 @@ def test_a_plain_containerd_holder_is_terminated(box: Sandbox) -> None:
     assert not actions(plan, StopContainer)
 
 
-def test_a_holders_systemd_unit_is_stopped_and_started_again(box: Sandbox) -> None:
-    ollama = GpuHolder(
+def ollama(start_time: int = START_TIME) -> GpuHolder:
+    """ollama serve, as its own user, in its confirmed system unit."""
+    return GpuHolder(
         8000,
         "ollama",
         ("/usr/bin/ollama", "serve"),
@@ -171,10 +172,13 @@ def test_a_holders_systemd_unit_is_stopped_and_started_again(box: Sandbox) -> No
         "ollama",
         ("/dev/nvidia0",),
         unit="ollama.service",
-        start_time=START_TIME,
+        start_time=start_time,
         cgroup="/system.slice/ollama.service",
     )
-    plan = build_plan(cases.mismatch_report(), cases.fix_facts([ollama]), cases.options(box))
+
+
+def test_a_holders_systemd_unit_is_stopped_and_started_again(box: Sandbox) -> None:
+    plan = build_plan(cases.mismatch_report(), cases.fix_facts([ollama()]), cases.options(box))
     (stop,) = actions(plan, StopService)
     assert stop.unit == "ollama.service"
     assert stop.holders == (HolderRef(8000, 998, START_TIME),)  # what the script re-checks
@@ -184,16 +188,6 @@ def test_a_holders_systemd_unit_is_stopped_and_started_again(box: Sandbox) -> No
 def test_a_holder_that_cannot_be_re_identified_is_left_to_a_person(box: Sandbox) -> None:
     """Without its start time the script could not tell the process from a reused PID: no
     signal and no unit stop is planned for it, a note asks a person to stop it."""
-    ollama = GpuHolder(
-        8000,
-        "ollama",
-        ("/usr/bin/ollama", "serve"),
-        998,
-        "ollama",
-        ("/dev/nvidia0",),
-        unit="ollama.service",
-        start_time=-1,
-    )
     box_holder = GpuHolder(
         8001,
         "python",
@@ -204,7 +198,7 @@ def test_a_holder_that_cannot_be_re_identified_is_left_to_a_person(box: Sandbox)
         container=Container("docker", "d" * 64, "", "/system.slice/docker-" + "d" * 64 + ".scope"),
     )
     plan = build_plan(
-        cases.mismatch_report(), cases.fix_facts([ollama, box_holder]), cases.options(box)
+        cases.mismatch_report(), cases.fix_facts([ollama(-1), box_holder]), cases.options(box)
     )
     assert not actions(plan, StopService) and not actions(plan, StopContainer)
     assert not actions(plan, Terminate)

@@ -129,6 +129,16 @@ def test_uvm_node_missing(box: Sandbox) -> None:
     assert run.calls == [("id", "-u"), ("nvidia-modprobe", "-u", "-c", "0"), VERIFY]
 
 
+def pip_calls(index: str, *, safe: bool = True) -> list[tuple[str, ...]]:
+    """A torch reinstall: ask whether python takes -P (runs no code), pip show, pip install."""
+    python = ("python", "-P") if safe else ("python",)
+    return [
+        ("python", "-P", "-V"),
+        (*python, "-m", "pip", "show", "torch"),
+        (*python, "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
+    ]
+
+
 def test_cpu_only_wheel(box: Sandbox) -> None:
     box.state("torch", "2.13.0+cpu")
     box.state("torch_after", "2.13.0+cu130")
@@ -136,18 +146,9 @@ def test_cpu_only_wheel(box: Sandbox) -> None:
     run = box.run(script, "--apply", "--yes")
     assert run.returncode == 0, run.stderr
     index = "https://download.pytorch.org/whl/cu130"
-    assert run.calls == [
-        ("python", "-P", "-V"),  # runs no code: only whether it accepts -P (Python 3.11+)
-        ("python", "-P", "-m", "pip", "show", "torch"),
-        ("python", "-P", "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
-        VERIFY,
-    ]  # no `id -u`: nothing here needs root
+    assert run.calls == [*pip_calls(index), VERIFY]  # no `id -u`: nothing here needs root
     again = box.run(script, "--apply", "--yes")
-    assert again.calls == [
-        ("python", "-P", "-V"),
-        ("python", "-P", "-m", "pip", "show", "torch"),
-        VERIFY,
-    ]
+    assert again.calls == [*pip_calls(index)[:2], VERIFY]
 
 
 def test_an_interpreter_without_safe_path_runs_pip_from_root_dir(box: Sandbox) -> None:
@@ -156,32 +157,15 @@ def test_an_interpreter_without_safe_path_runs_pip_from_root_dir(box: Sandbox) -
     box.state("torch", "2.13.0+cpu")
     run = box.run(script_for(cases.cpu_wheel_plan(box)), "--apply", "--yes")
     assert run.returncode == 0, run.stderr
-    assert [c for c in run.calls if c[0] == "python"] == [
-        ("python", "-P", "-V"),
-        ("python", "-m", "pip", "show", "torch"),
-        (
-            "python",
-            "-m",
-            "pip",
-            "install",
-            "--force-reinstall",
-            "torch",
-            "--index-url",
-            "https://download.pytorch.org/whl/cu130",
-        ),
-    ]
+    index = "https://download.pytorch.org/whl/cu130"
+    assert [c for c in run.calls if c[0] == "python"] == pip_calls(index, safe=False)
 
 
 def test_driver_too_old_reinstalls_a_wheel_the_driver_runs(box: Sandbox) -> None:
     run = box.run(script_for(cases.too_old_plan(box)), "--apply", "--yes")
     assert run.returncode == 0, run.stderr
     index = "https://download.pytorch.org/whl/cu121"  # CUDA 12.2 driver: the newest ≤ 12.2
-    assert run.calls == [
-        ("python", "-P", "-V"),
-        ("python", "-P", "-m", "pip", "show", "torch"),
-        ("python", "-P", "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
-        VERIFY,
-    ]
+    assert run.calls == [*pip_calls(index), VERIFY]
 
 
 def test_driver_too_old_can_upgrade_the_driver_instead(box: Sandbox) -> None:
