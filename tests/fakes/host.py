@@ -154,7 +154,8 @@ class FakeHost:
     ) -> CommandResult:
         args = tuple(argv)
         self.ran.append(args)
-        code = args[args.index("-c") + 1] if "-c" in args[1:3] and len(args) > 3 else ""
+        at = args.index("-c", 1, 3) if "-c" in args[1:3] else 0  # python [-P] -c SRC
+        code = args[at + 1] if 0 < at < len(args) - 1 else ""
         if "ENVDOCTOR-TORCH-JSON" in code:
             return self._torch(args, timeout)
         if args[1:] == ("-P", "-V") and self.data.get("torch") is not None:

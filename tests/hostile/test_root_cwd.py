@@ -30,6 +30,8 @@ from envdoctor.probes.interpreter import safe_path_flags
 from envdoctor.probes.torch_build import probe_torch
 from envdoctor.remedy import Plan, Step, plan_to_json, render_script, render_steps
 from envdoctor.remedy.model import ReinstallTorch, Verify
+from tests.conftest import PYTHON
+from tests.fakes.host import FakeHost
 from tests.remedy import cases
 from tests.remedy.sandbox import Sandbox
 
@@ -192,3 +194,30 @@ def test_the_plan_tells_the_reader_where_pip_runs(tmp_path: Path) -> None:
     assert "from /, with -P after" in render_steps(plan)
     steps = plan_to_json(plan)["steps"]
     assert any("no module is taken from the current directory" in s["detail"] for s in steps)
+
+
+def test_a_relative_fake_root_is_refused(tmp_path: Path) -> None:
+    """The script works from /: a relative ENVDOCTOR_FIX_ROOT would name another directory."""
+    (tmp_path / "fix.sh").write_text(render_script(Plan(steps=(), source="here")))
+    run = subprocess.run(
+        ["bash", "./fix.sh"],
+        cwd=tmp_path,
+        env={**os.environ, "ENVDOCTOR_FIX_ROOT": "sandbox/root"},
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+    )
+    assert run.returncode == 2
+    assert "ENVDOCTOR_FIX_ROOT must be an absolute path" in run.stderr
+
+
+@pytest.mark.parametrize(("version", "flags"), [("3.12.3", ("-P",)), ("3.10.13", ())])
+def test_the_torch_child_gets_safe_path_exactly_when_the_target_has_it(
+    version: str, flags: tuple[str, ...]
+) -> None:
+    host = FakeHost.scenario("healthy_h100", torch={"python_version": version})
+    facts = probe_torch(host, python=PYTHON, deadline=Deadline(5))
+    assert isinstance(facts.torch, Found)  # the child ran, with or without -P
+    (child,) = [argv for argv in host.ran if "-c" in argv]
+    assert child[: 2 + len(flags)] == (PYTHON, *flags, "-c")
