@@ -205,6 +205,7 @@ def spawn(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env,
+            cwd="/",  # as Host.run: nothing from the caller's directory is imported or run
             start_new_session=True,
         )
     except FileNotFoundError:

@@ -136,7 +136,9 @@ class SystemHost:
     def which(self, program: str) -> str | None:
         import shutil
 
-        return shutil.which(program, path=self._env.get("PATH", os.defpath))
+        # A relative PATH entry ("", ".", "bin") means the current directory: never trusted.
+        entries = self._env.get("PATH", os.defpath).split(os.pathsep)
+        return shutil.which(program, path=os.pathsep.join(e for e in entries if e.startswith("/")))
 
     def run(
         self,
@@ -158,6 +160,7 @@ class SystemHost:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=dict(self._env if env is None else env),
+                cwd="/",  # a child never imports or runs what the caller's directory holds
                 start_new_session=True,  # so a timeout kills the whole process group
             )
         except FileNotFoundError:

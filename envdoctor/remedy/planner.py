@@ -35,6 +35,7 @@ from envdoctor.remedy import distro, wheel
 from envdoctor.remedy.model import (
     Action,
     CreateNodes,
+    HolderRef,
     LoadModule,
     Note,
     Plan,
@@ -243,7 +244,7 @@ class _Planner:
         for unit in units:
             self._add(
                 f"Stop {unit}: it holds or re-opens /dev/nvidia*",
-                StopService(unit),
+                StopService(unit, _refs(h for h in self._holders() or () if h.unit == unit)),
                 *why,
                 section=_RELOAD,
             )
@@ -294,7 +295,8 @@ class _Planner:
         units = list(active.value) if isinstance(active, Found) else []
         known = {f"{u}.service" for u in GPU_SERVICES}
         for holder in self._holders() or ():
-            if holder.unit and holder.unit not in known and holder.unit not in units:
+            # A unit found from a holder is stopped only with a holder the script can verify.
+            if holder.unit and holder.unit not in known | set(units) and _ref(holder):
                 units.append(holder.unit)
         return tuple(units)
 
@@ -319,11 +321,12 @@ class _Planner:
             box = holder.container
             if box is None or box.id in stopped:
                 continue
-            if box.runtime in CONTAINER_STOPPERS:
+            refs = _refs(h for h in holders if h.container is not None and h.container.id == box.id)
+            if box.runtime in CONTAINER_STOPPERS and refs:
                 label = display(box.name or box.id[:12])
                 self._add(
                     f"Stop {box.runtime} container {label}: its processes hold the GPU",
-                    StopContainer(box.runtime, box.id, box.name),
+                    StopContainer(box.runtime, box.id, box.cgroup, refs, box.name),
                     *why,
                     section=section,
                 )
@@ -343,9 +346,10 @@ class _Planner:
             in_pod = holder.container is not None and holder.container.runtime == "kubernetes"
             if holder.unit in covered or in_pod:
                 continue
-            if not holder.argv:
+            if not holder.argv or not _ref(holder):
                 self._add(
-                    f"PID {holder.pid} holds the GPU but its command line is unreadable",
+                    f"PID {holder.pid} holds the GPU but its command line, owner or start "
+                    "time is unreadable",
                     Note(f"stop PID {holder.pid} ({display(holder.name)}) yourself"),
                     *why,
                     section=section,
@@ -442,11 +446,11 @@ class _Planner:
                 ),
                 *why,
             )
-        units = tuple(dict.fromkeys(h.unit for h in visible if h.unit))
+        units = tuple(dict.fromkeys(h.unit for h in visible if h.unit and _ref(h)))
         for unit in units:
             self._add(
                 f"Stop {unit}: its process holds GPU memory (not restarted by this script)",
-                StopService(unit),
+                StopService(unit, _refs(h for h in visible if h.unit == unit)),
                 *why,
             )
         self._release_holders(tuple(visible), why, units)
@@ -597,11 +601,24 @@ class _Planner:
         return distro.family(ids, os_name.value if isinstance(os_name, Found) else "")
 
 
+def _ref(holder: GpuHolder) -> tuple[HolderRef, ...]:
+    """The holder as the script can find it again; () when its uid or start time is unknown."""
+    if holder.uid < 0 or holder.start_time < 0:
+        return ()
+    return (HolderRef(holder.pid, holder.uid, holder.start_time),)
+
+
+def _refs(holders: Iterable[GpuHolder]) -> tuple[HolderRef, ...]:
+    return tuple(ref for holder in holders for ref in _ref(holder))
+
+
 def _terminate(holder: GpuHolder) -> Terminate:
     box = holder.container
     return Terminate(
         pid=holder.pid,
         argv=holder.argv,
+        uid=holder.uid,
+        start_time=holder.start_time,
         user=holder.user,
         container=(box.name or box.id[:12]) if box else "",
     )
