@@ -69,14 +69,17 @@ def rank(hits: Sequence[Hit], kb: KnowledgeBase) -> tuple[Cause, ...]:
         confidence = hit.confidence * (CONSEQUENCE_FACTOR if consequence_of else 1.0)
         captures = _captures(hit)
         notes = list(hit.context_notes)
+        summary = fill(signature.summary, captures)
         if signature.analyzer:
-            notes.extend(ANALYZERS[signature.analyzer](captures, kb))
+            analysis = ANALYZERS[signature.analyzer](captures, kb)
+            notes.extend(analysis.notes)
+            summary = analysis.summary or summary
         causes.append(
             Cause(
                 signature=signature,
                 hit=hit,
                 confidence=round(confidence, 3),
-                summary=fill(signature.summary, captures),
+                summary=summary,
                 consequence_of=consequence_of,
                 notes=tuple(notes),
             )
