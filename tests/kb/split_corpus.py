@@ -34,10 +34,8 @@ def assign(seed: int, family: str, names: Iterable[str]) -> tuple[list[str], lis
     ordered = sorted(names)
     rng = random.Random(f"{seed}:{family}")  # noqa: S311 (a reproducible split, not a secret)
     rng.shuffle(ordered)
-    if len(ordered) == 1:
-        held = 1 if rng.random() < 0.5 else 0
-    else:
-        held = len(ordered) // 2
+    # a family of one goes to either part on a coin flip, larger ones are halved
+    held = (1 if rng.random() < 0.5 else 0) if len(ordered) == 1 else len(ordered) // 2
     return sorted(ordered[held:]), sorted(ordered[:held])
 
 

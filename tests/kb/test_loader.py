@@ -16,7 +16,10 @@ from envdoctor.kb.loader import default_root
 from envdoctor.model.finding import is_valid_code
 
 DOCS = Path(__file__).parents[2] / "docs"
-MAX_TRIGGERS = 12
+# Each trigger is one literal search over the log (about 0.4 s per GiB here, measured); the four
+# added for issue 20 (PyTorch, cudnn, init failure, inf checks) find messages that carry no other
+# trigger: OOM fragments, CTranslate2's cuDNN loader, numeric-only codes, GradScaler's source line.
+MAX_TRIGGERS = 13
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
