@@ -94,7 +94,7 @@ def test_oom_held_by_another_process_becomes_the_summary() -> None:
 def test_oom_numbers_without_the_first_line_are_still_analysed() -> None:
     """A log cut in the middle of the message, or the message split over lines."""
     fragment = OOM_OTHER_PROCESS[OOM_OTHER_PROCESS.index("(GPU") :]
-    summary, _ = _oom("  File \"train.py\", line 12, in <module>\n" + fragment + "\n")
+    summary, _ = _oom('  File "train.py", line 12, in <module>\n' + fragment + "\n")
     assert "held by another process" in summary
     new_fragment = OOM_LISTED[OOM_LISTED.index("GPU 0 has") :]
     assert "held by another process" in _oom(new_fragment)[0]
