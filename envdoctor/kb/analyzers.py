@@ -9,17 +9,23 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
+from envdoctor.compat.judge import DriverFit, driver_cuda_of, judge_driver
+from envdoctor.compat.loader import load_tables
+from envdoctor.compat.versions import cuda_text, parse_cuda
 from envdoctor.kb.model import KnowledgeBase
 from envdoctor.model.record import record
 
 
 @record
 class Analysis:
-    """What an analyzer read from the captures: notes, and a summary that replaces the
-    signature's when the numbers name the cause more precisely ("" keeps it)."""
+    """What an analyzer read from the captures: notes, a summary that replaces the signature's
+    when the numbers name the cause more precisely ("" keeps it), and the confidence the
+    numbers give when they, not a pattern, decide (None keeps the patterns'; 0 drops the
+    cause: the numbers show nothing wrong)."""
 
     notes: tuple[str, ...] = ()
     summary: str = ""
+    confidence: float | None = None
 
 
 Analyzer = Callable[[Mapping[str, str], KnowledgeBase], Analysis]
@@ -232,18 +238,50 @@ def analyze_xid(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
 
 
 def analyze_driver_too_old(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
-    """torch prints the driver's CUDA version times 1000 (11040 = CUDA 11.4)."""
+    """An error message about the driver (torch prints the driver's CUDA version times 1000:
+    11040 = CUDA 11.4) stands; torch's environment report alone is judged by its numbers."""
     del kb
     raw = captures.get("found")
-    if raw is None or not raw.isdigit():
+    if raw is not None and raw.isdigit():
+        version = int(raw)
+        cuda = f"{version // 1000}.{version % 1000 // 10}"
+        return Analysis(
+            (
+                f"The driver supports CUDA up to {cuda} (found version {raw}); install a torch "
+                f"built for CUDA {cuda} or older, or upgrade the driver.",
+            )
+        )
+    if captures.get("error") is not None:
         return Analysis()
-    version = int(raw)
-    cuda = f"{version // 1000}.{version % 1000 // 10}"
+    return _environment_report(captures)
+
+
+COLLECT_ENV_CONFIDENCE = 0.8  # the report shows the cause, but no error message confirms it
+
+
+def _environment_report(captures: Mapping[str, str]) -> Analysis:
+    """``python -m torch.utils.collect_env``: CUDA unavailable, torch built with CUDA X.Y, and
+    a driver (``Nvidia driver version``) older than the one CUDA X.Y needs → the driver is too
+    old. Anything less (CUDA available, a value missing, a driver that fits) drops the cause."""
+    built = parse_cuda(captures.get("built", ""))
+    driver = captures.get("driver", "")
+    if captures.get("available") not in ("No", "False") or built is None or not driver:
+        return Analysis(confidence=0.0)
+    tables = load_tables()
+    verdict = judge_driver(
+        tables, driver=driver, driver_cuda=driver_cuda_of(tables, driver, None), cuda=built
+    )
+    if verdict.fit is not DriverFit.TOO_OLD:
+        return Analysis(confidence=0.0)
     return Analysis(
         (
-            f"The driver supports CUDA up to {cuda} (found version {raw}); install a torch built "
-            f"for CUDA {cuda} or older, or upgrade the driver.",
-        )
+            f"torch's environment report: built with CUDA {cuda_text(built)}, driver {driver} "
+            f"(CUDA {verdict.driver_cuda_text()}), CUDA not available. CUDA {cuda_text(built)} "
+            f"needs a driver {verdict.needed_text()}.",
+        ),
+        f"The driver {driver} is too old for torch's CUDA {cuda_text(built)}: CUDA is not "
+        "available",
+        COLLECT_ENV_CONFIDENCE,
     )
 
 
