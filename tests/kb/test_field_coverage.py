@@ -150,3 +150,26 @@ def test_an_ecc_error_is_the_root_of_the_errors_it_breaks() -> None:
     causes = run(log).causes
     assert causes[0].id == "cuda.ecc-error"
     assert causes[1].consequence_of == "cuda.ecc-error"
+
+
+def test_no_devices_alone_is_only_a_possible_cause() -> None:
+    """nvidia-smi's "No devices were found" says no GPU came up, not why: a possible cause
+    (exit code 2) that points at the kernel log."""
+    explanation = run("# nvidia-smi\nNo devices were found\n")
+    assert explanation.status == "possible"
+    assert explanation.exit_code == 2
+    top = explanation.top
+    assert top is not None and top.id == "nvidia-smi.no-devices"
+
+
+def test_no_devices_with_the_kernel_log_names_the_init_failure() -> None:
+    # tests/data/tracebacks/kernel.gpu-init-failed/ogkm-862.txt, cut to the two lines
+    explanation = run(
+        "No devices were found\n"
+        "Jul 01 22:55:07 gpu kernel: NVRM: GPU 0000:01:00.0: RmInitAdapter failed! "
+        "(0x22:0x56:884)\n"
+    )
+    top = explanation.top
+    assert explanation.status == "explained"
+    assert top is not None and top.id == "kernel.gpu-init-failed"
+    assert "nvidia-smi.no-devices" in [c.id for c in explanation.causes if not c.is_root]
