@@ -9,6 +9,7 @@ statement is the truth (change the signatures, re-measure, update the doc, or sa
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections import defaultdict
 from dataclasses import dataclass
@@ -117,12 +118,5 @@ def test_held_out_accuracy_is_the_documented_one(capsys: pytest.CaptureFixture[s
         )
     stated = _documented().get(len(rounds))
     assert stated is not None, "docs/explain.md must state the current round's result"
-    documented = Measure(
-        total=int(stated["total"]),
-        right=int(stated["right"]),
-        wrong=int(stated["wrong"]),
-        silent=int(stated["silent"]),
-        healthy=int(stated["healthy"]),
-        quiet=int(stated["quiet"]),
-    )
+    documented = Measure(**{f.name: int(stated[f.name]) for f in dataclasses.fields(Measure)})
     assert m == documented
