@@ -157,6 +157,14 @@ class MemoryInfo:
 
 
 @record
+class MigInstance:
+    """A MIG device (GPU instance + compute instance) as CUDA_VISIBLE_DEVICES names it."""
+
+    uuid: str
+    name: str
+
+
+@record
 class MigMode:
     current: bool
     pending: bool
@@ -265,6 +273,7 @@ class GpuFacts:
     ecc_corrected: Probed[EccCorrected] = NOT_COLLECTED
     retired_pages: Probed[RetiredPages] = NOT_COLLECTED
     fabric: Probed[FabricInfo] = NOT_COLLECTED
+    mig_instances: Probed[tuple[MigInstance, ...]] = NOT_COLLECTED
 
     def failure_kinds(self) -> frozenset[str]:
         """The NVML error kinds any field of this GPU failed with (e.g. {"GPUIsLost"})."""

@@ -24,6 +24,7 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "torch_import_fails": ("unhealthy", {"torch.import-failed"}),
     "torch_probe_hangs": ("unknown", {"torch.probe-failed"}),
     "cpu_only": ("healthy", {"machine.cpu-only"}),
+    "mig_instances": ("healthy", {"gpu.mig-enabled"}),
     "container_no_gpu": ("healthy", {"container.no-gpu-access"}),
     "builtin_modules": ("healthy", set()),
     "mismatch_old_module": ("unhealthy", {"driver.version-mismatch", "torch.cuda-unavailable"}),
