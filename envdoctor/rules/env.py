@@ -8,50 +8,9 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed
 from envdoctor.model.probed import Found, why_missing
 from envdoctor.model.views import cuda_torch, nvml_gpus
+from envdoctor.model.visible import HIDE_ALL, visible_devices
 from envdoctor.rules import alloc_conf
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
-
-HIDE_ALL = frozenset({"-1", "none", "nodevfiles"})
-
-
-def visible_devices(
-    value: str, count: int | None, uuids: tuple[str, ...], mig: bool
-) -> tuple[list[str], str]:
-    """CUDA's reading of CUDA_VISIBLE_DEVICES: the entries kept, and why parsing stopped.
-
-    CUDA keeps entries up to the first invalid one and silently drops the rest.
-    """
-    kept: list[str] = []
-    for raw in value.split(","):
-        token = raw.strip()
-        if not token:
-            return kept, "an empty entry"
-        if token.lstrip("-").isdigit():
-            index = int(token)
-            if index < 0:
-                return kept, f"{token} (negative: hides the GPUs)"
-            if count is not None and index >= count:
-                return kept, f"{token} (there {_gpus_here(count)})"
-        elif token.startswith("GPU-"):
-            if uuids and not any(u.startswith(token) for u in uuids):
-                return kept, f"{token} (no GPU has this UUID)"
-        elif token.startswith("MIG-"):
-            if uuids and not mig:
-                return kept, f"{token} (no GPU is in MIG mode)"
-        else:
-            return kept, f"{token!r} (neither an index nor a GPU-/MIG- UUID)"
-        if token in kept:
-            return kept, f"{token} (listed twice)"
-        kept.append(token)
-    return kept, ""
-
-
-def _gpus_here(count: int) -> str:
-    if count == 1:
-        return "is only 1 GPU: index 0"
-    if count == 0:
-        return "are no GPUs"
-    return f"are only {count} GPUs: indices 0–{count - 1}"
 
 
 def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:

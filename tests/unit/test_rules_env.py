@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envdoctor.model.finding import Severity
-from envdoctor.rules.env import visible_devices
+from envdoctor.model.visible import visible_devices
 from tests import factories as f
 from tests.conftest import report_of
 
