@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from envdoctor.model.containers import NOT_READ, ContainerFacts
 from envdoctor.model.probed import Absent, Probed
 from envdoctor.model.record import record
 
@@ -327,3 +328,5 @@ class Facts:
     envdoctor_version: str = ""
     collected_at: str = ""
     notes: tuple[str, ...] = field(default=())
+    containers: ContainerFacts = NOT_READ
+    """The container layer (model/containers.py); older snapshots load with its reason."""
