@@ -28,6 +28,9 @@ UNHEALTHY = {"cvd_hides_all", "driver_mismatch", "gpu_lost", "memory_held", "mig
 UNHEALTHY |= {"no_driver", "no_permission", "nouveau_loaded", "uvm_missing"}
 UNHEALTHY |= {"mismatch_old_module", "memory_held_elsewhere", "memory_held_some_gpus"}
 UNHEALTHY |= {"nodes_root_only", "nouveau_builtin"}
+UNHEALTHY |= {"container_cgroup_denied", "container_require_cuda", "container_libs_missing"}
+UNHEALTHY |= {"container_capabilities", "container_image_driver", "host_cdi_stale"}
+UNHEALTHY |= {"host_cdi_missing"}
 
 
 def invoke(scenario: str, *args: str, **overrides: object):  # type: ignore[no-untyped-def]  # click's Result
