@@ -47,7 +47,7 @@ TOOLKIT_PROGRAMS = (
     "nvidia-ctk",
     "nvidia-container-cli",
     "nvidia-container-runtime",
-    "nvidia-cdi-hook",  # Docker 28's --gpus through CDI looks for it too
+    "nvidia-cdi-hook",  # newer Docker (moby devices_nvidia_linux.go) looks for it too
 )
 TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")  # the CDI defaults (container-device-interface)
