@@ -11,6 +11,10 @@ from envdoctor.model.probed import Absent, Probed
 from envdoctor.model.record import record
 
 OLD_SNAPSHOT = "not read (a snapshot from an older envdoctor)"
+SHM_PATH = "/dev/shm"  # noqa: S108 (the shared-memory mount that is judged, not a temp file)
+SHM_ENOUGH = 1 << 30
+"""A shared-memory mount this large is enough for DataLoader workers and NCCL (NVIDIA runs its containers with
+--shm-size=1g at least); Docker's default is 64 MiB."""
 
 
 @record

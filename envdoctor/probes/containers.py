@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from envdoctor.model.containers import (
+    SHM_PATH,
     ContainerFacts,
     ContainerHostFacts,
     DeviceOpen,
@@ -71,7 +72,6 @@ _CLI_VERSION = re.compile(r"^(?:cli-)?version:\s*v?(\S+)", re.MULTILINE)
 _LIB_VERSION = re.compile(r"^lib-version:\s*v?(\S+)", re.MULTILINE)
 _SHM_SIZE = re.compile(r"(?:^|,)size=(\d+)([kmg]?)(?:,|$)")
 _GPU_NODE = re.compile(r"/dev/nvidia[0-9]+")
-SHM = "/dev/shm"  # noqa: S108 (the mount point judged, not a temporary file)
 REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
 REQUIRE_OTHERS = ("NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
 # NVML failures after which opening the device nodes tells nothing more.
@@ -329,10 +329,10 @@ def _shm(host: Host) -> Probed[ShmMount]:
     found = None
     for line in text.value.splitlines():
         parts = line.split()
-        if len(parts) >= 4 and parts[1] == SHM:
+        if len(parts) >= 4 and parts[1] == SHM_PATH:
             found = parts  # the last mount on /dev/shm is the one in effect
     if found is None:
-        return Absent(f"{SHM} is not a mount point here")
+        return Absent(f"{SHM_PATH} is not a mount point here")
     match = _SHM_SIZE.search(found[3])
     size = 0
     if match:

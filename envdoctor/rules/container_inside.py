@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import re
 
-from envdoctor.model.containers import DeviceOpen, InsideFacts, ShmMount
+from envdoctor.model.containers import SHM_ENOUGH, DeviceOpen, InsideFacts, ShmMount
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
@@ -24,7 +24,6 @@ LIBRARY_MISMATCH = "container.library-mismatch"
 REQUIRE_UNMET = "container.require-cuda-unmet"
 SHM_SMALL = "container.shm-small"
 
-SHM_ENOUGH = 1 << 30  # NVIDIA's containers are run with --shm-size=1g at least
 DOCKER_DEFAULT_SHM = 64 << 20
 # NVIDIA_DRIVER_CAPABILITIES when unset or empty: "utility,compute" (nvidia-container-toolkit
 # internal/config/image/capabilities.go, DefaultDriverCapabilities).
