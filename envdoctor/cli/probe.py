@@ -378,6 +378,10 @@ class TracedHost:
         self.doing = "querying NVML"
         return session
 
+    def open_device(self, path: str, *, timeout: float) -> str:
+        self.doing = f"opening {path}"
+        return self._host.open_device(path, timeout=timeout)
+
     def identity(self) -> Identity:
         self.doing = "looking up the current user"  # NSS: LDAP or sssd can block
         return self._host.identity()

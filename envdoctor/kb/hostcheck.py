@@ -13,6 +13,7 @@ from collections.abc import Callable, Mapping
 from envdoctor.kb.analyzers import human
 from envdoctor.kb.model import HostCheck, Verdict
 from envdoctor.kb.oomcheck import check_memory_holders
+from envdoctor.model.containers import SHM_ENOUGH, SHM_PATH
 from envdoctor.model.facts import Facts, GpuFacts, NvmlErrorKind
 from envdoctor.model.probed import Found, ProbeFailed, value_or, why_missing
 from envdoctor.model.views import driver_view, gpu_presence, module_state, nvml_gpus
@@ -266,6 +267,20 @@ def check_container(captures: Mapping[str, str], facts: Facts) -> HostCheck:
     del captures
     name = "container"
     containers = facts.host.containers
+    inside = facts.containers.inside
+    shm = inside.value.shm if isinstance(inside, Found) else None
+    size = shm.value.size if isinstance(shm, Found) else None
+    if containers and size:  # /proc/self/mounts says how large it is (container.shm-small)
+        shown = f"{size >> 20} MiB"
+        evidence = (("container", ", ".join(containers)), (SHM_PATH, shown))
+        if size < SHM_ENOUGH:
+            return HostCheck(name, Verdict.CONFIRMS, f"{SHM_PATH} here is only {shown}", evidence)
+        return HostCheck(
+            name,
+            Verdict.NEUTRAL,
+            f"{SHM_PATH} here is {shown}: look at what fills it (`df -h {SHM_PATH}`)",
+            evidence,
+        )
     if containers:
         return HostCheck(
             name,

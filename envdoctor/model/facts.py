@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from envdoctor.model.containers import NOT_READ, ContainerFacts
 from envdoctor.model.probed import Absent, Probed
 from envdoctor.model.record import record
 
@@ -483,3 +484,5 @@ class Facts:
     notes: tuple[str, ...] = field(default=())
     kernel_log: Probed[KernelLog] = NOT_COLLECTED
     fabric: FabricFacts = FabricFacts(nvswitches=NOT_COLLECTED, manager=NOT_COLLECTED)
+    containers: ContainerFacts = NOT_READ
+    """The container layer (model/containers.py); older snapshots load with its reason."""

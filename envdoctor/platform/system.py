@@ -196,6 +196,22 @@ class SystemHost:
     def open_nvml(self, *, timeout: float) -> NvmlSession:
         return open_pynvml(timeout)
 
+    def open_device(self, path: str, *, timeout: float) -> str:
+        """On a worker thread, so that a driver stuck in open() costs ``timeout``, not a hang;
+        the thread is a daemon and is left behind if it never returns."""
+        import threading
+
+        answer: list[str] = []
+        full = self._path(path)
+
+        def attempt() -> None:
+            answer.append(_open_close(full))
+
+        worker = threading.Thread(target=attempt, name="envdoctor-open", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        return answer[0] if answer else "timeout"
+
     def identity(self) -> Identity:
         """Looked up once: several probes ask, and the user lookup may go to LDAP or sssd."""
         if self._identity is None:
@@ -227,6 +243,17 @@ def _unreadable(path: str, exc: OSError) -> Probed[str]:
     if isinstance(exc, PermissionError):
         return ProbeFailed(f"permission denied reading {path}")
     return ProbeFailed(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def _open_close(path: str) -> str:
+    import errno
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, f"errno {exc.errno}")
+    os.close(fd)
+    return "ok"
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -5,9 +5,9 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.outcome import not_applicable, passed
+from envdoctor.model.outcome import failed_elsewhere, not_applicable, passed
 from envdoctor.model.probed import Found, why_missing
-from envdoctor.model.views import cuda_torch, nvml_gpus
+from envdoctor.model.views import MachineKind, cuda_torch, nvml_gpus
 from envdoctor.model.visible import HIDE_ALL, visible_devices
 from envdoctor.rules import alloc_conf
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
@@ -66,20 +66,24 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _nvidia_visible(ctx: RuleContext) -> Iterator[Finding]:
+def _nvidia_visible(ctx: RuleContext) -> Evaluation:
+    """Only the NVIDIA container runtime reads NVIDIA_VISIBLE_DEVICES: what it did is judged by
+    the container checks (container.no-gpu-access names the variable as the cause)."""
     value = ctx.facts.env.get("NVIDIA_VISIBLE_DEVICES")
-    if value is None or value.strip().lower() not in {"void", "none", ""}:
-        return
-    yield Finding(
-        code="env.nvidia-visible-devices",
-        severity=Severity.ERROR,
-        title=f"NVIDIA_VISIBLE_DEVICES={value!r}: the container runtime gives this container no GPU",
-        evidence=(("NVIDIA_VISIBLE_DEVICES", repr(value)),),
-        remediation=Remediation(
-            summary="Start the container with GPUs (NVIDIA_VISIBLE_DEVICES=all or --gpus all)",
-            steps=("docker run --gpus all …  or  -e NVIDIA_VISIBLE_DEVICES=all --runtime=nvidia",),
-        ),
-    )
+    machine = ctx.machine
+    if value is None:
+        yield not_applicable("NVIDIA_VISIBLE_DEVICES is not set")
+    elif not machine.containers:
+        yield not_applicable(
+            f"NVIDIA_VISIBLE_DEVICES={value!r}: not in a container (only the NVIDIA container "
+            "runtime reads it)"
+        )
+    elif machine.kind is MachineKind.CONTAINER_WITHOUT_GPU:
+        yield failed_elsewhere(
+            f"NVIDIA_VISIBLE_DEVICES={value!r} and no GPU here: container.no-gpu-access says why"
+        )
+    else:
+        yield passed(f"NVIDIA_VISIBLE_DEVICES={value!r}: this container was given GPU devices")
 
 
 def _launch_blocking(ctx: RuleContext) -> Iterator[Finding]:
@@ -222,8 +226,8 @@ RULES = (
     Rule(
         "env.nvidia-visible-devices",
         "NVIDIA_VISIBLE_DEVICES gives the container GPUs",
-        ("env.nvidia-visible-devices",),
-        _when_set(("NVIDIA_VISIBLE_DEVICES",), _nvidia_visible, "asks the runtime for GPUs"),
+        (),  # its finding is container.no-gpu-access's cause now (one finding per cause)
+        _nvidia_visible,
     ),
     Rule(
         "env.launch-blocking",

@@ -11,6 +11,7 @@ from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.model.units import format_bytes
 from envdoctor.model.views import MachineKind, free_gpus, gpu_label, module_state, nvml_gpus, show
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
+from envdoctor.rules.container_inside import container_cause
 
 HELD_WARN_FRACTION = 0.5
 FREE_ERROR_FRACTION = 0.05
@@ -387,6 +388,10 @@ def _nvml_failed(ctx: RuleContext) -> Evaluation:
     nvml = facts.nvml
     if isinstance(nvml, Found):
         yield passed(f"NVML initialised: driver {show(nvml.value.driver_version)}")
+        return
+    cause = container_cause(facts, ctx.machine)  # in a container, its own cause comes first
+    if cause:
+        yield failed_elsewhere(f"NVML: {why_missing(nvml)}: {cause} says why")
         return
     if isinstance(nvml, Absent):
         yield from _nvml_absent(ctx, nvml)
