@@ -14,6 +14,7 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.model import codec
 from envdoctor.model.facts import SNAPSHOT_SCHEMA_VERSION, Facts
 from envdoctor.render.redact import Redactor
+from envdoctor.terminal import json_document
 
 KIND = "envdoctor-snapshot"
 
@@ -31,7 +32,7 @@ def snapshot_data(facts: Facts, *, redact: bool = True) -> dict[str, Any]:
 
 
 def dump_snapshot(facts: Facts, *, redact: bool = True) -> str:
-    return json.dumps(snapshot_data(facts, redact=redact), indent=2, ensure_ascii=False) + "\n"
+    return json_document(snapshot_data(facts, redact=redact))
 
 
 def parse_snapshot(text: str, *, where: str) -> Facts:

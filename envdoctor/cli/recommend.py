@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +11,7 @@ from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import app_context, facts_for
 from envdoctor.compat import load_tables
 from envdoctor.compat.recommend import machine_from_facts, recommend, render_text, to_json
+from envdoctor.terminal import json_document, safe_text
 
 
 def recommend_command(
@@ -43,9 +43,9 @@ def recommend_command(
         facts = facts_for(ctx, snapshot=snapshot, include_torch=False)
         rec = recommend(tables, machine_from_facts(facts, tables), pin=torch)
         if as_json:
-            typer.echo(json.dumps(to_json(tables, rec), indent=2, ensure_ascii=False))
+            typer.echo(json_document(to_json(tables, rec)), nl=False)
         else:
-            typer.echo(render_text(tables, rec), nl=False)
+            typer.echo(safe_text(render_text(tables, rec)), nl=False)
     raise typer.Exit(rec.exit_code)
 
 

@@ -6,6 +6,7 @@ from envdoctor import __version__
 from envdoctor.engine import Report
 from envdoctor.render.redact import Redactor
 from envdoctor.render.summary import machine_lines
+from envdoctor.terminal import safe_text
 
 _ICON = {0: "✅", 1: "ℹ️", 2: "⚠️", 3: "❌"}
 
@@ -39,7 +40,7 @@ def render_markdown(report: Report) -> str:
         out.append("")
         out.extend(f"- {rule.summary}" for rule in report.passed)
         out.extend(["", "</details>"])
-    return Redactor(report.facts).text("\n".join(out)) + "\n"
+    return safe_text(Redactor(report.facts).text("\n".join(out)) + "\n")
 
 
 def _code(value: str) -> str:

@@ -9,6 +9,7 @@ from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.record import record
 from envdoctor.render.summary import machine_lines
+from envdoctor.terminal import safe_text
 
 SECTIONS = (
     ("driver", "Driver"),
@@ -72,7 +73,7 @@ def render_text(
         elif oks:
             out.append(f"  {marks.ok} {len(oks)} other check{'s' if len(oks) > 1 else ''} passed")
     out.extend(["", _summary_line(report)])
-    return "\n".join(out) + "\n"
+    return safe_text("\n".join(out) + "\n")  # the choke point: facts and evidence are untrusted
 
 
 def _finding(finding: Finding, width: int, marks: Marks) -> list[str]:
