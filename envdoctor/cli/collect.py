@@ -38,7 +38,7 @@ def collect(
             return
         from envdoctor.render.files import write_atomic
 
-        write_atomic(output, text)
+        write_atomic(output, text, private=no_redact)  # unredacted: 0600
         typer.echo(safe_line(f"wrote {output}"), err=True)
 
 

@@ -309,10 +309,9 @@ def run_cmd(
 def _open_save(save: Path | None) -> _SaveLog | None:
     if save is None:
         return None
-    try:
-        return _SaveLog(save, save.open("wb"))
-    except OSError as exc:
-        raise EnvdoctorError(f"cannot write: {exc.strerror or exc}", where=str(save)) from None
+    from envdoctor.render.files import open_log
+
+    return _SaveLog(save, open_log(save))
 
 
 def register(app: typer.Typer) -> None:
