@@ -306,7 +306,7 @@ class _Builder:
             if node.text == "<<" and node.kind == "str":
                 raise self.error("merge keys (<<) are not supported", event)
             if node.text in top.mapping:
-                raise self.error(f"duplicate key {node.text!r}", event)
+                raise self.error(f"duplicate key {shown(node.text)}", event)
             top.key = node.text
             top.key_lines[node.text] = node.line
             return
@@ -378,7 +378,7 @@ class Reader:
 
     def missing(self, node: Map, key: str, what: str) -> EnvdoctorError:
         """The error for a required key that is not there (a format may say more)."""
-        return self.error(node, f"{what}: missing key {key!r}")
+        return self.error(node, f"{what}: missing key {shown(key)}")
 
     # --- values ---
 
@@ -386,7 +386,9 @@ class Reader:
         """Non-empty text as written (a number or a date is its text; null and booleans are not)."""
         value = self.scalar(node, what)
         if value.kind in ("null", "bool") or not value.text.strip():
-            raise self.error(node, f"{what}: expected text, got {value.text or 'nothing'!r}")
+            raise self.error(
+                node, f"{what}: expected text, got {shown(value.text) if value.text else 'nothing'}"
+            )
         return value.text.strip()
 
     def optional_text(self, node: Map, key: str, what: str) -> str | None:
@@ -408,30 +410,26 @@ class Reader:
         """A whole number in ``[low, high]`` (YAML spellings: 12, 0x1f, 1_000)."""
         value = self.scalar(node, what)
         if value.kind != "int":
-            raise self.error(node, f"{what}: expected a whole number, got {_shown(value.text)}")
+            raise self.error(node, f"{what}: expected a whole number, got {shown(value.text)}")
         number = _construct(value)  # None: too many digits to be made at all
         if not isinstance(number, int) or not low <= number <= high:
-            raise self.error(
-                node, f"{what}: {_shown(value.text)} is out of range ({low} to {high})"
-            )
+            raise self.error(node, f"{what}: {shown(value.text)} is out of range ({low} to {high})")
         return number
 
     def number(self, node: Node, what: str, *, low: float, high: float) -> float:
         """A number (whole or not) in ``[low, high]``."""
         value = self.scalar(node, what)
         if value.kind not in ("int", "float"):
-            raise self.error(node, f"{what}: expected a number, got {_shown(value.text)}")
+            raise self.error(node, f"{what}: expected a number, got {shown(value.text)}")
         number = _construct(value)
         if not isinstance(number, int | float) or not low <= number <= high:  # refuses nan
-            raise self.error(
-                node, f"{what}: {_shown(value.text)} is out of range ({low} to {high})"
-            )
+            raise self.error(node, f"{what}: {shown(value.text)} is out of range ({low} to {high})")
         return float(number)
 
     def boolean(self, node: Node, what: str) -> bool:
         value = self.scalar(node, what)
         if value.kind != "bool":
-            raise self.error(node, f"{what}: expected true or false, got {_shown(value.text)}")
+            raise self.error(node, f"{what}: expected true or false, got {shown(value.text)}")
         return value.text.lower() in ("true", "yes", "on", "y")
 
     def flag(self, node: Map, key: str, what: str, default: bool) -> bool:
@@ -441,7 +439,7 @@ class Reader:
 
 def unknown_key(what: str, key: str, known: Iterable[str]) -> str:
     """The one "unknown key" message of every format."""
-    return f"{what}: unknown key {key!r} (known keys: {', '.join(known)})"
+    return f"{what}: unknown key {shown(key)} (known keys: {', '.join(known)})"
 
 
 def plain_kind(text: str) -> str | None:
@@ -471,6 +469,6 @@ def _construct(value: Scalar) -> Any:
         return None
 
 
-def _shown(text: str, limit: int = 40) -> str:
+def shown(text: str, limit: int = 40) -> str:
     """A value quoted for a message, cut short: a 5000-digit number is not repeated in full."""
     return repr(text if len(text) <= limit else text[:limit] + "…")

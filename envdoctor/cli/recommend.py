@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -11,6 +12,7 @@ from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import app_context, facts_for
 from envdoctor.compat import load_tables
 from envdoctor.compat.recommend import machine_from_facts, recommend, render_text, to_json
+from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import json_document, safe_text
 
 
@@ -38,6 +40,8 @@ def recommend_command(
     does or the driver must be fixed first (NVML cannot list the GPUs), 2 on errors.
     """
     with boundary():
+        if torch is not None:
+            _check_pin(torch)
         env = app_context(ctx).get_host().env()
         tables = load_tables(str(tables_dir) if tables_dir else None, env)
         facts = facts_for(ctx, snapshot=snapshot, include_torch=False)
@@ -47,6 +51,22 @@ def recommend_command(
         else:
             typer.echo(safe_text(render_text(tables, rec)), nl=False)
     raise typer.Exit(rec.exit_code)
+
+
+# 2.11, 2.11.0, 2.11.0+cu128, 2.12.0rc1: a torch release as pip spells it, with numbers of a
+# sane size (a 5000-digit "release" is a usage error, not an internal one).
+_PIN = re.compile(
+    r"[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,6})?((a|b|rc)[0-9]{1,6})?(\+[A-Za-z0-9.]{1,32})?"
+)
+
+
+def _check_pin(pin: str) -> None:
+    if not _PIN.fullmatch(pin):
+        shown = pin if len(pin) <= 40 else pin[:40] + "…"
+        raise EnvdoctorError(
+            f"--torch {shown!r} is not a torch release",
+            hint="write 2.11, 2.11.0 or 2.11.0+cu128",
+        )
 
 
 def register(app: typer.Typer) -> None:

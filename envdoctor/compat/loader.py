@@ -43,7 +43,7 @@ from envdoctor.compat.versions import (
 )
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.record import record
-from envdoctor.yamlsource import Reader
+from envdoctor.yamlsource import Reader, shown
 
 SCHEMA_VERSION = 1
 ENV_VAR = "ENVDOCTOR_TABLES"
@@ -209,7 +209,7 @@ class _Ctx(Reader):
         value = self.text(node, what)
         parsed = parse_driver(value)
         if parsed is None or len(parsed) < 2:
-            raise self.error(node, f"{what}: {value!r} is not a driver version like 580.65.06")
+            raise self.error(node, f"{what}: {shown(value)} is not a driver version like 580.65.06")
         return value
 
     def optional_driver(self, node: y.Map, key: str, what: str) -> str | None:
@@ -221,19 +221,21 @@ class _Ctx(Reader):
         value = self.text(node, what)
         ok = is_version(value) and value.count(".") >= 1 and (not full or value.count(".") <= 2)
         if not ok or parse_cuda(value) is None:
-            raise self.error(node, f"{what}: {value!r} is not a CUDA version like 12.8 or 12.8.1")
+            raise self.error(
+                node, f"{what}: {shown(value)} is not a CUDA version like 12.8 or 12.8.1"
+            )
         return value
 
     def cc(self, node: y.Node, what: str) -> str:
         value = self.text(node, what)
         if parse_cc(value) is None:
-            raise self.error(node, f"{what}: {value!r} is not a compute capability like 9.0")
+            raise self.error(node, f"{what}: {shown(value)} is not a compute capability like 9.0")
         return value
 
     def version(self, node: y.Node, what: str) -> str:
         value = self.text(node, what)
         if not is_version(value):
-            raise self.error(node, f"{what}: {value!r} is not a version like 2.11.0")
+            raise self.error(node, f"{what}: {shown(value)} is not a version like 2.11.0")
         return value
 
     def interval(self, node: y.Node, what: str) -> str:
@@ -242,10 +244,11 @@ class _Ctx(Reader):
         try:
             spec = SpecifierSet(value)
         except InvalidSpecifier:
-            raise self.error(node, f"{what}: {value!r} is not a version specifier") from None
+            raise self.error(node, f"{what}: {shown(value)} is not a version specifier") from None
         if _interval(spec) is None:
             raise self.error(
-                node, f"{what}: {value!r} must be a range '>=A,<B' (or '==A') of plain versions"
+                node,
+                f"{what}: {shown(value)} must be a range '>=A,<B' (or '==A') of plain versions",
             )
         return value
 
@@ -268,7 +271,8 @@ class _Ctx(Reader):
                 out.append(name)  # a literal URL or repo/path
             else:
                 raise self.error(
-                    raw, f"{what}: source {name!r} is neither in this file's sources: nor a URL"
+                    raw,
+                    f"{what}: source {shown(name)} is neither in this file's sources: nor a URL",
                 )
         return tuple(out)
 

@@ -38,7 +38,7 @@ from envdoctor.model.record import record
 from envdoctor.rules.base import Rule
 from envdoctor.rules.facts_view import driver_version
 from envdoctor.terminal import safe_line
-from envdoctor.yamlsource import Map, Node, Reader, Scalar, load, parse, plain_kind
+from envdoctor.yamlsource import Map, Node, Reader, Scalar, load, parse, plain_kind, shown
 
 SPEC_SCHEMA_VERSION = 1
 SPEC_KIND = "envdoctor-spec"
@@ -180,20 +180,22 @@ class _SpecReader(Reader):
     def version(self, node: Node, what: str) -> str:
         text = self.text(node, what)  # the text as written: 2.10 stays "2.10", not 2.1
         if not _VERSION.fullmatch(text):
-            raise self.error(node, f"{what}: expected a version such as 12.4, got {text!r}")
+            raise self.error(node, f"{what}: expected a version such as 12.4, got {shown(text)}")
         return text
 
     def branch(self, node: Node, what: str) -> str:
         text = self.text(node, what)
         if not _VERSION.fullmatch(text) or "." in text:
-            raise self.error(node, f"{what}: expected a major version such as 580, got {text!r}")
+            raise self.error(
+                node, f"{what}: expected a major version such as 580, got {shown(text)}"
+            )
         return text
 
     def torch_version(self, node: Node, what: str) -> str:
         text = self.text(node, what)
         if len(text) > 64 or not _TORCH_VERSION.fullmatch(text):
             raise self.error(
-                node, f"{what}: expected a version such as 2.11.0+cu130 or 2.11, got {text!r}"
+                node, f"{what}: expected a version such as 2.11.0+cu130 or 2.11, got {shown(text)}"
             )
         return text
 
