@@ -9,8 +9,8 @@ model)``.
 These files may come from anyone (``--tables``, ``ENVDOCTOR_TABLES``, ``--spec``), so reading
 is bounded before any tree is built:
 
-- size: at most ``MAX_BYTES``, read from a regular file only (a FIFO or a device would block or
-  never end);
+- size: at most ``MAX_BYTES``, read from a regular file only (``inputfile.read_input``: a FIFO
+  or a device would block or never end);
 - no anchors or aliases (``&a`` / ``*a``): a 403-byte "billion laughs" expands to gigabytes;
   none of our formats needs them, and refusing them keeps the tree as large as the text;
 - nesting at most ``MAX_DEPTH`` deep, counted while parsing: the tree is built from the
@@ -20,12 +20,25 @@ is bounded before any tree is built:
 
 Scalars keep their text as written (``12.10`` stays ``"12.10"``, never the float 12.1), with
 the type YAML resolves beside it, so a format can insist on a whole number or a boolean.
+
+Each format keeps its field definitions where it reads them; adding an optional field is two
+lines there, and nothing here:
+
+- a table row (``compat/loader.py``): the key in that row's ``ctx.keys(..., optional=(...))``,
+  then its value in the record's constructor call, e.g.
+  ``eol=ctx.optional_text(row, "eol", what)`` (or ``ctx.flag`` / ``ctx.integer`` /
+  ``ctx.driver`` / ``ctx.cuda`` …), and the field on the record in ``compat/tables.py``;
+- a signature (``kb/loader.py``): ``"key": False`` in ``_SIGNATURE_KEYS`` (``True`` when
+  required), then ``key=_text(sig, "key")`` / ``_texts`` / ``_number`` in ``Signature(...)``;
+- a node spec (``fleet/spec.py``): the key in ``_GPU_KEYS`` / ``_DRIVER_KEYS`` /
+  ``_TORCH_KEYS``, then ``read.optional(section, "key", "gpus", read.text)`` in ``_spec``.
+
+An unknown key is refused by ``Reader.keys`` with the one message; a value of the wrong shape or
+out of range by the accessor, at its line.
 """
 
 from __future__ import annotations
 
-import os
-import stat
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -34,6 +47,7 @@ from typing import TYPE_CHECKING, Any, Union
 import yaml
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.inputfile import read_input
 
 if TYPE_CHECKING:
     import sys
@@ -119,58 +133,6 @@ def _line(event: yaml.Event) -> int:
 # --- reading and parsing ----------------------------------------------------------------------
 
 
-def read_text(path: Path | Traversable, *, limit: int = MAX_BYTES) -> str:
-    """A YAML file's text: a regular file of at most ``limit`` bytes of UTF-8, else an error."""
-    where = str(path)
-    data: bytes
-    if not isinstance(path, Path):  # a file shipped inside the package
-        try:
-            data = path.read_bytes()
-        except OSError as exc:
-            raise EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=where) from None
-    else:
-        data = _read_bounded(path, limit)
-    if len(data) > limit:
-        raise EnvdoctorError(
-            f"larger than {limit >> 10} KiB: not a file envdoctor reads", where=where
-        )
-    try:
-        return data.decode("utf-8")
-    except UnicodeDecodeError as exc:
-        raise EnvdoctorError(f"not UTF-8 text (byte {exc.start})", where=where) from None
-
-
-def _read_bounded(path: Path, limit: int) -> bytes:
-    """At most ``limit + 1`` bytes of a regular file; a FIFO or a device is refused unopened."""
-    where = str(path)
-    try:
-        info = path.stat()
-        if not stat.S_ISREG(info.st_mode):
-            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
-            raise EnvdoctorError(f"cannot read: {kind}", where=where)
-        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
-        try:
-            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat above
-                raise EnvdoctorError("cannot read: not a regular file", where=where)
-            chunks: list[bytes] = []
-            left = limit + 1
-            while left > 0:
-                chunk = os.read(fd, min(left, 1 << 16))
-                if not chunk:
-                    break
-                chunks.append(chunk)
-                left -= len(chunk)
-            return b"".join(chunks)
-        finally:
-            os.close(fd)
-    except FileNotFoundError:
-        raise EnvdoctorError("no such file", where=where) from None
-    except PermissionError:
-        raise EnvdoctorError("cannot read: permission denied", where=where) from None
-    except OSError as exc:
-        raise EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=where) from None
-
-
 def load(
     path: Path | Traversable,
     *,
@@ -179,7 +141,9 @@ def load(
     empty_hint: str = "",
 ) -> Node:
     """Read and parse one YAML file (see ``read_text`` and ``parse``)."""
-    return parse(read_text(path), where or str(path), empty=empty, empty_hint=empty_hint)
+    return parse(
+        read_input(path, limit=MAX_BYTES), where or str(path), empty=empty, empty_hint=empty_hint
+    )
 
 
 def parse(text: str, where: str, *, empty: str = "the file is empty", empty_hint: str = "") -> Node:

@@ -20,8 +20,8 @@ from pathlib import Path
 import pytest
 
 from envdoctor.platform.system import MAX_OUTPUT_BYTES, SystemHost
+from tests.hostile.child import envdoctor
 
-ROOT = Path(__file__).resolve().parents[2]
 MEMORY_LIMIT = 256 << 20  # far below what collecting the flood would take
 
 
@@ -37,15 +37,7 @@ def check(python: Path, *extra: str) -> subprocess.CompletedProcess[str]:
     def limit() -> None:
         resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT, MEMORY_LIMIT))
 
-    return subprocess.run(
-        [sys.executable, "-m", "envdoctor", "check", "--json", "--python", str(python), *extra],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        preexec_fn=limit,
-        check=False,
-    )
+    return envdoctor("check", "--json", "--python", str(python), *extra, limit=limit)
 
 
 def torch_finding(result: subprocess.CompletedProcess[str]) -> str:

@@ -14,7 +14,6 @@ import resource
 import signal
 import stat
 import subprocess
-import sys
 import threading
 from pathlib import Path
 
@@ -26,9 +25,8 @@ from envdoctor.cli.common import AppContext
 from envdoctor.snapshot import dump_snapshot
 from tests.conftest import PYTHON, scenario_facts
 from tests.fakes.host import FakeHost
+from tests.hostile.child import envdoctor
 
-ROOT = Path(__file__).resolve().parents[2]
-ENVDOCTOR = (sys.executable, "-m", "envdoctor")
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (CI runs as root)")
 
@@ -122,15 +120,7 @@ def test_a_failed_write_leaves_the_old_file_and_no_temporary(snap: Path, tmp_pat
         signal.signal(signal.SIGXFSZ, signal.SIG_IGN)
         resource.setrlimit(resource.RLIMIT_FSIZE, (200, 200))
 
-    result = subprocess.run(
-        [*ENVDOCTOR, "check", "--snapshot", str(snap), "--json", "-o", str(target)],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        preexec_fn=limit,
-        check=False,
-    )
+    result = envdoctor("check", "--snapshot", str(snap), "--json", "-o", str(target), limit=limit)
     assert result.returncode == 2, result.stderr
     assert result.stderr.startswith(f"envdoctor: error: {target}: cannot write the output file")
     assert target.read_text() == "the old report\n"
@@ -190,14 +180,7 @@ def test_a_fifo_nobody_reads_is_an_error_not_a_hang(snap: Path, tmp_path: Path) 
 
 
 def test_proc_self_fd_1_writes_to_stdout(snap: Path) -> None:
-    result = subprocess.run(
-        [*ENVDOCTOR, "check", "--snapshot", str(snap), "--json", "-o", "/proc/self/fd/1"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        check=False,
-    )
+    result = envdoctor("check", "--snapshot", str(snap), "--json", "-o", "/proc/self/fd/1")
     assert result.returncode == 0, result.stderr
     assert result.stdout.startswith("{") and '"status": "healthy"' in result.stdout
 
@@ -251,14 +234,7 @@ def test_a_block_device_is_refused(snap: Path, tmp_path: Path) -> None:
 
 
 def run_save(save: Path) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [*ENVDOCTOR, "run", "--save", str(save), "--", "echo", "hello"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        cwd=ROOT,
-        check=False,
-    )
+    return envdoctor("run", "--save", str(save), "--", "echo", "hello")
 
 
 def test_save_writes_a_new_log_0644_and_truncates_its_own(tmp_path: Path) -> None:

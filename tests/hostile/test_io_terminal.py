@@ -10,8 +10,6 @@ from __future__ import annotations
 
 import json
 import os
-import subprocess
-import sys
 from pathlib import Path
 from typing import Any
 
@@ -27,6 +25,7 @@ from envdoctor.snapshot import dump_snapshot
 from envdoctor.terminal import json_document, safe_json, safe_line, safe_text
 from tests.conftest import PYTHON, scenario_facts
 from tests.fakes.host import FakeHost
+from tests.hostile.child import envdoctor
 from tests.remedy.sandbox import Sandbox
 
 # OSC 52 (write the clipboard), OSC 0 (window title), ESC[2J (clear), C1 CSI, a bidi override,
@@ -199,14 +198,7 @@ def test_error_messages_name_hostile_files_escaped(tmp_path: Path) -> None:
 
 
 def test_run_names_a_missing_hostile_command_escaped() -> None:
-    result = subprocess.run(
-        [sys.executable, "-m", "envdoctor", "run", "--", f"no-such-program{PAYLOAD}"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd=ROOT,
-        check=False,
-    )
+    result = envdoctor("run", "--", f"no-such-program{PAYLOAD}")
     assert result.returncode != 0
     assert "no-such-program" in result.stderr
     assert raw_controls(result.stdout + result.stderr) == []

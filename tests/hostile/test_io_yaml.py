@@ -12,7 +12,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from pathlib import Path
 
 import pytest
@@ -22,6 +21,7 @@ from envdoctor.cli.app import app
 from envdoctor.errors import EnvdoctorError
 from envdoctor.kb.loader import default_root, load_kb
 from envdoctor.yamlsource import MAX_BYTES, MAX_DEPTH, Map, Reader, parse
+from tests.hostile.child import envdoctor
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -49,18 +49,6 @@ HOSTILE = {
     "two documents": ("a: 1\n---\nb: 2\n", "more than one YAML document"),
     "complex key": ("? [a, b]\n: c\n", "keys must be plain names"),
 }
-
-
-def run_cli(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
-    return subprocess.run(
-        [sys.executable, "-m", "envdoctor", *args],
-        capture_output=True,
-        text=True,
-        timeout=120,  # a hang or a bomb would blow far past this; a normal run takes ~1 s
-        cwd=ROOT,
-        env={**os.environ, **(env or {})},
-        check=False,
-    )
 
 
 def run_in_process(*args: str) -> subprocess.CompletedProcess[str]:
@@ -105,7 +93,7 @@ def test_fifty_thousand_brackets_crash_no_child(tmp_path: Path, command: str) ->
     path = tmp_path / "pytorch.yaml"
     path.write_text("[" * 50_000, encoding="utf-8")
     target = tmp_path if command == "tables" else path
-    result = run_cli(command, "validate", str(target))
+    result = envdoctor(command, "validate", str(target))
     assert_clear_error(result, str(path), "nested more than")
 
 
@@ -113,7 +101,7 @@ def test_check_refuses_a_bomb_in_envdoctor_tables(tmp_path: Path) -> None:
     (tmp_path / "pytorch.yaml").write_text(
         billion_laughs("schema: 1\ntable: pytorch\n"), encoding="utf-8"
     )
-    result = run_cli("check", env={"ENVDOCTOR_TABLES": str(tmp_path)})
+    result = envdoctor("check", env={"ENVDOCTOR_TABLES": str(tmp_path)})
     assert_clear_error(result, f"{tmp_path / 'pytorch.yaml'}:3", "anchors (&a)")
 
 
