@@ -235,3 +235,15 @@ def test_the_hostile_checks_see_raw_controls() -> None:
     """The helper the tests rely on is not blind: raw output would fail them."""
     assert raw_controls(PAYLOAD) != []
     assert os.linesep == "\n"
+
+
+def test_json_for_people_is_written_by_json_document_only() -> None:
+    """``ensure_ascii=False`` keeps C1 controls and bidi overrides raw: only ``json_document``
+    may use it, after which ``safe_json`` escapes them (a new JSON output stays safe)."""
+    package = ROOT / "envdoctor"
+    raw = [
+        str(path.relative_to(package))
+        for path in package.rglob("*.py")
+        if "ensure_ascii=False" in path.read_text(encoding="utf-8") and path.name != "terminal.py"
+    ]
+    assert raw == []
