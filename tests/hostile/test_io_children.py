@@ -62,7 +62,7 @@ def test_an_interpreter_that_prints_forever_is_a_finding_not_a_memory_error(
 
 def test_a_slow_endless_printer_is_stopped_at_the_budget(tmp_path: Path) -> None:
     python = interpreter(tmp_path, "while :; do echo tick; sleep 0.05; done")
-    evidence = torch_finding(check(python, "--timeout", "3"))
+    evidence = torch_finding(check(python, "--timeout", "1.5"))
     assert "did not finish within" in evidence
 
 
