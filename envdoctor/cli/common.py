@@ -105,23 +105,29 @@ def check_budgets(ctx: typer.Context) -> None:
 
 
 def resolve_python(host: Host, python: str) -> str:
-    """The interpreter ``--python`` names: a path as given, else looked up on PATH.
+    """The interpreter ``--python`` names: a path made absolute, a bare name looked up on PATH.
 
+    A bare name is never taken from the current directory (``--python python3`` in a directory
+    where someone left an executable ``python3`` runs the one on PATH), and the absolute path is
+    what children, the plan and the fix script use, all of which run from ``/``.
     A path that is there but cannot be run is the user's mistake (a usage error), not a fact
     about the machine; an executable that is not Python stays a ``torch.probe-failed`` finding.
     """
     from envdoctor.model.probed import Found
 
-    info = host.stat(python)
-    if not isinstance(info, Found):
+    if "/" not in python:
         resolved = host.which(python)
         if resolved is None:
-            raise EnvdoctorError(f"--python {python}: no such interpreter")
+            raise EnvdoctorError(f"--python {python}: no such interpreter on PATH")
         return resolved
+    given, python = python, str(Path(python).absolute())
+    info = host.stat(python)
+    if not isinstance(info, Found):
+        raise EnvdoctorError(f"--python {given}: no such interpreter")
     if info.value.is_dir:
-        raise EnvdoctorError(f"--python {python}: not an interpreter (a directory)")
+        raise EnvdoctorError(f"--python {given}: not an interpreter (a directory)")
     if not info.value.mode & 0o111:  # no execute bit at all: nobody, root included, can run it
-        raise EnvdoctorError(f"--python {python}: not executable")
+        raise EnvdoctorError(f"--python {given}: not executable")
     return python
 
 

@@ -6,7 +6,6 @@ The script is a dry run unless started with ``--apply``; see docs/fix.md.
 from __future__ import annotations
 
 import enum
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -89,6 +88,7 @@ def fix_command(
             render_steps,
         )
         from envdoctor.rules import ALL_RULES
+        from envdoctor.terminal import json_document, safe_line
 
         check_budget(timeout)  # before anything reads the machine: also bounds probe_fix_facts
         app = app_context(ctx)
@@ -100,19 +100,17 @@ def fix_command(
         if snapshot is not None:
             live = absent_fix_facts(f"not scanned: planning from the snapshot {snapshot}")
             source = f"the machine in {snapshot}"
-            verify: tuple[str, ...] = ("envdoctor", "check")
         else:
             live = probe_fix_facts(host, deadline=Deadline(timeout))
             hostname = facts.host.hostname
             source = getattr(hostname, "value", "") or "this machine"
-            verify = (sys.executable, "-m", "envdoctor", "check")
-            if python:
-                verify = (*verify, "--python", python)
         plan = build_plan(
             report,
             live,
             PlanOptions(
-                verify_argv=verify,
+                verify_argv=verify_command(
+                    live=snapshot is None, python=facts.torch.python if python else None
+                ),
                 python=python or app.python,
                 prefer=prefer.value,
                 source=source,
@@ -121,7 +119,7 @@ def fix_command(
             ),
         )
         if fmt is FixFormat.json:
-            text = json.dumps(plan_to_json(plan), indent=2, ensure_ascii=False) + "\n"
+            text = json_document(plan_to_json(plan))
         elif fmt is FixFormat.steps:
             text = render_steps(plan)
         else:
@@ -138,7 +136,27 @@ def fix_command(
                 else "review it"
             )
             steps = f"{len(plan.steps)} step{'' if len(plan.steps) == 1 else 's'}"
-            typer.echo(f"envdoctor fix: wrote {output} ({steps}); {how}", err=True)
+            typer.echo(safe_line(f"envdoctor fix: wrote {output} ({steps}); {how}"), err=True)
+
+
+def verify_command(*, live: bool, python: str | None) -> tuple[str, ...]:
+    """The script's last step: `envdoctor check` by this interpreter (``--python``'s too).
+
+    The script runs it from / (its first command is `cd /`), and with -P where this
+    interpreter has it (3.11+), so not even / is put on its sys.path. A plan made from a
+    snapshot runs on another machine: there it is the `envdoctor` on PATH.
+    """
+    if not live:
+        return ("envdoctor", "check")
+    safe = ("-P",) if sys.version_info >= (3, 11) else ()
+    return (
+        sys.executable,
+        *safe,
+        "-m",
+        "envdoctor",
+        "check",
+        *(("--python", python) if python else ()),
+    )
 
 
 def _write(path: Path, text: str, *, executable: bool) -> None:

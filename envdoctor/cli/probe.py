@@ -29,7 +29,15 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet.verdict import MAX_VERDICT_BYTES, fit_line, one_line, verdict_line
 from envdoctor.model.probed import Probed
 from envdoctor.model.views import EXPECT_ENV, Intent
-from envdoctor.platform.host import MAX_READ_BYTES, Deadline, FileInfo, Host, Identity
+from envdoctor.platform.host import (
+    MAX_KMSG_BYTES,
+    MAX_READ_BYTES,
+    Deadline,
+    FileInfo,
+    Host,
+    Identity,
+)
+from envdoctor.terminal import json_document, safe_text
 
 if TYPE_CHECKING:
     import typer
@@ -216,16 +224,12 @@ def _render(
 
         return verdict, render_prometheus(report, duration, command="probe")
     if fmt == "json":
-        import json
-
-        return verdict, json.dumps(
-            _json(report, verdict, duration, requirements, args), indent=2, ensure_ascii=False
-        ) + "\n"
+        return verdict, json_document(_json(report, verdict, duration, requirements, args))
     lines = [verdict]
     if args.verbose:
         lines += [f"  {f.severity.label:<7} {f.code}: {one_line(f.title)}" for f in report.findings]
         lines += _requirement_lines(report, requirements)
-    return verdict, "\n".join(lines) + "\n"
+    return verdict, safe_text("\n".join(lines) + "\n")
 
 
 def _json(
@@ -336,6 +340,10 @@ class TracedHost:
         self.doing = f"reading {path}"
         return self._host.read_bytes(path, limit=limit)
 
+    def read_kmsg(self, *, limit: int = MAX_KMSG_BYTES) -> Probed[str]:
+        self.doing = "reading /dev/kmsg"
+        return self._host.read_kmsg(limit=limit)
+
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
         self.doing = f"listing {path}"
         return self._host.list_dir(path)
@@ -366,6 +374,10 @@ class TracedHost:
         session = self._host.open_nvml(timeout=timeout)
         self.doing = "querying NVML"
         return session
+
+    def open_device(self, path: str, *, timeout: float) -> str:
+        self.doing = f"opening {path}"
+        return self._host.open_device(path, timeout=timeout)
 
     def identity(self) -> Identity:
         self.doing = "looking up the current user"  # NSS: LDAP or sssd can block

@@ -1,7 +1,7 @@
 """``envdoctor slurm-healthcheck``: Slurm's ``HealthCheckProgram`` (or an NHC-style wrapper).
 
-It probes the node (the probe tier; torch only with ``--python`` or a spec that pins torch),
-prints the verdict line, and then:
+It probes the node as ``check`` does, but for torch and the CUDA toolkit (nvcc), which it reads
+only with ``--python`` or a spec that pins torch; it prints the verdict line, and then:
 
 - unhealthy → ``scontrol update NodeName=N State=DRAIN Reason="envdoctor: <code> …"``, unless
   someone else already drained the node (their reason stays);
@@ -31,6 +31,7 @@ from envdoctor.cli.common import (
     torch_cache,
 )
 from envdoctor.cli.watchdog import check_budget
+from envdoctor.terminal import safe_line
 
 # ruff: noqa: UP045  (Typer reads Optional[...] at runtime)
 
@@ -119,12 +120,13 @@ def slurm_healthcheck(
             print(fit_line(f"unknown: {reason}", MAX_VERDICT_BYTES), flush=True)
 
         watchdog = Watchdog(timeout, expire).start()
+        with_torch = python is not None or bool(node_spec and node_spec.needs_torch)
         facts = collect_facts(
             host,
             python=python or context.python,
             deadline=Deadline(timeout * FACTS_SHARE),
-            fast=True,  # the probe tier (no nvcc), as docs/fleet.md says; torch only when asked
-            include_torch=python is not None or bool(node_spec and node_spec.needs_torch),
+            include_torch=with_torch,
+            toolkit=with_torch,  # nvcc matters next to torch only (its CUDA against torch's)
             torch_cache=torch_cache(host, no_cache=no_cache),
         )
         rules = [*ALL_RULES]
@@ -151,14 +153,14 @@ def slurm_healthcheck(
         except slurm.SlurmError as exc:
             if watchdog.claim():
                 typer.echo(verdict)
-                typer.echo(f"envdoctor: error: slurm: {exc.one_line()}", err=True)
+                typer.echo(f"envdoctor: error: slurm: {safe_line(exc.one_line())}", err=True)
             raise typer.Exit(report.exit_code) from None
         if not watchdog.claim():
             raise typer.Exit(2)
         typer.echo(verdict)
-        typer.echo(f"slurm: node {name}: {action.why}")
+        typer.echo(safe_line(f"slurm: node {name}: {action.why}"))
         if argv is not None:
-            typer.echo(f"slurm: {'would run' if dry_run else 'ran'}: {_shell(argv)}")
+            typer.echo(safe_line(f"slurm: {'would run' if dry_run else 'ran'}: {_shell(argv)}"))
         raise typer.Exit(report.exit_code)
 
 

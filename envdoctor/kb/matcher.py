@@ -26,6 +26,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from envdoctor.kb import decor
 from envdoctor.kb.loader import trigger_for
 from envdoctor.kb.model import Hit, KnowledgeBase, Occurrence, Pattern, ScanResult, Signature
 
@@ -212,7 +213,7 @@ class Scanner:
             newlines += block.count(b"\n", counted, start)
             counted = start
             end, triggers = candidates[start]
-            self._match_line(block, start, end, self._newlines + newlines + 1, triggers)
+            self._match_line(block, start, end, self._newlines + newlines + 1, triggers, limit)
         self._newlines += newlines + block.count(b"\n", counted, limit)
         self._tail = (
             block[max(0, limit - CONTEXT_BYTES) : limit]
@@ -221,22 +222,22 @@ class Scanner:
         )
 
     def _match_line(
-        self, block: bytes, start: int, end: int, line_no: int, triggers: set[int]
+        self, block: bytes, start: int, end: int, line_no: int, triggers: set[int], limit: int
     ) -> None:
         matched: set[str] = set()
         for segment in self._segments(block[start:end], triggers):
             text = segment.decode("utf-8", errors="replace").strip("\r")
+            joined = _Continuation(block, end, limit, text)
             for index in sorted(triggers):
                 for signature, pattern in self._by_trigger[index]:
                     if signature.id in matched:
                         continue
-                    if not all(literal in text for literal in pattern.literals):
+                    found = _search(pattern, text, joined)
+                    if found is None:
                         continue
-                    m = pattern.regex.search(text)
-                    if m is None:
-                        continue
+                    m, matched_text = found
                     matched.add(signature.id)
-                    self._record(signature, pattern, m, line_no, text, block, start)
+                    self._record(signature, pattern, m, line_no, matched_text, block, start)
 
     def _segments(self, line: bytes, triggers: set[int]) -> Iterator[bytes]:
         """The line itself, or for a very long one the pieces around each trigger hit."""
@@ -292,6 +293,40 @@ class Scanner:
             before = self._tail[-(CONTEXT_BYTES - len(before)) :] + before
         lines = before.split(b"\n")[-CONTEXT_LINES:]
         return b"\n".join(lines).decode("utf-8", errors="replace")
+
+
+class _Continuation:
+    """The lines after a candidate line, joined to it only when a pattern needs them."""
+
+    def __init__(self, block: bytes, end: int, limit: int, text: str) -> None:
+        self._block, self._end, self._limit, self._text = block, end, limit, text
+        self._variants: tuple[str, ...] | None = None
+
+    def variants(self) -> tuple[str, ...]:
+        if self._variants is None:
+            self._variants = ()
+            if len(self._text) <= LONG_LINE and decor.looks_cut(self._text):
+                tail = self._block[self._end + 1 : self._limit][:WINDOW].split(b"\n")
+                following = [line.decode("utf-8", errors="replace") for line in tail[:-1]]
+                self._variants = decor.continued(self._text, following)
+        return self._variants
+
+
+def _search(pattern: Pattern, text: str, joined: _Continuation) -> tuple[re.Match[str], str] | None:
+    """A match of ``pattern`` in the line, or in the line joined with the lines that continue
+    it when the line holds the pattern's anchor and key literal but is cut short (a wrap)."""
+    if all(literal in text for literal in pattern.literals):
+        m = pattern.regex.search(text)
+        if m is not None:
+            return m, text
+    elif pattern.anchor not in text or pattern.literals[0] not in text:
+        return None
+    for variant in joined.variants():
+        if all(literal in variant for literal in pattern.literals):
+            m = pattern.regex.search(variant)
+            if m is not None and m.start() < len(text):
+                return m, variant
+    return None
 
 
 _BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)

@@ -8,10 +8,27 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from envdoctor.model.containers import NOT_READ, ContainerFacts
 from envdoctor.model.probed import Absent, Probed
 from envdoctor.model.record import record
 
 SNAPSHOT_SCHEMA_VERSION = 1
+
+CLOCK_EVENT_REASONS = (
+    "gpu-idle",
+    "applications-clocks-setting",
+    "sw-power-cap",
+    "hw-slowdown",
+    "sync-boost",
+    "sw-thermal-slowdown",
+    "hw-thermal-slowdown",
+    "hw-power-brake-slowdown",
+    "display-clock-setting",
+)
+"""NVML's clock event (throttle) reasons, bit 0 upwards (nvmlClocksEventReason*, nvml.h)."""
+
+NOT_COLLECTED = Absent("not collected (a snapshot written by an older envdoctor)")
+"""The default of a field added after snapshots existed: an old snapshot still decodes."""
 
 
 class NvmlErrorKind:
@@ -141,6 +158,14 @@ class MemoryInfo:
 
 
 @record
+class MigInstance:
+    """A MIG device (GPU instance + compute instance) as CUDA_VISIBLE_DEVICES names it."""
+
+    uuid: str
+    name: str
+
+
+@record
 class MigMode:
     current: bool
     pending: bool
@@ -162,6 +187,44 @@ class RowRemap:
     uncorrectable: int
     pending: bool
     failure: bool
+
+
+@record
+class EccCorrected:
+    """Corrected (single-bit) ECC error counts: since the last driver load, and ever."""
+
+    volatile: int
+    aggregate: int
+
+
+@record
+class RetiredPages:
+    """Pages retired (pre-Ampere dynamic page retirement), by cause."""
+
+    single_bit: int
+    double_bit: int
+
+
+@record
+class Utilization:
+    """NVML's utilisation over its last sample period, in percent (0 to 100)."""
+
+    gpu: int
+    memory: int
+
+
+@record
+class FabricInfo:
+    """The GPU's registration with the NVLink fabric (NVSwitch systems, Hopper and later).
+
+    ``state`` is "not-supported" (no NVSwitch fabric), "not-started", "in-progress" or
+    "completed"; ``status`` is NVML's result of the registration ("Success" or an NVML error
+    kind), meaningful once completed.
+    """
+
+    state: str
+    status: str
+    clique_id: int
 
 
 @record
@@ -201,6 +264,17 @@ class GpuFacts:
     processes: Probed[tuple[GpuProcess, ...]]
     throttle_reasons: Probed[tuple[str, ...]]
     pcie: Probed[PcieLink]
+    temperature: Probed[int] = NOT_COLLECTED
+    """Degrees Celsius (the GPU die sensor)."""
+    power_draw: Probed[int] = NOT_COLLECTED
+    """Milliwatts, as NVML reports them."""
+    power_limit: Probed[int] = NOT_COLLECTED
+    """The enforced power limit, in milliwatts."""
+    utilization: Probed[Utilization] = NOT_COLLECTED
+    ecc_corrected: Probed[EccCorrected] = NOT_COLLECTED
+    retired_pages: Probed[RetiredPages] = NOT_COLLECTED
+    fabric: Probed[FabricInfo] = NOT_COLLECTED
+    mig_instances: Probed[tuple[MigInstance, ...]] = NOT_COLLECTED
 
     def failure_kinds(self) -> frozenset[str]:
         """The NVML error kinds any field of this GPU failed with (e.g. {"GPUIsLost"})."""
@@ -221,6 +295,81 @@ class NvmlSystem:
     cuda_driver_version: Probed[str]
     gpus: tuple[GpuFacts, ...]
     device_count_error: str = ""
+
+    def gpu_at_pci(self, address: str) -> GpuFacts | None:
+        """The GPU at a PCI address as the kernel log prints it ("0000:3b:00", "0000:3b:00.0")
+        or as NVML does ("00000000:3B:00.0"): domain, bus and device compared as numbers."""
+        wanted = pci_key(address)
+        if wanted is None:
+            return None
+        for gpu in self.gpus:
+            bus_id = getattr(gpu.pci_bus_id, "value", None)
+            if isinstance(bus_id, str) and pci_key(bus_id) == wanted:
+                return gpu
+        return None
+
+
+def pci_key(address: str) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of a PCI address, or None when it is not one."""
+    parts = address.split(".")[0].split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        domain, bus, device = (int(part, 16) for part in parts)
+    except ValueError:
+        return None
+    return domain, bus, device
+
+
+# --- the kernel's log and the NVLink fabric ------------------------------------------------
+
+
+@record
+class XidEvents:
+    """The ``NVRM: Xid`` lines of one code on one device in the kernel log since boot.
+
+    ``device`` is the PCI address as the driver prints it ("0000:3b:00"); times are seconds
+    since boot (None where the source gave none); ``last_message`` is the latest such line
+    from "NVRM:" on, shortened (for Xid 154 it names the recovery action the GPU needs now).
+    """
+
+    device: str
+    xid: int
+    count: int
+    first_seconds: float | None
+    last_seconds: float | None
+    last_message: str
+
+
+@record
+class KernelLog:
+    """What the kernel log says about the GPUs since boot (Xid events).
+
+    ``complete`` is False when the log no longer reaches back to boot (the kernel's ring
+    buffer wrapped, or the journal's output was cut): an Xid may then be missing.
+    ``unread`` lists the sources tried first that could not be read, and why.
+    """
+
+    source: str
+    xids: tuple[XidEvents, ...]
+    complete: bool
+    unread: tuple[tuple[str, str], ...] = ()
+
+
+@record
+class FabricManager:
+    """The nvidia-fabricmanager service: its systemd state and the daemon's version."""
+
+    service: Probed[str]
+    version: Probed[str]
+
+
+@record
+class FabricFacts:
+    """NVSwitches (``/proc/driver/nvidia-nvswitch/devices``) and the fabric manager."""
+
+    nvswitches: Probed[tuple[str, ...]]
+    manager: Probed[FabricManager]
 
 
 # --- user-space libraries -------------------------------------------------------------------
@@ -259,6 +408,9 @@ class EnvFacts:
 
     variables: tuple[tuple[str, str], ...]
     nvcc: Probed[Nvcc]
+    build_nvcc: Probed[Nvcc] = NOT_COLLECTED
+    """The nvcc torch.utils.cpp_extension builds with: $CUDA_HOME (or $CUDA_PATH)/bin/nvcc,
+    else the nvcc on PATH, else /usr/local/cuda/bin/nvcc (torch's own search order)."""
 
     def get(self, name: str) -> str | None:
         """The variable's value, or None when it is unset (unset is itself the fact)."""
@@ -290,6 +442,9 @@ class TorchBuild:
     imported: bool = True
     """False when the child read a CPU-only build from torch/version.py without importing it:
     ``cuda_available`` is then known without the import, and the import itself unchecked."""
+    alloc_conf: tuple[tuple[str, str], ...] = ()
+    """(variable, "" or torch's error) for each allocator-config variable set: torch's own
+    parser's verdict on PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, asked in the child."""
     from_cache: str = ""
     """When ``import torch`` ran (UTC), if it was not in this run: the import's facts come from
     envdoctor's cache (nothing the import read has changed since); ``cuda_available``,
@@ -332,3 +487,7 @@ class Facts:
     envdoctor_version: str = ""
     collected_at: str = ""
     notes: tuple[str, ...] = field(default=())
+    kernel_log: Probed[KernelLog] = NOT_COLLECTED
+    fabric: FabricFacts = FabricFacts(nvswitches=NOT_COLLECTED, manager=NOT_COLLECTED)
+    containers: ContainerFacts = NOT_READ
+    """The container layer (model/containers.py); older snapshots load with its reason."""

@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from envdoctor.platform.commands import CommandResult
 
 MAX_READ_BYTES = 1 << 20
+MAX_KMSG_BYTES = 8 << 20
+"""The most of the kernel's log buffer read (its default size is 128 KiB to 1 MiB; the largest
+``log_buf_len`` boot option seen on servers is a few MiB)."""
 
 
 @record
@@ -60,6 +63,11 @@ class Host(Protocol):
         """Sorted entry names of a directory."""
         ...
 
+    def read_kmsg(self, *, limit: int = MAX_KMSG_BYTES) -> Probed[str]:
+        """Every record in the kernel's log buffer (``/dev/kmsg``, one ``PRIO,SEQ,USEC,FLAGS;
+        text`` record per line), read without ever waiting for new ones."""
+        ...
+
     def stat(self, path: str) -> Probed[FileInfo]:
         """Type, mode and the current user's access to a path."""
         ...
@@ -88,6 +96,11 @@ class Host(Protocol):
 
     def open_nvml(self, *, timeout: float) -> NvmlSession:
         """Initialise NVML; raises ``NvmlError`` with a precise kind when it cannot."""
+        ...
+
+    def open_device(self, path: str, *, timeout: float) -> str:
+        """Open a device node read-write (non-blocking) and close it at once: "ok", the errno's
+        name ("EPERM" where a device cgroup refuses what the mode bits allow), or "timeout"."""
         ...
 
     def identity(self) -> Identity:

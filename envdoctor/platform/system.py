@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.host import MAX_READ_BYTES, FileInfo, Identity
+from envdoctor.platform.host import MAX_KMSG_BYTES, MAX_READ_BYTES, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlSession, open_pynvml
 
 if TYPE_CHECKING:
@@ -22,7 +22,13 @@ if TYPE_CHECKING:
 
     from envdoctor.platform.commands import CommandResult
 
-MAX_OUTPUT_CHARS = 4 << 20
+MAX_OUTPUT_BYTES = 4 << 20  # per stream: ldconfig -p is ~100 KiB, the torch probe a few KiB
+EXIT_DRAIN = 0.2  # seconds to keep reading after the child exited (a grandchild may hold a pipe)
+KMSG_RECORD_BYTES = 1 << 16
+"""One read of /dev/kmsg returns one record and fails (EINVAL) if it does not fit; the kernel
+caps a record at about 1 KiB of text plus its key=value lines, so 64 KiB is always enough."""
+MAX_OVERWRITTEN = 1000
+"""EPIPEs tolerated in one read of /dev/kmsg (a kernel logging faster than it can be read)."""
 
 
 class SystemHost:
@@ -63,6 +69,39 @@ class SystemHost:
         except OSError as exc:
             return ProbeFailed(f"cannot list {path}: {exc.strerror or exc}")
 
+    def read_kmsg(self, *, limit: int = MAX_KMSG_BYTES) -> Probed[str]:
+        """Reads /dev/kmsg non-blocking, one record per read, until the kernel has no more.
+
+        A blocking read would wait for the next kernel message; a file read (``read_bytes``)
+        would too. EPIPE means the oldest record was overwritten while reading: the next read
+        goes on from the new oldest one. ``limit`` bounds the bytes, and so the reads.
+        """
+        path = "/dev/kmsg"
+        try:
+            fd = os.open(self._path(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            return _unreadable(path, exc)
+        chunks: list[bytes] = []
+        size = overwritten = 0
+        try:
+            while size < limit and overwritten < MAX_OVERWRITTEN:
+                try:
+                    chunk = os.read(fd, KMSG_RECORD_BYTES)
+                except BlockingIOError:  # EAGAIN: every record has been read
+                    break
+                except BrokenPipeError:  # EPIPE: overwritten under us; go on from the oldest
+                    overwritten += 1
+                    continue
+                except OSError as exc:
+                    return _unreadable(path, exc)
+                if not chunk:  # a regular file (a test root): its end
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+        return Found(b"".join(chunks)[:limit].decode("utf-8", errors="replace"))
+
     def stat(self, path: str) -> Probed[FileInfo]:
         full = self._path(path)
         try:
@@ -98,7 +137,9 @@ class SystemHost:
     def which(self, program: str) -> str | None:
         import shutil
 
-        return shutil.which(program, path=self._env.get("PATH", os.defpath))
+        # A relative PATH entry ("", ".", "bin") means the current directory: never trusted.
+        entries = self._env.get("PATH", os.defpath).split(os.pathsep)
+        return shutil.which(program, path=os.pathsep.join(e for e in entries if e.startswith("/")))
 
     def run(
         self,
@@ -120,6 +161,7 @@ class SystemHost:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=dict(self._env if env is None else env),
+                cwd="/",  # a child never imports or runs what the caller's directory holds
                 start_new_session=True,  # so a timeout kills the whole process group
             )
         except FileNotFoundError:
@@ -127,33 +169,46 @@ class SystemHost:
         except OSError as exc:
             return CommandResult(args, "error", error=exc.strerror or str(exc))
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            return CommandResult(
-                args,
-                "timeout",
-                returncode=proc.returncode,
-                stdout=_decode(out),
-                stderr=_decode(err),
-                seconds=timeout,
-            )
+            status, out, err = _collect(proc, timeout)
         except BaseException:
             _kill_group(proc)  # Ctrl-C: never leave the child behind
             proc.wait()
             raise
+        finally:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        if status != "ok":
+            _kill_group(proc)
+            proc.wait()
         return CommandResult(
             args,
-            "ok",
+            status,
             returncode=proc.returncode,
             stdout=_decode(out),
             stderr=_decode(err),
-            seconds=time.monotonic() - start,
+            error=f"printed more than {MAX_OUTPUT_BYTES >> 20} MiB" if status == "overflow" else "",
+            seconds=timeout if status == "timeout" else time.monotonic() - start,
         )
 
     def open_nvml(self, *, timeout: float) -> NvmlSession:
         return open_pynvml(timeout)
+
+    def open_device(self, path: str, *, timeout: float) -> str:
+        """On a worker thread, so that a driver stuck in open() costs ``timeout``, not a hang;
+        the thread is a daemon and is left behind if it never returns."""
+        import threading
+
+        answer: list[str] = []
+        full = self._path(path)
+
+        def attempt() -> None:
+            answer.append(_open_close(full))
+
+        worker = threading.Thread(target=attempt, name="envdoctor-open", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        return answer[0] if answer else "timeout"
 
     def identity(self) -> Identity:
         """Looked up once: several probes ask, and the user lookup may go to LDAP or sssd."""
@@ -179,6 +234,26 @@ class SystemHost:
         )
 
 
+def _unreadable(path: str, exc: OSError) -> Probed[str]:
+    """Why ``path`` could not be read, as the file reads say it."""
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return Absent(f"{path} does not exist")
+    if isinstance(exc, PermissionError):
+        return ProbeFailed(f"permission denied reading {path}")
+    return ProbeFailed(f"cannot read {path}: {exc.strerror or exc}")
+
+
+def _open_close(path: str) -> str:
+    import errno
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, f"errno {exc.errno}")
+    os.close(fd)
+    return "ok"
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     import signal
 
@@ -188,5 +263,56 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def _decode(data: bytes | None) -> str:
-    return (data or b"")[:MAX_OUTPUT_CHARS].decode("utf-8", errors="replace")
+def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[str, bytes, bytes]:
+    """(status, stdout, stderr) of a running child, read as it comes.
+
+    Bounded in both ways while reading, not after: at most ``MAX_OUTPUT_BYTES`` kept per stream
+    (status "overflow" past it: a child that prints forever is stopped, not collected into
+    gigabytes), and ``timeout`` seconds in all (status "timeout"). Once the child has exited,
+    its pipes are read for ``EXIT_DRAIN`` more seconds at most: a grandchild that inherited them
+    (``sleep 600 &``) does not hold envdoctor. The caller kills the group when it is not "ok".
+    """
+    import selectors
+
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
+    kept = {out: bytearray(), err: bytearray()}
+
+    def result(status: str) -> tuple[str, bytes, bytes]:
+        return status, bytes(kept[out]), bytes(kept[err])
+
+    end = time.monotonic() + timeout
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        for fd in kept:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            now = time.monotonic()
+            if proc.poll() is not None:
+                exited_at = now if exited_at is None else exited_at
+                if now - exited_at >= EXIT_DRAIN:
+                    # What still holds a pipe is a grandchild in the child's group; the group id
+                    # stays reserved while it has members, so killing it cannot hit a stranger.
+                    _kill_group(proc)
+                    break
+            if now >= end:
+                return result("timeout")
+            for key, _ in selector.select(min(end - now, 0.1)):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                buffer = kept[key.fd]
+                buffer += chunk
+                if len(buffer) > MAX_OUTPUT_BYTES:
+                    del buffer[MAX_OUTPUT_BYTES:]
+                    return result("overflow")
+    try:
+        proc.wait(timeout=max(end - time.monotonic(), 0.0))
+    except subprocess.TimeoutExpired:  # it closed its output but is still running
+        return result("timeout")
+    return result("ok")
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

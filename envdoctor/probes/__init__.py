@@ -6,8 +6,10 @@ import time
 from typing import TYPE_CHECKING
 
 from envdoctor import __version__
+from envdoctor.model.containers import ContainerFacts
 from envdoctor.model.facts import (
     EnvFacts,
+    FabricFacts,
     Facts,
     HostFacts,
     KernelFacts,
@@ -17,8 +19,11 @@ from envdoctor.model.facts import (
 )
 from envdoctor.model.probed import Absent, Probed
 from envdoctor.platform.host import Deadline, Host
+from envdoctor.probes.containers import probe_containers
 from envdoctor.probes.environment import probe_env, probe_variables
+from envdoctor.probes.fabric import probe_fabric, probe_nvswitches
 from envdoctor.probes.kernel import probe_kernel
+from envdoctor.probes.kernel_log import probe_kernel_log
 from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import probe_nvml
 from envdoctor.probes.system import probe_host
@@ -28,6 +33,8 @@ if TYPE_CHECKING:
 
 FAST_TIER = "not probed by the fast tier (envdoctor check reads it)"
 """Why a fact is missing from ``envdoctor probe``: it starts neither torch nor nvcc."""
+NO_TOOLKIT = "not probed: the CUDA toolkit is read with torch only (envdoctor check reads both)"
+"""Why nvcc is missing from ``slurm-healthcheck`` without ``--python``: it matters next to torch."""
 
 
 def collect_facts(
@@ -35,69 +42,45 @@ def collect_facts(
     *,
     python: str,
     deadline: Deadline,
-    include_torch: bool | None = None,
+    include_torch: bool = True,
     fast: bool = False,
     torch_version_only: bool = False,
     torch_cache: CacheDir | None = None,
+    toolkit: bool = True,
 ) -> Facts:
     """Probe everything once. The torch child (the slow part) runs while the rest is read.
 
     ``fast`` is the probe tier, for a 1 s startup probe: NVML, ``/proc``, ``/dev`` and the
     loader's view of the CUDA libraries (``/etc/ld.so.cache`` read as a file: a CUDA stub
-    shadowing the driver's libcuda is a broken node too), but no nvcc and, unless
-    ``include_torch`` asks for it (``slurm-healthcheck --python``), no torch: no process.
-    ``include_torch`` defaults to the tier's choice: the full tier reads torch, the fast one not.
+    shadowing the driver's libcuda is a broken node too), but no torch, no nvcc, no process.
+    ``toolkit=False`` runs no nvcc in the full tier either (``slurm-healthcheck`` without torch);
     ``torch_cache`` lets the torch child reuse an earlier import (``probes/torch_cache.py``).
     """
-    with_torch = not fast if include_torch is None else include_torch
-    if not with_torch:
-        skipped = FAST_TIER if fast else "not probed (torch is skipped by this command)"
-        rest = _probe_rest(host, deadline=deadline, fast=fast)
-        return _facts(*rest, TorchFacts(python=python, torch=Absent(skipped)))
-    # Imported here: the fast tier without torch pays for no thread pool or torch child.
-    from concurrent.futures import ThreadPoolExecutor
-
-    from envdoctor.probes.torch_build import probe_torch
-
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
-        future = pool.submit(
-            probe_torch,
+    if fast:
+        host_facts = probe_host(host)
+        kernel = probe_kernel(host)
+        nvml = probe_nvml(host, deadline=deadline)
+        libraries = probe_libraries(host, deadline=deadline)
+        env = EnvFacts(
+            variables=probe_variables(host), nvcc=Absent(FAST_TIER), build_nvcc=Absent(FAST_TIER)
+        )
+        torch = TorchFacts(python=python, torch=Absent(FAST_TIER))
+        fabric = FabricFacts(nvswitches=probe_nvswitches(host), manager=Absent(FAST_TIER))
+        containers = probe_containers(
+            host, deadline=deadline, fast=True, host_facts=host_facts, kernel=kernel, nvml=nvml
+        )
+    else:
+        host_facts, kernel, nvml, libraries, env, torch, containers = _collect_all(
             host,
             python=python,
             deadline=deadline,
+            include_torch=include_torch,
             version_only=torch_version_only,
             cache=torch_cache,
+            toolkit=toolkit,
         )
-        rest = _probe_rest(host, deadline=deadline, fast=fast)
-        return _facts(*rest, future.result())
-
-
-def _probe_rest(
-    host: Host, *, deadline: Deadline, fast: bool
-) -> tuple[HostFacts, KernelFacts, Probed[NvmlSystem], Probed[tuple[LibraryFamily, ...]], EnvFacts]:
-    """Everything but torch; the fast tier runs no nvcc."""
-    env = (
-        EnvFacts(variables=probe_variables(host), nvcc=Absent(FAST_TIER))
-        if fast
-        else probe_env(host, deadline=deadline)
-    )
-    return (
-        probe_host(host),
-        probe_kernel(host),
-        probe_nvml(host, deadline=deadline),
-        probe_libraries(host, deadline=deadline),
-        env,
-    )
-
-
-def _facts(
-    host_facts: HostFacts,
-    kernel: KernelFacts,
-    nvml: Probed[NvmlSystem],
-    libraries: Probed[tuple[LibraryFamily, ...]],
-    env: EnvFacts,
-    torch: TorchFacts,
-) -> Facts:
+        fabric = probe_fabric(host, nvml, deadline=deadline)
+    kernel_log = probe_kernel_log(host, deadline=deadline, fast=fast)
     return Facts(
         host=host_facts,
         kernel=kernel,
@@ -107,7 +90,73 @@ def _facts(
         torch=torch,
         envdoctor_version=__version__,
         collected_at=_now(),
+        kernel_log=kernel_log,
+        fabric=fabric,
+        containers=containers,
     )
+
+
+def _collect_all(
+    host: Host,
+    *,
+    python: str,
+    deadline: Deadline,
+    include_torch: bool,
+    version_only: bool,
+    cache: CacheDir | None,
+    toolkit: bool,
+) -> tuple[
+    HostFacts,
+    KernelFacts,
+    Probed[NvmlSystem],
+    Probed[tuple[LibraryFamily, ...]],
+    EnvFacts,
+    TorchFacts,
+    ContainerFacts,
+]:
+    """The full tier: the torch child runs on a thread while the rest is read."""
+    # Imported here: the fast tier pays for no thread pool or torch child.
+    from concurrent.futures import ThreadPoolExecutor
+
+    from envdoctor.probes.torch_build import probe_torch
+
+    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
+        torch_future = (
+            pool.submit(
+                probe_torch,
+                host,
+                python=python,
+                deadline=deadline,
+                version_only=version_only,
+                cache=cache,
+            )
+            if include_torch
+            else None
+        )
+        host_facts = probe_host(host)
+        kernel = probe_kernel(host)
+        nvml = probe_nvml(host, deadline=deadline)
+        libraries = probe_libraries(host, deadline=deadline)
+        env = (
+            probe_env(host, deadline=deadline)
+            if toolkit
+            else EnvFacts(
+                variables=probe_variables(host),
+                nvcc=Absent(NO_TOOLKIT),
+                build_nvcc=Absent(NO_TOOLKIT),
+            )
+        )
+        containers = probe_containers(
+            host, deadline=deadline, fast=False, host_facts=host_facts, kernel=kernel, nvml=nvml
+        )
+        torch = (
+            torch_future.result()
+            if torch_future is not None
+            else TorchFacts(
+                python=python, torch=Absent("not probed (torch is skipped by this command)")
+            )
+        )
+    return host_facts, kernel, nvml, libraries, env, torch, containers
 
 
 def _now() -> str:

@@ -11,6 +11,7 @@ from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.commands import CommandResult
 from envdoctor.platform.host import Deadline, Host
+from envdoctor.probes.interpreter import safe_path_flags
 from envdoctor.probes.torch_child import MARK as MARK  # the child prints it: one definition
 
 if TYPE_CHECKING:
@@ -37,10 +38,15 @@ def probe_torch(
     unless ``force_import`` (its import can still be checked then); ``version_only`` reads
     every build that way (``imported`` is False: what CUDA makes of it is not known).
     With a ``cache``, an earlier import is reused while nothing it read has changed
-    (``probes/torch_cache.py``)."""
+    (``probes/torch_cache.py``).
+
+    The child runs in ``/`` with ``-P`` where the interpreter has it: nothing the current
+    directory holds is imported (see ``probes/interpreter.py``).
+    """
+    safe = safe_path_flags(host, python, deadline=deadline)
     timeout = deadline.cap(TORCH_TIMEOUT)
     flags = ["--import"] if force_import else ["--version-only"] if version_only else []
-    argv = [python, "-c", child_source(), *flags]
+    argv = [python, *safe, "-c", child_source(), *flags]
     if cache is not None and not version_only:
         from envdoctor.probes.torch_cache import probe_cached  # only commands that import torch
 
@@ -58,6 +64,12 @@ def parse_child(result: CommandResult, python: str) -> Probed[TorchBuild | Torch
         return ProbeFailed(
             f"the torch probe did not finish within {result.seconds:.0f} s "
             "(import torch or CUDA initialisation hung)",
+            detail=_tail(result.stderr),
+        )
+    if result.status == "overflow":
+        return ProbeFailed(
+            f"the torch probe {result.error} of output and was stopped "
+            "(something in the interpreter's start-up prints without end)",
             detail=_tail(result.stderr),
         )
     if result.status != "ok":
@@ -113,6 +125,7 @@ def _decode(data: dict[str, Any], python: str) -> Probed[TorchBuild | TorchBroke
             loaded_libraries=tuple((str(f), str(p)) for f, p in data["loaded_libraries"]),
             nvidia_wheels=tuple((str(n), str(v)) for n, v in data["nvidia_wheels"]),
             imported=bool(data.get("imported", True)),
+            alloc_conf=tuple((str(v), str(e)) for v, e in data.get("alloc_conf", ())),
         )
     )
 

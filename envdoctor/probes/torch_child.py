@@ -99,6 +99,22 @@ def nvidia_wheels() -> List[Tuple[str, str]]:
     return sorted(names.items())
 
 
+def allocator_verdict(torch: Any, value: str) -> str:
+    """torch's own parser on an allocator-config value: "" when it accepts it, else its error
+    (torch >= 2.9 parses it in every build; older CUDA builds through torch.cuda.memory)."""
+    setter = getattr(torch._C, "_accelerator_setAllocatorSettings", None)
+    if setter is None and getattr(torch.version, "cuda", None):
+        setter = getattr(torch.cuda.memory, "_set_allocator_settings", None)
+    if setter is None:
+        return "not checked: this torch has no allocator-settings parser to ask"
+    try:
+        setter(value)
+    except BaseException as exc:
+        text = str(exc).strip().splitlines()
+        return "%s: %s" % (type(exc).__name__, text[0] if text else "")
+    return ""
+
+
 def read_version_file(spec: Any) -> Tuple[Optional[Dict[str, Any]], str]:
     """torch/version.py holds only literals: read it without importing torch (1 s saved)."""
     try:
@@ -398,6 +414,11 @@ def main() -> None:
         arch_list = []
     cudnn = safe(lambda: torch.backends.cudnn.version())  # type: ignore[no-untyped-call,unused-ignore]  # torch's API
     nccl = safe(lambda: ".".join(str(p) for p in torch.cuda.nccl.version()))  # type: ignore[no-untyped-call,unused-ignore]  # torch's API
+    alloc_conf = [
+        [var, allocator_verdict(torch, os.environ[var])]
+        for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+        if var in os.environ
+    ]
     count = (
         safe(lambda: int(torch.cuda.device_count()))
         if available
@@ -418,6 +439,7 @@ def main() -> None:
         "loaded_libraries": loaded_libraries(),
         "nvidia_wheels": nvidia_wheels(),
         "imported": True,
+        "alloc_conf": alloc_conf,
     }  # type: Dict[str, Any]
     if "--manifest" in sys.argv:
         manifest = import_manifest()

@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
-from envdoctor.model.outcome import Verdict
+from envdoctor.model.outcome import Verdict, passed
 from envdoctor.model.record import record
 from envdoctor.model.views import NO_INTENT, Intent, MachineView, machine_view
 
@@ -60,3 +60,28 @@ class Rule:
     summary: str
     codes: tuple[str, ...]
     evaluate: Callable[[RuleContext], Evaluation]
+
+
+def judged(
+    judge: Callable[[RuleContext], Evaluation],
+    *needs: Callable[[RuleContext], Verdict | None],
+    ok: Callable[[RuleContext], str] | None,
+) -> Callable[[RuleContext], Evaluation]:
+    """A check with honest verdicts: each of ``needs`` may say why it cannot judge here (not
+    applicable, unknown); then the judge's findings or verdicts; if it says nothing, passed with
+    ``ok``'s account of what was read (None: the judge always says)."""
+
+    def evaluate(ctx: RuleContext) -> Evaluation:
+        for need in needs:
+            missing = need(ctx)
+            if missing is not None:
+                yield missing
+                return
+        said = False
+        for item in judge(ctx):
+            said = True
+            yield item
+        if not said and ok is not None:
+            yield passed(ok(ctx))
+
+    return evaluate

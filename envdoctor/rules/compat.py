@@ -7,7 +7,6 @@ value): the driver, torch and library rules already report those.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 
 from envdoctor.compat.judge import (
     ArchFit,
@@ -43,7 +42,7 @@ from envdoctor.model.probed import Absent, Found, ProbeFailed
 from envdoctor.model.record import record
 from envdoctor.model.views import cuda_torch, driver_view, gpu_label, show, torch_build
 from envdoctor.model.views import nvml_gpus as gpus
-from envdoctor.rules.base import Evaluation, Rule, RuleContext
+from envdoctor.rules.base import Evaluation, Rule, RuleContext, judged
 from envdoctor.rules.gpu import gpu_scope
 
 DRIVER_DOCS = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html"
@@ -119,30 +118,6 @@ def _needs_tables(ctx: RuleContext) -> Verdict | None:
     if ctx.given_tables is None:
         return not_applicable("the fast tier judges without the compatibility tables")
     return None
-
-
-def _checked(
-    judge: Callable[[RuleContext], Evaluation],
-    *needs: Callable[[RuleContext], Verdict | None],
-    ok: Callable[[RuleContext], str] | None,
-) -> Callable[[RuleContext], Evaluation]:
-    """A table judgement: prerequisites first, then the judge's findings or verdicts, else
-    passed with ``ok``'s account of what was compared (None: the judge always says)."""
-
-    def evaluate(ctx: RuleContext) -> Evaluation:
-        for need in (_needs_tables, *needs):
-            missing = need(ctx)
-            if missing is not None:
-                yield missing
-                return
-        said = False
-        for item in judge(ctx):
-            said = True
-            yield item
-        if not said and ok is not None:
-            yield passed(ok(ctx))
-
-    return evaluate
 
 
 def _python(facts: Facts) -> str:
@@ -846,14 +821,15 @@ RULES: tuple[Rule, ...] = (
         "torch.driver",
         "The driver supports the CUDA version torch was built for",
         ("torch.driver-too-old",),
-        _checked(_driver_too_old, _needs_driver_and_torch, ok=None),
+        judged(_driver_too_old, _needs_tables, _needs_driver_and_torch, ok=None),
     ),
     Rule(
         "torch.arch",
         "torch has kernels (SASS or usable PTX) for every GPU",
         ("torch.arch-unsupported",),
-        _checked(
+        judged(
             _arch_unsupported,
+            _needs_tables,
             _needs_cuda_torch,
             ok=lambda ctx: "torch has native kernels for every GPU's compute capability",
         ),
@@ -862,8 +838,9 @@ RULES: tuple[Rule, ...] = (
         "cudnn.cuda",
         "The cuDNN torch loads supports its CUDA version, the driver and the GPUs",
         ("cudnn.cuda-incompatible",),
-        _checked(
+        judged(
             _cudnn_cuda_incompatible,
+            _needs_tables,
             _needs_cuda_torch,
             ok=lambda ctx: (
                 "the cuDNN torch loaded supports its CUDA, the driver and the GPUs "
@@ -875,8 +852,9 @@ RULES: tuple[Rule, ...] = (
         "cudnn.loaded",
         "torch loads the cuDNN it was built with",
         ("cudnn.load-mismatch",),
-        _checked(
+        judged(
             _cudnn_load_mismatch,
+            _needs_tables,
             _needs_cuda_torch,
             ok=lambda ctx: "the cuDNN torch runs with is the one it was built with",
         ),
@@ -885,14 +863,15 @@ RULES: tuple[Rule, ...] = (
         "driver.gpu-support",
         "The driver branch supports every GPU",
         ("driver.gpu-unsupported",),
-        _checked(_gpu_unsupported, _needs_driver, ok=_driver_ok),
+        judged(_gpu_unsupported, _needs_tables, _needs_driver, ok=_driver_ok),
     ),
     Rule(
         "driver.kernel-flavour",
         "GPUs that need the open kernel modules have them",
         ("driver.open-modules-required",),
-        _checked(
+        judged(
             _open_modules_required,
+            _needs_tables,
             _needs_driver,
             ok=lambda ctx: "no GPU here needs the open kernel modules",
         ),
@@ -901,6 +880,6 @@ RULES: tuple[Rule, ...] = (
         "cuda.toolkit",
         "The local CUDA toolkit (nvcc) is not newer than the driver supports",
         ("cuda.toolkit-driver-mismatch",),
-        _checked(_toolkit_driver_mismatch, _needs_nvcc, _needs_driver, ok=None),
+        judged(_toolkit_driver_mismatch, _needs_tables, _needs_nvcc, _needs_driver, ok=None),
     ),
 )

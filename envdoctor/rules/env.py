@@ -2,75 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.outcome import not_applicable, passed
+from envdoctor.model.outcome import failed_elsewhere, not_applicable, passed
 from envdoctor.model.probed import Found, why_missing
-from envdoctor.model.views import nvml_gpus
+from envdoctor.model.views import MachineKind, cuda_torch, nvml_gpus
+from envdoctor.model.visible import HIDE_ALL, visible_devices
+from envdoctor.rules import alloc_conf
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
-
-# Keys of PYTORCH_CUDA_ALLOC_CONF that torch's caching allocator documents
-# (docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf).
-ALLOC_CONF_KEYS = frozenset(
-    {
-        "backend",
-        "max_split_size_mb",
-        "roundup_power2_divisions",
-        "max_non_split_rounding_mb",
-        "garbage_collection_threshold",
-        "expandable_segments",
-        "release_lock_on_cudamalloc",
-        "pinned_use_cuda_host_register",
-        "pinned_num_register_threads",
-        "pinned_use_background_threads",
-        "per_process_memory_fraction",
-        "graph_capture_record_stream_reuse",
-        "pinned_reserve_segment_size_mb",
-    }
-)
-HIDE_ALL = frozenset({"-1", "none", "nodevfiles"})
-
-
-def visible_devices(
-    value: str, count: int | None, uuids: tuple[str, ...], mig: bool
-) -> tuple[list[str], str]:
-    """CUDA's reading of CUDA_VISIBLE_DEVICES: the entries kept, and why parsing stopped.
-
-    CUDA keeps entries up to the first invalid one and silently drops the rest.
-    """
-    kept: list[str] = []
-    for raw in value.split(","):
-        token = raw.strip()
-        if not token:
-            return kept, "an empty entry"
-        if token.lstrip("-").isdigit():
-            index = int(token)
-            if index < 0:
-                return kept, f"{token} (negative: hides the GPUs)"
-            if count is not None and index >= count:
-                return kept, f"{token} (there {_gpus_here(count)})"
-        elif token.startswith("GPU-"):
-            if uuids and not any(u.startswith(token) for u in uuids):
-                return kept, f"{token} (no GPU has this UUID)"
-        elif token.startswith("MIG-"):
-            if uuids and not mig:
-                return kept, f"{token} (no GPU is in MIG mode)"
-        else:
-            return kept, f"{token!r} (neither an index nor a GPU-/MIG- UUID)"
-        if token in kept:
-            return kept, f"{token} (listed twice)"
-        kept.append(token)
-    return kept, ""
-
-
-def _gpus_here(count: int) -> str:
-    if count == 1:
-        return "is only 1 GPU: index 0"
-    if count == 0:
-        return "are no GPUs"
-    return f"are only {count} GPUs: indices 0–{count - 1}"
 
 
 def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
@@ -126,20 +66,24 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _nvidia_visible(ctx: RuleContext) -> Iterator[Finding]:
+def _nvidia_visible(ctx: RuleContext) -> Evaluation:
+    """Only the NVIDIA container runtime reads NVIDIA_VISIBLE_DEVICES: what it did is judged by
+    the container checks (container.no-gpu-access names the variable as the cause)."""
     value = ctx.facts.env.get("NVIDIA_VISIBLE_DEVICES")
-    if value is None or value.strip().lower() not in {"void", "none", ""}:
-        return
-    yield Finding(
-        code="env.nvidia-visible-devices",
-        severity=Severity.ERROR,
-        title=f"NVIDIA_VISIBLE_DEVICES={value!r}: the container runtime gives this container no GPU",
-        evidence=(("NVIDIA_VISIBLE_DEVICES", repr(value)),),
-        remediation=Remediation(
-            summary="Start the container with GPUs (NVIDIA_VISIBLE_DEVICES=all or --gpus all)",
-            steps=("docker run --gpus all …  or  -e NVIDIA_VISIBLE_DEVICES=all --runtime=nvidia",),
-        ),
-    )
+    machine = ctx.machine
+    if value is None:
+        yield not_applicable("NVIDIA_VISIBLE_DEVICES is not set")
+    elif not machine.containers:
+        yield not_applicable(
+            f"NVIDIA_VISIBLE_DEVICES={value!r}: not in a container (only the NVIDIA container "
+            "runtime reads it)"
+        )
+    elif machine.kind is MachineKind.CONTAINER_WITHOUT_GPU:
+        yield failed_elsewhere(
+            f"NVIDIA_VISIBLE_DEVICES={value!r} and no GPU here: container.no-gpu-access says why"
+        )
+    else:
+        yield passed(f"NVIDIA_VISIBLE_DEVICES={value!r}: this container was given GPU devices")
 
 
 def _launch_blocking(ctx: RuleContext) -> Iterator[Finding]:
@@ -158,47 +102,38 @@ def _launch_blocking(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def split_alloc_conf(value: str) -> list[str]:
-    """Split on commas outside [brackets] (roundup_power2_divisions takes a bracketed list)."""
-    parts, depth, current = [], 0, ""
-    for char in value:
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    return [p.strip() for p in parts if p.strip()]
-
-
 def _alloc_conf(ctx: RuleContext) -> Iterator[Finding]:
+    build = cuda_torch(ctx.facts)
+    asked = dict(build.alloc_conf) if build is not None else {}
     for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
         value = ctx.facts.env.get(var)
         if value is None:
             continue
-        malformed = [p for p in split_alloc_conf(value) if not re.match(r"^[A-Za-z_]+\s*:\s*\S", p)]
-        unknown = [
-            p.split(":", 1)[0].strip()
-            for p in split_alloc_conf(value)
-            if ":" in p and p.split(":", 1)[0].strip() not in ALLOC_CONF_KEYS
-        ]
-        if not malformed and not unknown:
-            continue
+        verdict = asked.get(var)
+        if verdict is not None and not verdict.startswith("not checked"):
+            if not verdict:
+                continue
+            problems, judge = [verdict], f"torch {build.version if build else ''} itself"
+        else:
+            problems, judge = alloc_conf.judge(value), "envdoctor's reading of torch's parser"
+            if not problems:
+                continue
+        cuda = build is not None
         yield Finding(
             code="env.alloc-conf-invalid",
-            severity=Severity.ERROR if malformed else Severity.WARNING,
+            severity=Severity.ERROR if cuda else Severity.WARNING,
             title=f"{var} is not valid: torch rejects it at the first CUDA allocation",
             evidence=(
-                (var, value),
-                *(("not key:value", p) for p in malformed),
-                *(("unknown key", k) for k in unknown),
+                (var, repr(value)),
+                ("rejected because", problems[0]),
+                ("judged by", judge),
             ),
             remediation=Remediation(
-                summary=f"Fix {var}: comma-separated key:value pairs",
+                summary=f"Fix {var}: comma-separated key:value pairs torch accepts",
                 steps=(
                     f"e.g. export {var}=expandable_segments:True,max_split_size_mb:512",
-                    "known keys: " + ", ".join(sorted(ALLOC_CONF_KEYS)),
+                    "known keys: " + ", ".join(sorted(alloc_conf.KEYS)),
+                    "https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf",
                 ),
             ),
             subject=var,
@@ -291,8 +226,8 @@ RULES = (
     Rule(
         "env.nvidia-visible-devices",
         "NVIDIA_VISIBLE_DEVICES gives the container GPUs",
-        ("env.nvidia-visible-devices",),
-        _when_set(("NVIDIA_VISIBLE_DEVICES",), _nvidia_visible, "asks the runtime for GPUs"),
+        (),  # its finding is container.no-gpu-access's cause now (one finding per cause)
+        _nvidia_visible,
     ),
     Rule(
         "env.launch-blocking",

@@ -28,6 +28,12 @@ UNHEALTHY = {"cvd_hides_all", "driver_mismatch", "gpu_lost", "memory_held", "mig
 UNHEALTHY |= {"no_driver", "no_permission", "nouveau_loaded", "uvm_missing"}
 UNHEALTHY |= {"mismatch_old_module", "memory_held_elsewhere", "memory_held_some_gpus"}
 UNHEALTHY |= {"nodes_root_only", "nouveau_builtin"}
+# The probe tier judges the fabric by NVML's state and reads only /dev/kmsg: an HGX A100 whose
+# fabric manager failed, or Xids only the journal shows, need `envdoctor check`.
+UNHEALTHY |= {"xid_reboot_required", "fabric_manager_stopped"}
+UNHEALTHY |= {"container_cgroup_denied", "container_require_cuda", "container_libs_missing"}
+UNHEALTHY |= {"container_capabilities", "container_image_driver", "host_cdi_stale"}
+UNHEALTHY |= {"host_cdi_missing"}
 
 
 def invoke(scenario: str, *args: str, **overrides: object):  # type: ignore[no-untyped-def]  # click's Result
