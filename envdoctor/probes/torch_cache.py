@@ -63,8 +63,9 @@ def probe_cached(
     host: Host, cache: CacheDir, argv: list[str], *, python: str, deadline: Deadline
 ) -> Probed[TorchBuild | TorchBroken]:
     """Run the torch child ``argv`` with the cache: reuse an unchanged import, store a new one."""
-    name = entry_name(python, host.realpath(python), cache.uid)
-    entry = lookup(cache, name, python=python, realpath=host.realpath(python))
+    realpath = host.realpath(python)
+    name = entry_name(python, realpath, cache.uid)
+    entry = lookup(cache, name, python=python, realpath=realpath)
     reuse = [f"--unchanged-since={entry.manifest}"] if entry is not None else []
     result = host.run([*argv, "--manifest", *reuse], timeout=deadline.cap(TORCH_TIMEOUT))
     data = last_json(result.stdout) if result.ok else None
@@ -76,7 +77,7 @@ def probe_cached(
         data = last_json(result.stdout) if result.ok else None
     probed = parse_child(result, python)
     if data is not None and isinstance(probed, Found) and isinstance(probed.value, TorchBuild):
-        _store(cache, name, data, python=python, realpath=host.realpath(python))
+        _store(cache, name, data, python=python, realpath=realpath)
     elif entry is not None:
         cache.remove(name)  # the import ran afresh and did not complete: keep nothing of it
     return probed
