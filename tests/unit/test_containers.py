@@ -219,6 +219,10 @@ def test_toolkit_config_defaults() -> None:
         "kind: nvidia.com/gpu\ndevices: []\n",  # no cdiVersion, no devices
         "a: &a [*a, *a]\n",  # a self-referencing alias
         "- just\n- a list\n",
+        # a "billion laughs" alias bomb: refused by the one YAML reader, never expanded
+        "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+        "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n",
+        "devices: " + "[" * 5000 + "]" * 5000 + "\n",  # nesting the C parser would overflow on
     ],
 )
 def test_a_broken_cdi_spec_is_a_warning(spec: str) -> None:
