@@ -16,18 +16,16 @@ from pathlib import Path
 from typing import IO
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
-from envdoctor.cli.boundary import boundary
+from envdoctor.cli.boundary import emit, guarded
 from envdoctor.cli.common import AppContext
-from envdoctor.cli.probe import run
 from envdoctor.cli.watchdog import Watchdog
 from envdoctor.errors import EnvdoctorError
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
 from tests.fleet.slurm_fakes import FakeSlurm, SlurmHost
+from tests.runner import invoke as cli_invoke
+from tests.runner import run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
 POSITIVE = "envdoctor: error: --timeout must be a positive number of seconds"
@@ -36,7 +34,7 @@ AT_MOST_A_DAY = "envdoctor: error: --timeout must be at most 86400 seconds (one 
 
 def invoke(*args: str, scenario: str = "healthy_h100", **overrides: object):  # type: ignore[no-untyped-def]  # click's Result
     host = FakeHost.scenario(scenario, **overrides)
-    return CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    return cli_invoke(list(args), obj=AppContext(host=host, python=PYTHON))
 
 
 def assert_one_error_line(output: str, line: str) -> None:
@@ -131,8 +129,7 @@ def test_slurm_never_touches_the_node_when_an_option_is_bad(
 ) -> None:
     fake = FakeSlurm.create(tmp_path)
     host = SlurmHost("gpu_lost", fake.environ)  # unhealthy: a valid run would drain it
-    result = CliRunner().invoke(
-        app,
+    result = cli_invoke(
         ["slurm-healthcheck", "--node", "gpu-node-17", *option],
         obj=AppContext(host=host, python=PYTHON),
     )
@@ -303,9 +300,9 @@ def _stdout_failing_with(error: OSError) -> io.TextIOWrapper:
 def test_probe_run_turns_a_failed_write_into_exit_2(capsys: pytest.CaptureFixture[str]) -> None:
     host = FakeHost.scenario("healthy_h100")
     broken = _stdout_failing_with(BrokenPipeError(errno.EPIPE, "Broken pipe"))
-    assert run([], host=host, python=PYTHON, stdout=broken) == 2
+    assert run_probe([], host=host, python=PYTHON, stdout=broken) == 2
     full = _stdout_failing_with(OSError(errno.ENOSPC, "No space left on device"))
-    assert run([], host=host, python=PYTHON, stdout=full) == 2
+    assert run_probe([], host=host, python=PYTHON, stdout=full) == 2
     assert capsys.readouterr().err == (
         "envdoctor: error: cannot write the output: No space left on device\n"
     )
@@ -315,11 +312,16 @@ def test_boundary_tells_a_failed_stdout_from_an_internal_error(
     monkeypatch: pytest.MonkeyPatch, capsys: pytest.CaptureFixture[str]
 ) -> None:
     monkeypatch.setattr(sys, "stdout", _stdout_failing_with(OSError(errno.EIO, "I/O error")))
-    with pytest.raises(typer.Exit) as info, boundary():
-        typer.echo("the report")
-    assert info.value.exit_code == 2
+
+    def report() -> int:
+        emit("the report")
+        return 0
+
+    assert guarded(report) == 2
     assert capsys.readouterr().err == "envdoctor: error: cannot write the output: I/O error\n"
 
-    with pytest.raises(typer.Exit), boundary():
+    def bug() -> int:
         raise OSError(errno.EIO, "I/O error")  # not a write to stdout: a bug to report
+
+    assert guarded(bug) == 2
     assert "internal error: OSError" in capsys.readouterr().err
