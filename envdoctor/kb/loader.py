@@ -20,6 +20,7 @@ from typing import Any
 from envdoctor.errors import EnvdoctorError
 from envdoctor.kb.analyzers import ANALYZERS
 from envdoctor.kb.anchor import derive_anchor, required_literals
+from envdoctor.kb.ere import to_ere
 from envdoctor.kb.hostcheck import HOST_CHECKS
 from envdoctor.kb.model import ContextRule, KnowledgeBase, Pattern, Role, Signature, XidEntry
 from envdoctor.kb.yamlsrc import LList, LMap, load_yaml
@@ -252,9 +253,19 @@ def _number(item: LMap, key: str, default: float, low: float, high: float) -> fl
 def _compile(item: LMap, key: str = "regex") -> re.Pattern[str]:
     source = _text(item, key)
     try:
-        return re.compile(source)
+        regex = re.compile(source)
     except re.error as exc:
         raise EnvdoctorError(f"regex does not compile: {exc}", where=item.at(key)) from None
+    try:
+        # the subset with a POSIX ERE equivalent is the one RE2 runs in linear time (no
+        # backreferences, lookarounds or inline flags): both engines must accept every pattern
+        to_ere(source)
+    except ValueError as exc:
+        raise EnvdoctorError(
+            f"regex uses a construct explain cannot match in linear time: {exc}",
+            where=item.at(key),
+        ) from None
+    return regex
 
 
 def _signature(item: Any, where: str, prefer: tuple[str, ...] = ()) -> Signature:
