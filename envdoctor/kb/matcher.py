@@ -130,7 +130,7 @@ class Scanner:
             tuple(lit for lit in lits if _DIGITS.intersection(lit)) for lits in distinct
         ]
         self._benign: list[set[bytes]] = [set() for _ in kb.triggers]  # per trigger
-        self._pending = b""
+        self._pending = bytearray()
         self._cutting = False  # inside a line longer than MAX_LINE (already counted)
         self._tail = b""
         self._newlines = 0
@@ -158,28 +158,36 @@ class Scanner:
             self._probed = True
             self._binary = b"\x00" in data[:_BINARY_PROBE]
         self._ended_with_newline = data.endswith(b"\n")
-        buf = self._pending + data if self._pending else data
-        cut = buf.rfind(b"\n") + 1
+        pending = self._pending
+        cut = data.rfind(b"\n") + 1
         if cut:
-            self._process(buf, cut)
+            if pending:
+                block = bytes(pending) + data
+                limit = len(pending) + cut
+                pending.clear()
+            else:
+                block, limit = data, cut
+            self._process(block, limit)
             self._cutting = False
-        start = cut
-        while len(buf) - start > MAX_LINE:
+            pending += memoryview(data)[cut:]
+        else:
+            pending += data  # amortized: fed a byte at a time, nothing is copied again
+        while len(pending) > MAX_LINE:
             # a "line" this long is binary data or an endless progress bar: scan it in pieces,
             # count it once
             if not self._cutting:
                 self._cutting = True
                 self._truncated += 1
-            piece = buf[start : start + MAX_LINE]
+            piece = bytes(pending[:MAX_LINE])
+            del pending[:MAX_LINE]
             self._process(piece, len(piece))
-            start += MAX_LINE
-        self._pending = buf[start:] if start else buf
 
     def finish(self) -> ScanResult:
         """Scan what is left and return the result (the scanner can not be fed afterwards)."""
         if self._pending:
-            self._process(self._pending, len(self._pending))
-            self._pending = b""
+            rest = bytes(self._pending)
+            self._pending.clear()
+            self._process(rest, len(rest))
         if not self._undecodable:
             self._validate(b"", final=True)  # the log ends inside a multi-byte character
         lines = self._newlines + (0 if self._ended_with_newline or not self._bytes else 1)
