@@ -365,7 +365,10 @@ class Scanner:
         acc.count += 1
         acc.last_line = line_no
         if len(acc.occurrences) < self._max_occurrences:
-            captures = tuple((k, v) for k, v in m.groupdict().items() if v is not None)
+            found = m.groupdict()  # RE2 orders it by name: keep the pattern's order
+            captures = tuple(
+                (k, found[k]) for k in pattern.regex.groupindex if found.get(k) is not None
+            )
             acc.occurrences.append(Occurrence(line_no, text[:LINE_TEXT], captures))
         confidence = pattern.confidence
         if signature.context and acc.context_samples < CONTEXT_SAMPLES:

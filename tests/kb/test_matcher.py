@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 from envdoctor.kb import Scanner, load_default_kb, scan_bytes, scan_stream
+from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
 
 OOM = (
@@ -187,11 +188,13 @@ def _mixed_log(seed: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+@pytest.mark.parametrize("engine", available_engines())
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_optimised_scanner_agrees_with_the_obvious_matcher(seed: int) -> None:
-    """The prefilter, second stage and template cache never lose a match."""
+def test_optimised_scanner_agrees_with_the_obvious_matcher(seed: int, engine: str) -> None:
+    """The prefilter, second stage and template cache (Python's re) and the literal sweep
+    (RE2) never lose a match."""
     data = _mixed_log(seed)
-    result = scan_bytes(data, load_default_kb())
+    result = scan_bytes(data, load_default_kb(), engine=engine)
     got = sorted((h.signature_id, h.count, h.first_line) for h in result.hits)
     assert got == _reference(data)
 
