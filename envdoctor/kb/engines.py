@@ -98,7 +98,6 @@ def literal_sweep(literals: Sequence[str]) -> BlockSearch:
     module = _need_re2()
     options = module.Options()
     options.encoding = module.Options.Encoding.LATIN1
-    options.max_mem = 64 << 20
     alternation = b"|".join(
         re.escape(lit.encode("utf-8")) for lit in sorted(set(literals), key=len, reverse=True)
     )

@@ -41,7 +41,7 @@ from envdoctor.kb.engines import (
 from envdoctor.kb.loader import trigger_for
 from envdoctor.kb.model import Hit, KnowledgeBase, Occurrence, Pattern, ScanResult, Signature
 
-CHUNK = 4 << 20
+CHUNK = 1 << 20
 MAX_LINE = 1 << 20
 CONTEXT_BYTES = 16 << 10
 CONTEXT_LINES = 80
@@ -161,13 +161,16 @@ class Scanner:
         pending = self._pending
         cut = data.rfind(b"\n") + 1
         if cut:
+            begin = 0
             if pending:
-                block = bytes(pending) + data
-                limit = len(pending) + cut
+                # the pending line ends at the first newline: scan it alone, then the rest of
+                # the block in place (a copy of the whole block would double the memory)
+                begin = data.find(b"\n") + 1
+                pending += memoryview(data)[:begin]
+                line = bytes(pending)
                 pending.clear()
-            else:
-                block, limit = data, cut
-            self._process(block, limit)
+                self._process(line, 0, len(line))
+            self._process(data, begin, cut)
             self._cutting = False
             pending += memoryview(data)[cut:]
         else:
@@ -180,14 +183,14 @@ class Scanner:
                 self._truncated += 1
             piece = bytes(pending[:MAX_LINE])
             del pending[:MAX_LINE]
-            self._process(piece, len(piece))
+            self._process(piece, 0, len(piece))
 
     def finish(self) -> ScanResult:
         """Scan what is left and return the result (the scanner can not be fed afterwards)."""
         if self._pending:
             rest = bytes(self._pending)
             self._pending.clear()
-            self._process(rest, len(rest))
+            self._process(rest, 0, len(rest))
         if not self._undecodable:
             self._validate(b"", final=True)  # the log ends inside a multi-byte character
         lines = self._newlines + (0 if self._ended_with_newline or not self._bytes else 1)
@@ -234,39 +237,46 @@ class Scanner:
         except UnicodeDecodeError:
             self._undecodable = True
 
-    def _process(self, block: bytes, limit: int) -> None:
-        """Scan ``block[:limit]`` (complete lines, or a forced cut of an endless line)."""
+    def _process(self, block: bytes, begin: int, limit: int) -> None:
+        """Scan ``block[begin:limit]`` (complete lines, or a forced cut of an endless line)."""
         candidates = (
-            self._sweep_candidates(block, limit)
+            self._sweep_candidates(block, begin, limit)
             if self._sweep is not None
-            else self._trigger_candidates(block, limit)
+            else self._trigger_candidates(block, begin, limit)
         )
-        counted = 0
+        counted = begin
         newlines = 0
         for start in sorted(candidates):
             newlines += block.count(b"\n", counted, start)
             counted = start
             end, triggers = candidates[start]
-            self._match_line(block, start, end, self._newlines + newlines + 1, triggers)
+            line_no = self._newlines + newlines + 1
+            self._match_line(block, begin, start, end, line_no, triggers)
         self._newlines += newlines + block.count(b"\n", counted, limit)
         self._tail = (
-            block[max(0, limit - CONTEXT_BYTES) : limit]
-            if limit >= CONTEXT_BYTES
-            else (self._tail + block[:limit])[-CONTEXT_BYTES:]
+            block[limit - CONTEXT_BYTES : limit]
+            if limit - begin >= CONTEXT_BYTES
+            else (self._tail + block[begin:limit])[-CONTEXT_BYTES:]
         )
 
-    def _sweep_candidates(self, block: bytes, limit: int) -> dict[int, tuple[int, set[int]]]:
+    @staticmethod
+    def _line_start(block: bytes, begin: int, at: int) -> int:
+        return block.rfind(b"\n", begin, at) + 1 or begin
+
+    def _sweep_candidates(
+        self, block: bytes, begin: int, limit: int
+    ) -> dict[int, tuple[int, set[int]]]:
         """RE2: the lines that contain a pattern's distinctive literal, with the triggers in
         them (each line is looked at once, however many literals it holds)."""
         assert self._sweep is not None
         sweep = self._sweep
         candidates: dict[int, tuple[int, set[int]]] = {}
-        pos = 0
+        pos = begin
         while pos < limit:
             hit = sweep(block, pos, limit)
             if hit < 0:
                 break
-            start = block.rfind(b"\n", 0, hit) + 1
+            start = self._line_start(block, begin, hit)
             end = block.find(b"\n", hit, limit)
             if end < 0:
                 end = limit
@@ -276,23 +286,25 @@ class Scanner:
             pos = end + 1
         return candidates
 
-    def _trigger_candidates(self, block: bytes, limit: int) -> dict[int, tuple[int, set[int]]]:
+    def _trigger_candidates(
+        self, block: bytes, begin: int, limit: int
+    ) -> dict[int, tuple[int, set[int]]]:
         """Python's re: one substring search per trigger, then the second stage and the cache
         of benign line templates."""
         candidates: dict[int, tuple[int, set[int]]] = {}
-        rfind = block.rfind
+        line_start = self._line_start
         find = block.find
         for index, search in enumerate(self._searchers):
             second = self._second[index].search
             with_digits = self._digit_literals[index]
             benign = self._benign[index]
-            pos = 0
+            pos = begin
             while True:
                 m = search(block, pos, limit)
                 if m is None:
                     break
                 hit, after = m.span()
-                start = rfind(b"\n", 0, hit) + 1
+                start = line_start(block, begin, hit)
                 end = find(b"\n", after, limit)
                 if end < 0:
                     end = limit
@@ -314,7 +326,7 @@ class Scanner:
         return candidates
 
     def _match_line(
-        self, block: bytes, start: int, end: int, line_no: int, triggers: set[int]
+        self, block: bytes, begin: int, start: int, end: int, line_no: int, triggers: set[int]
     ) -> None:
         matched: set[str] = set()
         for segment in self._segments(block[start:end], triggers):
@@ -329,7 +341,7 @@ class Scanner:
                     if m is None:
                         continue
                     matched.add(signature.id)
-                    self._record(signature, pattern, m, line_no, text, block, start)
+                    self._record(signature, pattern, m, line_no, text, block, begin, start)
 
     def _segments(self, line: bytes, triggers: set[int]) -> Iterator[bytes]:
         """The line itself, or for a very long one the pieces around each trigger hit."""
@@ -357,6 +369,7 @@ class Scanner:
         line_no: int,
         text: str,
         block: bytes,
+        begin: int,
         start: int,
     ) -> None:
         acc = self._acc.get(signature.id)
@@ -373,7 +386,7 @@ class Scanner:
         confidence = pattern.confidence
         if signature.context and acc.context_samples < CONTEXT_SAMPLES:
             acc.context_samples += 1
-            context = self._context(block, start)
+            context = self._context(block, begin, start)
             for i, rule in enumerate(signature.context):
                 if self._context_search[signature.id, i](context):
                     confidence += rule.weight
@@ -381,9 +394,10 @@ class Scanner:
                         acc.notes.append(rule.note)
         acc.confidence = max(acc.confidence, min(0.99, max(0.0, confidence)))
 
-    def _context(self, block: bytes, start: int) -> str:
-        """The lines before ``start`` (bounded by bytes and by lines), decoded leniently."""
-        before = block[max(0, start - CONTEXT_BYTES) : start]
+    def _context(self, block: bytes, begin: int, start: int) -> str:
+        """The lines before ``start`` (bounded by bytes and by lines), decoded leniently; what
+        came before ``begin`` is in ``_tail``."""
+        before = block[max(begin, start - CONTEXT_BYTES) : start]
         if len(before) < CONTEXT_BYTES:
             before = self._tail[-(CONTEXT_BYTES - len(before)) :] + before
         lines = before.split(b"\n")[-CONTEXT_LINES:]

@@ -47,6 +47,28 @@ def test_chunking_does_not_change_the_result(chunk: int) -> None:
     assert scanner.finish() == whole
 
 
+CONTEXT = (
+    '  File "model.py", line 10, in forward\n'
+    "    x = self.embedding(input_ids)\n"
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+)
+
+
+@pytest.mark.parametrize("engine", available_engines())
+@pytest.mark.parametrize("chunk", [1, 13, 4096, 1 << 16])
+def test_chunking_keeps_context_rules_and_captures(chunk: int, engine: str) -> None:
+    """A match on a line completed across pieces still sees the lines before it (context
+    rules) and keeps its captures, whatever the piece size and engine."""
+    data = _log(6000, {3000: CONTEXT, 5990: ASSERT})
+    kb = load_default_kb()
+    whole = scan_bytes(data, kb, engine=engine)
+    assert any(h.context_notes for h in whole.hits)
+    scanner = Scanner(kb, engine=engine)
+    for i in range(0, len(data), chunk):
+        scanner.feed(data[i : i + chunk])
+    assert scanner.finish() == whole
+
+
 def test_no_trailing_newline_and_counts() -> None:
     result = scan_bytes(("x\n" * 9 + OOM).encode(), load_default_kb())
     assert result.lines == 10
