@@ -292,7 +292,7 @@ class Scanner:
         """Python's re: one substring search per trigger, then the second stage and the cache
         of benign line templates."""
         candidates: dict[int, tuple[int, set[int]]] = {}
-        line_start = self._line_start
+        rfind = block.rfind
         find = block.find
         for index, search in enumerate(self._searchers):
             second = self._second[index].search
@@ -304,12 +304,12 @@ class Scanner:
                 if m is None:
                     break
                 hit, after = m.span()
-                start = line_start(block, begin, hit)
+                start = rfind(b"\n", begin, hit) + 1 or begin  # inlined _line_start: per hit
                 end = find(b"\n", after, limit)
                 if end < 0:
                     end = limit
                 pos = end + 1
-                if not any(find(lit, start, end) >= 0 for lit in with_digits):
+                if not (with_digits and any(find(lit, start, end) >= 0 for lit in with_digits)):
                     template = block[start:end].translate(None, b"0123456789")
                     if template in benign:
                         continue
