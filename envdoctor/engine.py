@@ -1,4 +1,4 @@
-"""diagnose(): facts → findings, each rule's failure contained, findings sorted."""
+"""evaluate(): facts → one result per check, each rule's failure contained, findings sorted."""
 
 from __future__ import annotations
 
@@ -7,21 +7,48 @@ from typing import TYPE_CHECKING
 
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.outcome import Outcome, Verdict
 from envdoctor.model.record import record
+from envdoctor.model.views import NO_INTENT, Intent, machine_view
 from envdoctor.rules.base import Rule, RuleContext
 
 if TYPE_CHECKING:
     from envdoctor.compat.tables import CompatTables
 
+NO_VERDICT = "the check gave no verdict (an envdoctor bug: please report it)"
+
+
+@record
+class CheckResult:
+    """One check's outcome, why, and the findings it produced (when it failed)."""
+
+    rule: Rule
+    outcome: Outcome
+    reason: str
+    findings: tuple[Finding, ...] = ()
+
 
 @record
 class Report:
-    """Facts and the findings drawn from them; ``status`` and ``exit_code`` follow from both."""
+    """Facts and the findings drawn from them; ``status`` and ``exit_code`` follow from both.
+
+    ``checks`` holds every check's outcome; exit codes come from the findings alone (a check
+    that is unknown because, say, NVML failed is explained by NVML's own finding).
+    """
 
     facts: Facts
     findings: tuple[Finding, ...]
-    passed: tuple[Rule, ...] = ()
+    checks: tuple[CheckResult, ...] = ()
     strict: bool = False
+    intent: Intent = NO_INTENT
+
+    @property
+    def passed(self) -> tuple[Rule, ...]:
+        """The rules that passed on evidence (never one that did not run)."""
+        return tuple(c.rule for c in self.checks if c.outcome is Outcome.PASSED)
+
+    def checks_with(self, outcome: Outcome) -> tuple[CheckResult, ...]:
+        return tuple(c for c in self.checks if c.outcome is outcome)
 
     @property
     def worst(self) -> Severity:
@@ -47,26 +74,47 @@ def evaluate(
     tables: CompatTables | None = None,
     *,
     strict: bool = False,
+    intent: Intent = NO_INTENT,
 ) -> Report:
     """Run every rule; a rule that raises becomes an ``envdoctor.rule-crashed`` finding.
 
     Without ``tables`` the table-driven rules judge against the empty set and say nothing.
     """
-    context = RuleContext(facts=facts, given_tables=tables)
+    context = RuleContext(
+        facts=facts, given_tables=tables, intent=intent, given_view=machine_view(facts, intent)
+    )
     findings: list[Finding] = []
-    passed: list[Rule] = []
+    checks: list[CheckResult] = []
     for rule in rules:
         try:
-            if not rule.applies(context):
-                continue
             produced = list(rule.evaluate(context))
         except Exception as exc:  # noqa: BLE001 (one broken rule must not hide the others)
             produced = [_crashed(rule, exc)]
-        findings.extend(produced)
-        if not produced:
-            passed.append(rule)
+        result = _result(rule, produced)
+        findings.extend(result.findings)
+        checks.append(result)
     findings.sort(key=lambda f: (-f.severity, f.code, f.subject))
-    return Report(facts=facts, findings=tuple(findings), passed=tuple(passed), strict=strict)
+    return Report(
+        facts=facts,
+        findings=tuple(findings),
+        checks=tuple(checks),
+        strict=strict,
+        intent=intent,
+    )
+
+
+def _result(rule: Rule, produced: list[Finding | Verdict]) -> CheckResult:
+    found = tuple(p for p in produced if isinstance(p, Finding))
+    if found:
+        if all(f.inconclusive for f in found):
+            return CheckResult(rule, Outcome.UNKNOWN, found[0].title, found)
+        if all(f.severity <= Severity.INFO for f in found):  # notes: nothing is wrong
+            return CheckResult(rule, Outcome.PASSED, found[0].title, found)
+        return CheckResult(rule, Outcome.FAILED, found[0].title, found)
+    verdict = next((p for p in produced if isinstance(p, Verdict)), None)
+    if verdict is None:
+        return CheckResult(rule, Outcome.UNKNOWN, NO_VERDICT)
+    return CheckResult(rule, verdict.outcome, verdict.reason)
 
 
 def _crashed(rule: Rule, exc: Exception) -> Finding:

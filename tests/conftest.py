@@ -10,6 +10,7 @@ import pytest
 from envdoctor.compat import load_tables
 from envdoctor.engine import Report, evaluate
 from envdoctor.model.facts import Facts
+from envdoctor.model.views import NO_INTENT, Intent
 from envdoctor.platform.host import Deadline
 from envdoctor.probes import collect_facts
 from envdoctor.rules import ALL_RULES
@@ -24,14 +25,14 @@ def scenario_facts(name: str, **overrides: object) -> Facts:
     return collect_facts(host, python=PYTHON, deadline=Deadline(5))
 
 
-def report_of(facts: Facts, *, strict: bool = False) -> Report:
-    return evaluate(facts, ALL_RULES, load_tables(), strict=strict)
+def report_of(facts: Facts, *, strict: bool = False, intent: Intent = NO_INTENT) -> Report:
+    return evaluate(facts, ALL_RULES, load_tables(), strict=strict, intent=intent)
 
 
 @pytest.fixture
 def scenario_report() -> Callable[..., Report]:
-    def build(name: str, **overrides: object) -> Report:
-        return report_of(scenario_facts(name, **overrides))
+    def build(name: str, intent: Intent = NO_INTENT, **overrides: object) -> Report:
+        return report_of(scenario_facts(name, **overrides), intent=intent)
 
     return build
 

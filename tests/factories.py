@@ -149,3 +149,34 @@ def facts(**over: Any) -> Facts:
         torch=torch(),
     )
     return dataclasses.replace(base, **over)
+
+
+def cpu_machine(**over: Any) -> Facts:
+    """A machine without NVIDIA hardware or driver (a laptop, a CPU build box), CPU torch."""
+    base = facts(
+        nvml=Absent("NVML library not found (libnvidia-ml.so.1)"),
+        kernel=kernel(
+            modules=modules("ecc", "kvm"),
+            driver=Absent("/proc/driver/nvidia/version does not exist"),
+            device_nodes=Found(()),
+        ),
+        host=host(nvidia_pci=Found(())),
+        libraries=Found(()),
+        torch=torch(
+            Found(
+                torch_build(
+                    version="2.13.0+cpu",
+                    cuda="",
+                    cudnn_version=Absent("CPU-only build: no cuDNN"),
+                    nccl_version=Absent("CPU-only build: no NCCL"),
+                    arch_list=(),
+                    cuda_available=False,
+                    unavailable_reason="torch was built without CUDA",
+                    device_count=Absent("CUDA is not available to torch"),
+                    nvidia_wheels=(),
+                    imported=False,
+                )
+            )
+        ),
+    )
+    return dataclasses.replace(base, **over)

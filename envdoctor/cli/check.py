@@ -14,7 +14,7 @@ from typing import TYPE_CHECKING, Optional
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import app_context, facts_for
+from envdoctor.cli.common import Expect, app_context, expect_option, facts_for, intent_for
 from envdoctor.errors import EnvdoctorError
 
 if TYPE_CHECKING:
@@ -69,6 +69,7 @@ def check(
     output: Optional[Path] = typer.Option(
         None, "--output", "-o", help="Write the report here (atomically) instead of stdout."
     ),
+    expect: Optional[Expect] = expect_option(),
 ) -> None:
     """Diagnose this machine (or a snapshot): driver, GPUs, CUDA libraries, torch, environment."""
     with boundary():
@@ -85,14 +86,18 @@ def check(
         start = time.monotonic()
         fmt = Format.json if as_json else output_format
         rules = tuple(ALL_RULES)
+        spec_gpus = False
         if spec is not None:
-            from envdoctor.fleet.spec import load_spec, spec_rule
+            from envdoctor.fleet.spec import load_spec, spec_lists_gpus, spec_rule
 
-            rules = (*rules, spec_rule(load_spec(spec)))
+            node_spec = load_spec(spec)
+            rules = (*rules, spec_rule(node_spec))
+            spec_gpus = spec_lists_gpus(node_spec)
+        intent = intent_for(ctx, expect, spec_gpus=spec_gpus)
         facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout)
         env = app_context(ctx).get_host().env()
         compat = load_tables(extra_dir=str(tables) if tables else None, env=env)
-        report = evaluate(facts, rules, compat, strict=strict)
+        report = evaluate(facts, rules, compat, strict=strict, intent=intent)
         if deep:
             report = _with_smoke(report, python or app_context(ctx).python, timeout)
         if fmt is Format.prometheus:

@@ -1,7 +1,9 @@
-"""What every command needs: the Host (real or injected by tests) and the machine's facts."""
+"""What every command needs: the Host (real or injected by tests), the machine's facts and
+what the machine is expected to be (``--expect``)."""
 
 from __future__ import annotations
 
+import enum
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -11,7 +13,35 @@ import typer
 from envdoctor.cli.watchdog import check_budget
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
+from envdoctor.model.views import EXPECT_ENV, Intent
 from envdoctor.platform.host import Deadline, Host
+
+
+class Expect(str, enum.Enum):
+    """``--expect``: what the machine is for."""
+
+    gpu = "gpu"
+    cpu = "cpu"
+
+
+EXPECT_HELP = (
+    "What this machine is for: gpu (no usable NVIDIA GPU is an error) or cpu (no GPU is "
+    f"right). Default: ${EXPECT_ENV}, else a node spec that lists GPUs, else what is here."
+)
+
+
+def expect_option() -> Expect | None:
+    """The ``--expect`` option, one definition for every command that judges a machine."""
+    return typer.Option(None, "--expect", help=EXPECT_HELP, case_sensitive=False)  # type: ignore[no-any-return]  # Typer's OptionInfo stands in for the value
+
+
+def intent_for(ctx: typer.Context, expect: Expect | None, *, spec_gpus: bool = False) -> Intent:
+    """``--expect``, else ``ENVDOCTOR_EXPECT`` (of the environment envdoctor runs in), else a
+    node spec's GPUs: what the machine is expected to be."""
+    value = app_context(ctx).get_host().env().get(EXPECT_ENV)
+    if expect is None and value and value.strip().lower() not in ("gpu", "cpu"):
+        raise EnvdoctorError(f"{EXPECT_ENV}={value!r}: expected gpu or cpu")
+    return Intent.of(expect.value if expect else None, value, spec_gpus=spec_gpus)
 
 
 @dataclass
@@ -51,23 +81,29 @@ def check_budgets(ctx: typer.Context) -> None:
 
 
 def resolve_python(host: Host, python: str) -> str:
-    """The interpreter ``--python`` names: a path as given, else looked up on PATH.
+    """The interpreter ``--python`` names: a path made absolute, a bare name looked up on PATH.
 
+    A bare name is never taken from the current directory (``--python python3`` in a directory
+    where someone left an executable ``python3`` runs the one on PATH), and the absolute path is
+    what children, the plan and the fix script use, all of which run from ``/``.
     A path that is there but cannot be run is the user's mistake (a usage error), not a fact
     about the machine; an executable that is not Python stays a ``torch.probe-failed`` finding.
     """
     from envdoctor.model.probed import Found
 
-    info = host.stat(python)
-    if not isinstance(info, Found):
+    if "/" not in python:
         resolved = host.which(python)
         if resolved is None:
-            raise EnvdoctorError(f"--python {python}: no such interpreter")
+            raise EnvdoctorError(f"--python {python}: no such interpreter on PATH")
         return resolved
+    given, python = python, str(Path(python).absolute())
+    info = host.stat(python)
+    if not isinstance(info, Found):
+        raise EnvdoctorError(f"--python {given}: no such interpreter")
     if info.value.is_dir:
-        raise EnvdoctorError(f"--python {python}: not an interpreter (a directory)")
+        raise EnvdoctorError(f"--python {given}: not an interpreter (a directory)")
     if not info.value.mode & 0o111:  # no execute bit at all: nobody, root included, can run it
-        raise EnvdoctorError(f"--python {python}: not executable")
+        raise EnvdoctorError(f"--python {given}: not executable")
     return python
 
 
@@ -78,6 +114,7 @@ def facts_for(
     python: str | None = None,
     timeout: float = 30.0,
     include_torch: bool = True,
+    torch_version_only: bool = False,
 ) -> Facts:
     """Facts from a snapshot file when given, else probed live through the Host seam.
 
@@ -98,4 +135,5 @@ def facts_for(
         python=resolve_python(host, python) if python is not None else app.python,
         deadline=Deadline(timeout),
         include_torch=include_torch,
+        torch_version_only=torch_version_only,
     )

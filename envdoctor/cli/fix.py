@@ -14,7 +14,7 @@ from typing import Annotated
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import app_context, facts_for
+from envdoctor.cli.common import Expect, app_context, expect_option, facts_for, intent_for
 from envdoctor.cli.watchdog import check_budget
 
 
@@ -64,6 +64,7 @@ def fix_command(
             "the driver (driver).",
         ),
     ] = Prefer.wheel,
+    expect: Expect | None = expect_option(),
 ) -> None:
     """Write a script that fixes what `envdoctor check` finds: dry run by default, --apply acts."""
     with boundary():
@@ -85,24 +86,23 @@ def fix_command(
         app = app_context(ctx)
         host = app.get_host()
         tables = load_tables(None, host.env())
+        intent = intent_for(ctx, expect)
         facts = facts_for(ctx, snapshot=snapshot, python=python, timeout=timeout)
-        report = evaluate(facts, ALL_RULES, tables)
+        report = evaluate(facts, ALL_RULES, tables, intent=intent)
         if snapshot is not None:
             live = absent_fix_facts(f"not scanned: planning from the snapshot {snapshot}")
             source = f"the machine in {snapshot}"
-            verify: tuple[str, ...] = ("envdoctor", "check")
         else:
             live = probe_fix_facts(host, deadline=Deadline(timeout))
             hostname = facts.host.hostname
             source = getattr(hostname, "value", "") or "this machine"
-            verify = (sys.executable, "-m", "envdoctor", "check")
-            if python:
-                verify = (*verify, "--python", python)
         plan = build_plan(
             report,
             live,
             PlanOptions(
-                verify_argv=verify,
+                verify_argv=verify_command(
+                    live=snapshot is None, python=facts.torch.python if python else None
+                ),
                 python=python or app.python,
                 prefer=prefer.value,
                 source=source,
@@ -129,6 +129,26 @@ def fix_command(
             )
             steps = f"{len(plan.steps)} step{'' if len(plan.steps) == 1 else 's'}"
             typer.echo(f"envdoctor fix: wrote {output} ({steps}); {how}", err=True)
+
+
+def verify_command(*, live: bool, python: str | None) -> tuple[str, ...]:
+    """The script's last step: `envdoctor check` by this interpreter (``--python``'s too).
+
+    The script runs it from / (its first command is `cd /`), and with -P where this
+    interpreter has it (3.11+), so not even / is put on its sys.path. A plan made from a
+    snapshot runs on another machine: there it is the `envdoctor` on PATH.
+    """
+    if not live:
+        return ("envdoctor", "check")
+    safe = ("-P",) if sys.version_info >= (3, 11) else ()
+    return (
+        sys.executable,
+        *safe,
+        "-m",
+        "envdoctor",
+        "check",
+        *(("--python", python) if python else ()),
+    )
 
 
 def _write(path: Path, text: str, *, executable: bool) -> None:

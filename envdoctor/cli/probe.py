@@ -22,13 +22,21 @@ from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, NoReturn, TextIO
 
 from envdoctor.cli.boundary import OutputError, report_error, say, stdout_failure
-from envdoctor.cli.probe_options import HELP, ProbeOptions, parse_options
+from envdoctor.cli.probe_options import EXPECTS, HELP, ProbeOptions, UsageError, parse_options
 from envdoctor.cli.watchdog import EXIT_UNKNOWN, Watchdog
 from envdoctor.engine import Report, evaluate
 from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet.verdict import MAX_VERDICT_BYTES, fit_line, one_line, verdict_line
 from envdoctor.model.probed import Probed
-from envdoctor.platform.host import MAX_READ_BYTES, Deadline, FileInfo, Host, Identity
+from envdoctor.model.views import EXPECT_ENV, Intent
+from envdoctor.platform.host import (
+    MAX_KMSG_BYTES,
+    MAX_READ_BYTES,
+    Deadline,
+    FileInfo,
+    Host,
+    Identity,
+)
 
 if TYPE_CHECKING:
     import typer
@@ -71,6 +79,10 @@ def run(
     if fmt == "prometheus" or args.output is not None:
         import envdoctor.render.prometheus  # noqa: F401
     traced = TracedHost(host if host is not None else _system_host())
+    try:
+        intent = _intent(args, traced)
+    except EnvdoctorError as exc:
+        return _error(exc)
 
     def expire() -> None:
         reason = f"no verdict within {args.timeout:g} s; stuck {traced.doing}"
@@ -83,7 +95,7 @@ def run(
     watchdog = Watchdog(args.timeout, expire, **extra).start()
     collect_until = started + args.timeout * COLLECT_SHARE
     try:
-        report = _probe(traced, requirements, args, python or sys.executable, collect_until)
+        report = _probe(traced, requirements, args, python or sys.executable, collect_until, intent)
         rendered = _render(report, fmt, time.monotonic() - started, requirements, args)
         if not watchdog.claim():
             return EXIT_UNKNOWN  # the watchdog spoke first and is ending the process
@@ -165,12 +177,21 @@ def register(app: typer.Typer) -> None:
 # --- the work ---------------------------------------------------------------------------------
 
 
+def _intent(args: ProbeOptions, host: Host) -> Intent:
+    """``--expect``, else ``ENVDOCTOR_EXPECT``: checked before the watchdog starts."""
+    expected = host.env().get(EXPECT_ENV)
+    if args.expect is None and expected and expected.strip().lower() not in EXPECTS:
+        raise UsageError(f"{EXPECT_ENV}={expected!r}: expected gpu or cpu")
+    return Intent.of(args.expect, expected)
+
+
 def _probe(
     host: TracedHost,
     requirements: Sequence[Requirement],
     args: ProbeOptions,
     python: str,
     collect_until: float,
+    intent: Intent,
 ) -> Report:
     # The probes and rules are imported here, not at the top, to keep `envdoctor --help` fast.
     from envdoctor.probes import collect_facts
@@ -185,7 +206,7 @@ def _probe(
 
         rules = (*CORE_RULES, requirements_rule(requirements))
     # The fast tier judges facts without compatibility tables (no torch facts to judge anyway).
-    return evaluate(facts, rules, strict=args.strict)
+    return evaluate(facts, rules, strict=args.strict, intent=intent)
 
 
 def _render(
@@ -321,6 +342,10 @@ class TracedHost:
     def read_bytes(self, path: str, *, limit: int = MAX_READ_BYTES) -> Probed[bytes]:
         self.doing = f"reading {path}"
         return self._host.read_bytes(path, limit=limit)
+
+    def read_kmsg(self, *, limit: int = MAX_KMSG_BYTES) -> Probed[str]:
+        self.doing = "reading /dev/kmsg"
+        return self._host.read_kmsg(limit=limit)
 
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
         self.doing = f"listing {path}"

@@ -17,10 +17,11 @@ from envdoctor.model.record import record
 
 DEFAULT_TIMEOUT = 1.0
 FORMATS = ("text", "json", "prometheus")
+EXPECTS = ("gpu", "cpu")
 
 HELP = """\
 usage: envdoctor probe [--timeout SECONDS] [--format {text,json,prometheus}] [--json]
-                       [-o FILE] [--require EXPR]... [--strict] [-v]
+                       [-o FILE] [--require EXPR]... [--expect {gpu,cpu}] [--strict] [-v]
 
 Fast health probe (NVML, /proc, /dev, the loader's cache; never torch). The first output line
 is the verdict (at most 80 bytes). Exit 0 healthy, 1 unhealthy, 2 could not determine.
@@ -34,6 +35,8 @@ options:
                      the verdict
   --require EXPR     a gate such as gpus>=8, driver>=550, cuda>=12.4, memory_free>=70GiB,
                      model~=H100 (repeatable; every gate must hold)
+  --expect WHAT      gpu: no usable NVIDIA GPU is an error; cpu: no GPU is right
+                     (default: $ENVDOCTOR_EXPECT, else judged from what is here)
   --strict           warnings fail too (exit 1)
   -v, --verbose      after the verdict, one line per finding
   -h, --help         show this help and exit
@@ -58,12 +61,13 @@ class ProbeOptions:
     strict: bool = False
     verbose: bool = False
     help: bool = False
+    expect: str | None = None
 
 
 # Option name -> field. Long names may be abbreviated to any unique prefix, and short ones
 # clustered (-vo FILE), as argparse allowed: manifests written for it keep working.
 _LONG_VALUED = {"--timeout": "timeout", "--format": "format", "--output": "output"}
-_LONG_VALUED |= {"--require": "require"}
+_LONG_VALUED |= {"--require": "require", "--expect": "expect"}
 _LONG_FLAGS = {"--json": "json", "--strict": "strict", "--verbose": "verbose", "--help": "help"}
 _SHORT_VALUED = {"o": "output"}
 _SHORT_FLAGS = {"v": "verbose", "h": "help"}
@@ -118,6 +122,9 @@ def _parse(args: list[str]) -> ProbeOptions:
     fmt = values.get("format", "text")
     if fmt not in FORMATS:
         raise UsageError(f"--format: invalid choice {fmt!r} (choose from {', '.join(FORMATS)})")
+    expect = values.get("expect")
+    if expect is not None and expect.lower() not in EXPECTS:
+        raise UsageError(f"--expect: invalid choice {expect!r} (choose from {', '.join(EXPECTS)})")
     return ProbeOptions(
         timeout=_timeout(values.get("timeout")),
         format="json" if "json" in flags else fmt,
@@ -126,6 +133,7 @@ def _parse(args: list[str]) -> ProbeOptions:
         strict="strict" in flags,
         verbose="verbose" in flags,
         help="help" in flags,
+        expect=expect.lower() if expect else None,
     )
 
 

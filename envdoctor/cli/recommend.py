@@ -9,7 +9,7 @@ from typing import Annotated
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import app_context, facts_for
+from envdoctor.cli.common import Expect, app_context, expect_option, facts_for, intent_for
 from envdoctor.compat import load_tables
 from envdoctor.compat.recommend import machine_from_facts, recommend, render_text, to_json
 
@@ -31,6 +31,7 @@ def recommend_command(
         Path | None,
         typer.Option("--tables", help="Extra tables that extend or override the shipped ones."),
     ] = None,
+    expect: Expect | None = expect_option(),
 ) -> None:
     """The best official torch wheel for this driver and these GPUs, why, and what would not work.
 
@@ -40,8 +41,9 @@ def recommend_command(
     with boundary():
         env = app_context(ctx).get_host().env()
         tables = load_tables(str(tables_dir) if tables_dir else None, env)
-        facts = facts_for(ctx, snapshot=snapshot, include_torch=False)
-        rec = recommend(tables, machine_from_facts(facts, tables), pin=torch)
+        intent = intent_for(ctx, expect)
+        facts = facts_for(ctx, snapshot=snapshot, torch_version_only=True)
+        rec = recommend(tables, machine_from_facts(facts, tables, intent), pin=torch)
         if as_json:
             typer.echo(json.dumps(to_json(tables, rec), indent=2, ensure_ascii=False))
         else:

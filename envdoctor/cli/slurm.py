@@ -21,7 +21,7 @@ from typing import Annotated, Optional
 import typer
 
 from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import app_context, resolve_python
+from envdoctor.cli.common import Expect, app_context, expect_option, intent_for, resolve_python
 from envdoctor.cli.watchdog import check_budget
 
 # ruff: noqa: UP045  (Typer reads Optional[...] at runtime)
@@ -71,6 +71,7 @@ def slurm_healthcheck(
         bool,
         typer.Option("--dry-run", help="Read the node's state but only print the scontrol update."),
     ] = False,
+    expect: Optional[Expect] = expect_option(),
 ) -> None:
     """Drain this node when it is unhealthy; resume it when envdoctor drained it and it is
     healthy again. An operator's drain is never touched."""
@@ -83,7 +84,7 @@ def slurm_healthcheck(
         from envdoctor.engine import evaluate
         from envdoctor.fleet import slurm
         from envdoctor.fleet.requirements import parse_requirements, requirements_rule
-        from envdoctor.fleet.spec import load_spec, spec_rule
+        from envdoctor.fleet.spec import load_spec, spec_lists_gpus, spec_rule
         from envdoctor.fleet.verdict import (
             MAX_VERDICT_BYTES,
             fit_line,
@@ -98,6 +99,7 @@ def slurm_healthcheck(
         check_budget(timeout)
         requirements = parse_requirements(require or ())
         node_spec = load_spec(spec) if spec is not None else None
+        intent = intent_for(ctx, expect, spec_gpus=bool(node_spec and spec_lists_gpus(node_spec)))
         context = app_context(ctx)
         host = TracedHost(context.get_host())
         if python is not None:
@@ -119,7 +121,7 @@ def slurm_healthcheck(
             rules.append(requirements_rule(requirements))
         if node_spec is not None:
             rules.append(spec_rule(node_spec))
-        report = evaluate(facts, rules, CompatTables(), strict=strict)
+        report = evaluate(facts, rules, CompatTables(), strict=strict, intent=intent)
         verdict = verdict_line(report)
 
         host.doing = "waiting for scontrol"

@@ -48,19 +48,54 @@ def smoke(
     reproduce: Optional[Reproduce] = typer.Option(
         None,
         "--reproduce",
-        help="Check whether this error reproduces under GPU memory pressure.",
+        help=(
+            "Check whether this error reproduces under GPU memory pressure. WARNING: it fills "
+            "the GPU's memory to the last MiB; other jobs on that GPU may fail with out of "
+            "memory. A GPU NVML shows in use by other processes is refused unless named with "
+            "--gpu N --force."
+        ),
     ),
     leave: Optional[int] = typer.Option(
         None,
         "--leave",
-        help="With --reproduce: leave only this many MiB free (default: search a ladder).",
+        help=(
+            "With --reproduce: leave only this many MiB free after the probe's own CUDA "
+            "context (default: search for the threshold)."
+        ),
+    ),
+    force: bool = typer.Option(
+        False,
+        "--force",
+        help="With --reproduce --gpu N: fill GPU N even though other processes use it.",
+    ),
+    in_process: bool = typer.Option(
+        False,
+        "--in-process",
+        help=(
+            "With --reproduce: torch's own cache holds the memory and a new thread creates its "
+            "cuBLAS/cuDNN handle (the usual case inside a training process)."
+        ),
+    ),
+    budget: float = typer.Option(
+        300.0,
+        "--budget",
+        help="With --reproduce: start no new probe after this many seconds.",
     ),
 ) -> None:
-    """Run CUDA, cuBLAS, cuDNN and NCCL for real on each GPU, time-bounded, and attribute failures."""
+    """Run CUDA, cuBLAS, cuDNN and NCCL for real on each GPU, time-bounded, and attribute failures.
+
+    --reproduce fills a GPU's memory: never run it on a GPU other jobs use.
+    """
     with boundary():
         target_python = python or app_context(ctx).python
-        if leave is not None and reproduce is None:
-            raise EnvdoctorError("--leave only applies with --reproduce")
+        if reproduce is None:
+            for name, given in (
+                ("--leave", leave is not None),
+                ("--force", force),
+                ("--in-process", in_process),
+            ):
+                if given:
+                    raise EnvdoctorError(f"{name} only applies with --reproduce")
         if reproduce is not None and gpu and len(gpu) > 1:
             raise EnvdoctorError("--reproduce works on one GPU: give --gpu once")
         facts = facts_for(ctx, python=target_python, include_torch=True)
@@ -80,6 +115,9 @@ def smoke(
                 gpu=gpu[0] if gpu else None,
                 leave_mib=leave,
                 timeout=timeout,
+                force=force,
+                in_process=in_process,
+                budget=budget,
             )
             result = run_reproduce(facts, options)
             findings = reproduce_findings(facts, result)

@@ -32,7 +32,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
         "forward_compat_packages",
     ),
     "driver-branches": ("driver_branches",),
-    "architectures": ("architectures",),
+    "architectures": ("architectures", "gpu_products"),
     "cudnn": ("cudnn",),
     "pytorch": ("torch_releases",),
 }
@@ -144,12 +144,28 @@ def render(key: str, tables: CompatTables) -> str:
             f"{a.first_driver or '-':<13} "
             f"{('R' + str(a.last_driver_branch)) if a.last_driver_branch else '-':<12} "
             f"{a.kernel_modules or '-':<12} {', '.join(a.gpus[:4])}"
+            + ("  (unconfirmed)" if not a.confirmed else "")
             for a in tables.architectures
+        )
+        lines.extend(
+            f"  {p.product} (CC {p.cc}, GPU name contains {' or '.join(p.names)}): "
+            + ", ".join(
+                part
+                for part in (
+                    f"kernel modules {p.kernel_modules}" if p.kernel_modules else "",
+                    f"first driver {p.first_driver}" if p.first_driver else "",
+                )
+                if part
+            )
+            for p in tables.gpu_products
         )
     elif key == "cudnn":
         for c in tables.cudnn:
             pkgs = "; ".join(f"CUDA {p.cuda} (Linux ≥ {p.linux_driver or '?'})" for p in c.packages)
-            lines.append(f"cuDNN {c.cudnn}: {pkgs}; CC {c.min_cc or '?'} to {c.max_cc or '?'}")
+            mark = "  (unconfirmed)" if not c.confirmed else ""
+            lines.append(
+                f"cuDNN {c.cudnn}: {pkgs}; CC {c.min_cc or '?'} to {c.max_cc or '?'}{mark}"
+            )
     else:
         for rel in tables.releases_newest_first():
             default = f", PyPI default {rel.default}" if rel.default else ""

@@ -30,6 +30,7 @@ from envdoctor.compat.tables import (
     DriverBranch,
     ForwardCompatGpuClass,
     ForwardCompatPackage,
+    GpuProduct,
     MinorVersionFloor,
     MinorVersionLimitation,
     TorchRelease,
@@ -126,6 +127,7 @@ _SECTION_KEYS: dict[str, Callable[[Any], object]] = {
     "forward_compat_packages": lambda r: r.package,
     "driver_branches": lambda r: r.branch,
     "architectures": lambda r: parse_cc(r.cc),
+    "gpu_products": lambda r: r.product,
     "cudnn": lambda r: str(SpecifierSet(r.cudnn)),
     "torch_releases": lambda r: r.torch,
 }
@@ -273,6 +275,22 @@ class _Ctx:
 
     def flag(self, node: y.Map, key: str, what: str, default: bool) -> bool:
         return self.boolean(node.items[key], f"{what}.{key}") if key in node.items else default
+
+    def confirmation(self, node: y.Map, what: str) -> dict[str, Any]:
+        """``confirmed`` and ``missing``: a row no readable source confirmed says what is missing."""
+        confirmed = self.flag(node, "confirmed", what, True)
+        missing = self.optional_text(node, "missing", what) or ""
+        if not confirmed and not missing:
+            raise self.error(
+                node,
+                f"{what}: a row marked confirmed: false needs missing: (what no readable source "
+                "confirmed)",
+            )
+        if confirmed and missing:
+            raise self.error(
+                node.items["missing"], f"{what}: missing: is only for rows marked confirmed: false"
+            )
+        return {"confirmed": confirmed, "missing": missing}
 
     def text_list(self, node: y.Node, what: str) -> tuple[str, ...]:
         return tuple(self.text(item, what) for item in self.sequence(node, what))
@@ -440,7 +458,7 @@ def _parse_cuda_toolkits(
                 row,
                 what,
                 required=("cuda", "label", "source"),
-                optional=("linux", "windows", "confirmed", "note"),
+                optional=("linux", "windows", "confirmed", "missing", "note"),
             )
             cuda = ctx.cuda(row.items["cuda"], f"{what}.cuda", full=True)
             releases.append(
@@ -450,7 +468,7 @@ def _parse_cuda_toolkits(
                     linux_driver=ctx.optional_driver(row, "linux", what),
                     windows_driver=ctx.optional_driver(row, "windows", what),
                     source=ctx.source(row, f"{what} {cuda}"),
-                    confirmed=ctx.flag(row, "confirmed", what, True),
+                    **ctx.confirmation(row, what),
                     note=ctx.optional_text(row, "note", what) or "",
                     where=ctx.where(row),
                 )
@@ -548,7 +566,7 @@ def _parse_driver_branches(
             row,
             what,
             required=("branch", "cuda", "example", "source"),
-            optional=("kind", "confirmed", "note"),
+            optional=("kind", "confirmed", "missing", "note"),
         )
         branch = ctx.integer(row.items["branch"], f"{what}.branch")
         example = (
@@ -570,7 +588,7 @@ def _parse_driver_branches(
                 example=example,
                 kind=ctx.optional_text(row, "kind", what) or "",
                 source=ctx.source(row, f"{what} {branch}"),
-                confirmed=ctx.flag(row, "confirmed", what, True),
+                **ctx.confirmation(row, what),
                 note=ctx.optional_text(row, "note", what) or "",
                 where=ctx.where(row),
             )
@@ -589,7 +607,7 @@ _PLATFORMS = ("discrete", "jetson")
 def _parse_architectures(
     ctx: _Ctx, top: y.Map, body: dict[str, y.Node]
 ) -> dict[str, tuple[Any, ...]]:
-    _only(ctx, top, body, ("architectures",))
+    _only(ctx, top, body, ("architectures", "products"))
     rows = []
     for row in _rows(ctx, body, "architectures", "architectures"):
         what = "architectures"
@@ -605,6 +623,7 @@ def _parse_architectures(
                 "last_driver_branch",
                 "kernel_modules",
                 "confirmed",
+                "missing",
                 "note",
             ),
         )
@@ -614,11 +633,7 @@ def _parse_architectures(
             raise ctx.error(
                 row.items["platform"], f"{what}.platform: one of {', '.join(_PLATFORMS)}"
             )
-        modules = ctx.optional_text(row, "kernel_modules", what) or ""
-        if modules and modules not in _MODULES:
-            raise ctx.error(
-                row.items["kernel_modules"], f"{what}.kernel_modules: one of {', '.join(_MODULES)}"
-            )
+        modules = _kernel_modules(ctx, row, what)
         first = (
             ctx.cuda(row.items["first_cuda"], f"{what}.first_cuda")
             if "first_cuda" in row.items
@@ -647,14 +662,59 @@ def _parse_architectures(
                 ),
                 kernel_modules=modules,
                 source=ctx.source(row, f"{what} {cc}"),
-                confirmed=ctx.flag(row, "confirmed", what, True),
+                **ctx.confirmation(row, what),
                 note=ctx.optional_text(row, "note", what) or "",
                 where=ctx.where(row),
             )
         )
-    return {
-        "architectures": _unique(ctx, rows, _SECTION_KEYS["architectures"], "compute capability")
-    }
+    out: dict[str, tuple[Any, ...]] = {}
+    if "architectures" in body:
+        out["architectures"] = _unique(
+            ctx, rows, _SECTION_KEYS["architectures"], "compute capability"
+        )
+    if "products" in body:
+        out["gpu_products"] = _parse_products(ctx, body)
+    return out
+
+
+def _kernel_modules(ctx: _Ctx, row: y.Map, what: str) -> str:
+    modules = ctx.optional_text(row, "kernel_modules", what) or ""
+    if modules and modules not in _MODULES:
+        raise ctx.error(
+            row.items["kernel_modules"], f"{what}.kernel_modules: one of {', '.join(_MODULES)}"
+        )
+    return modules
+
+
+def _parse_products(ctx: _Ctx, body: dict[str, y.Node]) -> tuple[Any, ...]:
+    """Per-product overrides of an architecture row, matched on the GPU name NVML reports."""
+    rows = []
+    for row in _rows(ctx, body, "products", "products"):
+        what = "products"
+        ctx.keys(
+            row,
+            what,
+            required=("product", "cc", "names", "source"),
+            optional=("kernel_modules", "first_driver", "note"),
+        )
+        product = ctx.text(row.items["product"], f"{what}.product")
+        names = ctx.text_list(row.items["names"], f"{what}.names")
+        if not names:
+            raise ctx.error(row.items["names"], f"{what} {product}: at least one name")
+        modules = _kernel_modules(ctx, row, what)
+        rows.append(
+            GpuProduct(
+                product=product,
+                cc=ctx.cc(row.items["cc"], f"{what}.cc"),
+                names=names,
+                kernel_modules=modules,
+                first_driver=ctx.optional_driver(row, "first_driver", what),
+                source=ctx.source(row, f"{what} {product}"),
+                note=ctx.optional_text(row, "note", what) or "",
+                where=ctx.where(row),
+            )
+        )
+    return _unique(ctx, rows, _SECTION_KEYS["gpu_products"], "product")
 
 
 def _parse_cudnn(ctx: _Ctx, top: y.Map, body: dict[str, y.Node]) -> dict[str, tuple[Any, ...]]:
@@ -666,7 +726,7 @@ def _parse_cudnn(ctx: _Ctx, top: y.Map, body: dict[str, y.Node]) -> dict[str, tu
             row,
             what,
             required=("cudnn", "packages", "source"),
-            optional=("min_cc", "max_cc", "confirmed", "note"),
+            optional=("min_cc", "max_cc", "confirmed", "missing", "note"),
         )
         cudnn = ctx.interval(row.items["cudnn"], f"{what}.cudnn")
         packages = []
@@ -700,7 +760,7 @@ def _parse_cudnn(ctx: _Ctx, top: y.Map, body: dict[str, y.Node]) -> dict[str, tu
                 min_cc=min_cc,
                 max_cc=max_cc,
                 source=ctx.source(row, f"{what} {cudnn}"),
-                confirmed=ctx.flag(row, "confirmed", what, True),
+                **ctx.confirmation(row, what),
                 note=ctx.optional_text(row, "note", what) or "",
                 where=ctx.where(row),
             )
@@ -769,7 +829,7 @@ def _parse_variant(ctx: _Ctx, row: y.Map, torch: str, template: str) -> TorchVar
         row,
         what,
         required=("name", "cuda", "arch", "source"),
-        optional=("cudnn", "nccl", "index_url", "experimental", "confirmed", "note"),
+        optional=("cudnn", "nccl", "index_url", "experimental", "confirmed", "missing", "note"),
     )
     name = ctx.text(row.items["name"], f"{what}.name")
     cuda = ctx.cuda(row.items["cuda"], f"{what}.cuda")
@@ -800,7 +860,7 @@ def _parse_variant(ctx: _Ctx, row: y.Map, torch: str, template: str) -> TorchVar
         cudnn=ctx.version(row.items["cudnn"], f"{what}.cudnn") if "cudnn" in row.items else None,
         nccl=ctx.version(row.items["nccl"], f"{what}.nccl") if "nccl" in row.items else None,
         experimental=ctx.flag(row, "experimental", what, False),
-        confirmed=ctx.flag(row, "confirmed", what, True),
+        **ctx.confirmation(row, what),
         source=ctx.source(row, f"{what} {name}"),
         note=ctx.optional_text(row, "note", what) or "",
         where=ctx.where(row),
@@ -844,6 +904,7 @@ def _build(sections: _Sections, origins: tuple[str, ...]) -> CompatTables:
         forward_compat_packages=tuple(rows.get("forward_compat_packages", ())),
         driver_branches=tuple(sorted(rows.get("driver_branches", ()), key=lambda r: r.branch)),
         architectures=tuple(sorted(rows.get("architectures", ()), key=lambda r: r.cc_version)),
+        gpu_products=tuple(rows.get("gpu_products", ())),
         cudnn=tuple(rows.get("cudnn", ())),
         torch_releases=tuple(
             sorted(rows.get("torch_releases", ()), key=lambda r: r.release_version)
@@ -858,6 +919,7 @@ def check_consistency(tables: CompatTables) -> None:
     _check_branches(tables)
     _check_cudnn_overlap(tables)
     _check_torch_cuda_rows(tables)
+    _check_products(tables)
 
 
 def _check_monotonic_drivers(tables: CompatTables) -> None:
@@ -928,3 +990,13 @@ def _check_torch_cuda_rows(tables: CompatTables) -> None:
                     where=variant.where,
                     hint="add the CUDA release to cuda_toolkits.yaml",
                 )
+
+
+def _check_products(tables: CompatTables) -> None:
+    for product in tables.gpu_products:
+        if tables.architecture(product.cc) is None:
+            raise EnvdoctorError(
+                f"product {product.product}: no architectures row for compute capability "
+                f"{product.cc}",
+                where=product.where,
+            )

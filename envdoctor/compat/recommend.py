@@ -8,6 +8,7 @@ compatibility, a stable variant beats an experimental one, then the higher CUDA 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import field
 from typing import Any
 
@@ -36,6 +37,15 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, NvmlErrorKind, NvmlSystem
 from envdoctor.model.probed import Found, ProbeFailed, why_missing
 from envdoctor.model.record import record
+from envdoctor.model.views import (
+    NO_INTENT,
+    Intent,
+    MachineKind,
+    machine_view,
+    module_state,
+    torch_broken,
+    torch_build,
+)
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
@@ -82,7 +92,11 @@ class MachineGpu:
 
 @record
 class Machine:
-    """What the recommendation depends on, read from facts (live or a snapshot)."""
+    """What the recommendation depends on, read from facts (live or a snapshot).
+
+    ``driver`` is the version compatibility is judged against (model/views.py): the installed
+    user-space driver, which is what runs once a stale kernel module is reloaded.
+    """
 
     driver: str | None
     driver_cuda: Cuda | None
@@ -92,24 +106,23 @@ class Machine:
     nvidia_pci: int | None = None
     driver_problem: str = ""  # why NVML gave no driver or GPU list, in NVML's words
     nvml_error: str = ""  # NVML's failure kind (NvmlErrorKind); "" when it listed the GPUs
-    module_loaded: bool = False  # /proc/driver/nvidia/version: the nvidia kernel module runs
+    module_loaded: bool = False  # the nvidia kernel module runs (/proc or /sys/module)
     nouveau: bool = False
     containers: tuple[str, ...] = ()
+    loaded_driver: str | None = None  # the kernel module's version, when it differs
+    kind: MachineKind = MachineKind.GPU
+    intent: Intent = NO_INTENT
+    installed_torch: str | None = None  # the public version of the torch in use ("2.13.0")
 
-    @property
-    def ccs(self) -> tuple[Cc, ...]:
-        return tuple(sorted({g.cc for g in self.gpus if g.cc is not None}))
 
-
-def machine_from_facts(facts: Facts, tables: CompatTables) -> Machine:
+def machine_from_facts(facts: Facts, tables: CompatTables, intent: Intent = NO_INTENT) -> Machine:
     """The driver, its CUDA version and the GPUs' compute capabilities, from probed facts."""
-    driver: str | None = None
+    view = machine_view(facts, intent)
+    driver = view.driver
     reported: str | None = None
     gpus: tuple[MachineGpu, ...] = ()
     nvml = facts.nvml
     if isinstance(nvml, Found):
-        if isinstance(nvml.value.driver_version, Found):
-            driver = nvml.value.driver_version.value
         if isinstance(nvml.value.cuda_driver_version, Found):
             reported = nvml.value.cuda_driver_version.value
         gpus = tuple(_machine_gpus(nvml.value))
@@ -122,25 +135,37 @@ def machine_from_facts(facts: Facts, tables: CompatTables) -> Machine:
         problem = f"{nvml.error}: {detail}" if detail else nvml.error
     else:
         error, problem = NvmlErrorKind.LIBRARY_NOT_FOUND, nvml.reason
-    kernel = facts.kernel.driver
-    flavor = kernel.value.flavor if isinstance(kernel, Found) else None
-    if driver is None and isinstance(kernel, Found):
-        driver = kernel.value.version
-    pci = facts.host.nvidia_pci
-    modules = facts.kernel.modules
+    version = driver.version
+    loaded = driver.loaded.version if driver.loaded else None
+    pci = view.presence.pci
+    nouveau = module_state(facts, "nouveau")
     return Machine(
-        driver=driver,
-        driver_cuda=driver_cuda_of(tables, driver, reported) if driver else None,
+        driver=version,
+        driver_cuda=driver_cuda_of(tables, version, reported) if version else None,
         gpus=gpus,
-        kernel_flavor=flavor,
+        kernel_flavor=driver.flavor,
         windows=facts.host.wsl,
-        nvidia_pci=len(pci.value) if isinstance(pci, Found) else None,
+        nvidia_pci=len(pci) if pci is not None else None,
         driver_problem=problem,
         nvml_error=error,
-        module_loaded=isinstance(kernel, Found),
-        nouveau=isinstance(modules, Found) and any(m.name == "nouveau" for m in modules.value),
+        module_loaded=driver.module.yes or driver.loaded is not None,
+        nouveau=nouveau.yes or bool(view.presence.bound_to("nouveau")),
         containers=facts.host.containers,
+        loaded_driver=loaded if loaded != version else None,
+        kind=view.kind,
+        intent=intent,
+        installed_torch=_installed_torch(facts),
     )
+
+
+def _installed_torch(facts: Facts) -> str | None:
+    build = torch_build(facts)
+    if build is not None:
+        return build.version.split("+", 1)[0]
+    broken = torch_broken(facts)
+    if broken is not None and isinstance(broken.version, Found):
+        return broken.version.value.split("+", 1)[0]
+    return None
 
 
 def _machine_gpus(system: NvmlSystem) -> list[MachineGpu]:
@@ -196,6 +221,7 @@ class Recommendation:
     pinned: str | None = None
     cpu_command: str | None = None
     considered: tuple[str, ...] = field(default=())
+    kept_installed: bool = False
 
     @property
     def status(self) -> str:
@@ -346,9 +372,19 @@ def _cc_unknown(gpu: MachineGpu) -> str:
 
 
 def machine_blockers(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
-    """Problems no torch wheel can fix: the driver cannot drive (or even list) the GPUs."""
+    """Problems no torch wheel can fix: the driver cannot drive (or even list) the GPUs, or a
+    GPU is expected where there is none."""
     out: list[str] = []
     if not machine.gpus:
+        if machine.kind is not MachineKind.GPU:
+            if machine.intent.expect_gpu:
+                where = (
+                    f"this container was given no NVIDIA GPU: {FIX_CONTAINER}"
+                    if machine.kind is MachineKind.CONTAINER_WITHOUT_GPU
+                    else "this machine has no NVIDIA GPU and no driver: run on one that has"
+                )
+                out.append(f"a GPU is expected ({machine.intent.source}) but {where}")
+            return tuple(out)
         evidence = nvidia_evidence(machine)
         if evidence:
             why = f" ({machine.driver_problem})" if machine.driver_problem else ""
@@ -364,7 +400,7 @@ def machine_blockers(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
         )
         return tuple(out)
     for gpu in machine.gpus:
-        arch = tables.architecture(gpu.cc) if gpu.cc else None
+        arch = tables.architecture_for(gpu.cc, gpu.name) if gpu.cc else None
         if arch is None:
             continue
         out.extend(
@@ -424,6 +460,10 @@ def recommend(tables: CompatTables, machine: Machine, *, pin: str | None = None)
     blockers = machine_blockers(tables, machine)
     if machine.driver is None or not machine.gpus:
         return _no_gpu_list(tables, machine, blockers, pin)
+    if pin is None and machine.installed_torch:
+        kept = _keep_installed(tables, machine)
+        if kept is not None:
+            return kept
     if pin is not None:
         release, version, only = parse_pin(tables, pin)
         releases: tuple[tuple[TorchRelease, str], ...] = ((release, version),)
@@ -477,6 +517,35 @@ def recommend(tables: CompatTables, machine: Machine, *, pin: str | None = None)
         pinned=pin,
         considered=tuple(considered),
     )
+
+
+def _known_release(tables: CompatTables, version: str) -> bool:
+    try:
+        parse_pin(tables, version)
+    except EnvdoctorError:
+        return False
+    return True
+
+
+def _keep_installed(tables: CompatTables, machine: Machine) -> Recommendation | None:
+    """The installed torch version in the variant that fits, when one does: switching the
+    variant (2.13.0+cpu → 2.13.0 from the cu130 index) changes less than a new release."""
+    installed = machine.installed_torch
+    if installed is None or not _known_release(tables, installed):
+        return None
+    rec = recommend(tables, machine, pin=installed)
+    if rec.choice is None:
+        return None
+    newest = tables.releases_newest_first()[0]
+    notes = list(rec.notes)
+    notes.insert(0, f"keeps the installed torch {installed}, in the variant that fits this machine")
+    if newest.torch != rec.choice.release.torch:
+        notes.insert(
+            1,
+            f"the newest release is torch {newest.latest}: `envdoctor recommend --torch "
+            f"{newest.torch}` says whether it fits",
+        )
+    return dataclasses.replace(rec, pinned=None, notes=tuple(notes), kept_installed=True)
 
 
 def _driver_upgrade_path(
@@ -533,6 +602,8 @@ def _no_gpu_list(
     release, version = (newest[0], newest[0].latest) if newest else (None, "")
     if pin is not None:
         release, version, _ = parse_pin(tables, pin)
+    elif machine.installed_torch and _known_release(tables, machine.installed_torch):
+        release, version, _ = parse_pin(tables, machine.installed_torch)
     if blockers:
         return Recommendation(
             machine=machine,
@@ -549,10 +620,19 @@ def _no_gpu_list(
         machine=machine,
         choice=None,
         rejected=(),
-        notes=("no NVIDIA driver or GPU here: the CPU build of torch is the one that works",),
+        notes=(_cpu_note(machine),),
         pinned=pin,
         cpu_command=f"pip install torch=={version} --index-url {CPU_INDEX}" if release else None,
     )
+
+
+def _cpu_note(machine: Machine) -> str:
+    if machine.kind is MachineKind.CONTAINER_WITHOUT_GPU:
+        return (
+            "this container was given no NVIDIA GPU: the CPU build of torch is the one that "
+            "works here (start it with GPU access for a CUDA build)"
+        )
+    return "no NVIDIA driver or GPU here: the CPU build of torch is the one that works"
 
 
 # --- rendering -----------------------------------------------------------------------------
@@ -564,6 +644,11 @@ def describe_machine(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
         cuda = cuda_text(machine.driver_cuda) if machine.driver_cuda else "unknown"
         flavor = f", {machine.kernel_flavor} kernel modules" if machine.kernel_flavor else ""
         lines.append(f"driver {machine.driver} (supports CUDA up to {cuda}{flavor})")
+        if machine.loaded_driver:
+            lines.append(
+                f"kernel module {machine.loaded_driver} is loaded, not the installed "
+                f"{machine.driver}: judged as {machine.driver}, what runs after a reload"
+            )
     elif machine.gpus:
         lines.append(f"driver version unknown ({machine.driver_problem or 'unknown'})")
     else:

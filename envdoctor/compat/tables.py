@@ -1,11 +1,13 @@
 """The loaded compatibility tables: frozen rows and the look-ups rules and ``recommend`` need.
 
 Each row keeps ``source`` (the documents it comes from), ``confirmed`` (False for values no
-readable source confirmed) and ``where`` (file:line it was read from, for messages).
+readable source confirmed, with ``missing`` saying what is missing) and ``where`` (file:line it
+was read from, for messages).
 """
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import field
 from typing import TYPE_CHECKING
 
@@ -41,6 +43,7 @@ class CudaRelease:
     windows_driver: str | None
     source: tuple[str, ...]
     confirmed: bool = True
+    missing: str = ""  # what no readable source confirmed (only when confirmed is False)
     note: str = ""
     where: str = field(default="", compare=False)
 
@@ -100,6 +103,7 @@ class DriverBranch:
     source: tuple[str, ...]
     kind: str = ""
     confirmed: bool = True
+    missing: str = ""  # what no readable source confirmed (only when confirmed is False)
     note: str = ""
     where: str = field(default="", compare=False)
 
@@ -119,6 +123,7 @@ class Architecture:
     last_driver_branch: int | None = None
     kernel_modules: str = ""  # "open", "proprietary", "any" or "" (not applicable)
     confirmed: bool = True
+    missing: str = ""  # what no readable source confirmed (only when confirmed is False)
     note: str = ""
     where: str = field(default="", compare=False)
 
@@ -131,6 +136,35 @@ class Architecture:
     @property
     def sm(self) -> str:
         return f"sm_{self.cc.replace('.', '')}"
+
+
+@record
+class GpuProduct:
+    """A product whose needs differ from its compute capability's row (GH200 is CC 9.0 like
+    H100, but runs only with the open kernel modules), matched on NVML's GPU name."""
+
+    product: str  # "Grace Hopper": replaces the architecture name in messages
+    cc: str
+    names: tuple[str, ...]  # case-insensitive substrings of the GPU name ("GH200")
+    source: tuple[str, ...]
+    kernel_modules: str = ""  # overrides the architecture's when set
+    first_driver: str | None = None  # overrides the architecture's when set
+    note: str = ""
+    where: str = field(default="", compare=False)
+
+    def matches(self, name: str) -> bool:
+        lowered = name.lower()
+        return any(pattern.lower() in lowered for pattern in self.names)
+
+    def apply(self, arch: Architecture) -> Architecture:
+        """``arch`` as this product needs it: its name, kernel modules and first driver."""
+        return dataclasses.replace(
+            arch,
+            arch=self.product,
+            kernel_modules=self.kernel_modules or arch.kernel_modules,
+            first_driver=self.first_driver or arch.first_driver,
+            source=(*arch.source, *(s for s in self.source if s not in arch.source)),
+        )
 
 
 @record
@@ -158,6 +192,7 @@ class CudnnRelease:
     min_cc: str | None = None
     max_cc: str | None = None
     confirmed: bool = True
+    missing: str = ""  # what no readable source confirmed (only when confirmed is False)
     note: str = ""
     where: str = field(default="", compare=False)
 
@@ -185,6 +220,7 @@ class TorchVariant:
     nccl: str | None = None
     experimental: bool = False
     confirmed: bool = True
+    missing: str = ""  # what no readable source confirmed (only when confirmed is False)
     note: str = ""
     where: str = field(default="", compare=False)
 
@@ -233,6 +269,7 @@ class CompatTables:
     forward_compat_packages: tuple[ForwardCompatPackage, ...] = ()
     driver_branches: tuple[DriverBranch, ...] = ()
     architectures: tuple[Architecture, ...] = ()
+    gpu_products: tuple[GpuProduct, ...] = ()
     cudnn: tuple[CudnnRelease, ...] = ()
     torch_releases: tuple[TorchRelease, ...] = ()
     origins: tuple[str, ...] = ()  # the directories the tables were read from, in order
@@ -276,6 +313,17 @@ class CompatTables:
     def architecture(self, cc: str | Cc) -> Architecture | None:
         wanted = parse_cc(cc) if isinstance(cc, str) else cc
         return next((a for a in self.architectures if a.cc_version == wanted), None)
+
+    def architecture_for(self, cc: str | Cc, name: str) -> Architecture | None:
+        """The architecture row of a GPU named ``name``, with its product's overrides applied."""
+        arch = self.architecture(cc)
+        if arch is None:
+            return None
+        product = next(
+            (p for p in self.gpu_products if parse_cc(p.cc) == arch.cc_version and p.matches(name)),
+            None,
+        )
+        return product.apply(arch) if product else arch
 
     # --- cuDNN ----------------------------------------------------------------------------
 

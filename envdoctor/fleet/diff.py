@@ -25,7 +25,8 @@ MISSING = "(none)"
 # Paths that differ between any two runs, even on one healthy node.
 VOLATILE = re.compile(
     r"(^collected_at$|^host\.hostname$|\.uuid$|\.memory\.(used|free)$|\.processes\b"
-    r"|\.throttle_reasons$|\.pcie\.gen$|^kernel\.modules\[[^]]+\]\.(refcount|used_by)$)"
+    r"|\.throttle_reasons$|\.pcie\.gen$|^kernel\.modules\[[^]]+\]\.(refcount|used_by)$"
+    r"|\.temperature$|\.power_draw$|\.utilization\.)"
 )
 _IDENTITY_KEYS = ("index", "name", "path", "pid", "address")
 _BYTES = re.compile(r"(\.memory\.(total|used|free)|\.used_memory)$")

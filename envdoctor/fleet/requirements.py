@@ -25,9 +25,10 @@ from typing import Any, Union
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.outcome import passed
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 from envdoctor.model.record import record
-from envdoctor.rules.base import Rule
+from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
 Version = tuple[int, ...]
 Target = Union[int, Version, str]  # noqa: UP007 (a runtime alias needs Union on 3.10)
@@ -215,11 +216,19 @@ def requirement_findings(facts: Facts, requirements: Sequence[Requirement]) -> t
 def requirements_rule(requirements: Sequence[Requirement]) -> Rule:
     """The gates as a Rule, to run beside ``ALL_RULES`` in ``engine.evaluate``."""
     reqs = tuple(requirements)
+
+    def evaluate(ctx: RuleContext) -> Evaluation:
+        outcomes = [evaluate_requirement(ctx.facts, r) for r in reqs]
+        failed = [_finding(o) for o in outcomes if o.verdict != "met"]
+        yield from failed
+        if not failed:
+            yield passed("; ".join(f"{o.requirement.text} ({o.actual})" for o in outcomes))
+
     return Rule(
         name="requirements",
         summary="--require gates: " + (", ".join(r.text for r in reqs) or "(none)"),
         codes=CODES,
-        evaluate=lambda ctx: requirement_findings(ctx.facts, reqs),
+        evaluate=evaluate,
     )
 
 

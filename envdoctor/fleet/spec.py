@@ -35,10 +35,11 @@ import yaml
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuFacts, TorchBroken, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.outcome import passed
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 from envdoctor.model.record import record
-from envdoctor.rules.base import Rule
-from envdoctor.rules.facts_view import driver_version
+from envdoctor.model.views import driver_view
+from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.yamlsource import compose
 
 SPEC_SCHEMA_VERSION = 1
@@ -267,7 +268,7 @@ def spec_from_facts(facts: Facts) -> tuple[Spec, tuple[str, ...]]:
     persistence = _uniform(gpus, lambda g: g.persistence_mode, "gpus.persistence_mode", notes)
     ecc = _uniform(gpus, _ecc_probed, "gpus.ecc", notes)
     mig = _mig_layout(gpus, notes)
-    driver = driver_version(facts)
+    driver = driver_view(facts).version
     cuda = nvml.value.cuda_driver_version if isinstance(nvml, Found) else None
     if driver is None:
         notes.append("driver: no driver version could be read")
@@ -359,12 +360,25 @@ def spec_findings(facts: Facts, spec: Spec) -> tuple[Finding, ...]:
 
 def spec_rule(spec: Spec) -> Rule:
     """The spec as a Rule, to run beside ``ALL_RULES`` in ``engine.evaluate``."""
+    where = spec.source or "(inline)"
+
+    def evaluate(ctx: RuleContext) -> Evaluation:
+        findings = spec_findings(ctx.facts, spec)
+        yield from findings
+        if not findings:
+            yield passed(f"every key of {where} matches")
+
     return Rule(
         name="spec",
-        summary=f"the machine matches the node spec {spec.source or '(inline)'}",
+        summary=f"the machine matches the node spec {where}",
         codes=CODES,
-        evaluate=lambda ctx: spec_findings(ctx.facts, spec),
+        evaluate=evaluate,
     )
+
+
+def spec_lists_gpus(spec: Spec) -> bool:
+    """A spec that names GPUs makes a GPU expected (machine intent)."""
+    return bool(spec.gpu_count) or spec.gpu_model is not None
 
 
 _REBASE = "if the change is intended, record the new baseline: envdoctor spec init -o node.yaml"
@@ -607,7 +621,7 @@ def _mig_text_all(layout: MigLayout | None) -> str:
 def _driver_drift(facts: Facts, spec: Spec) -> Iterator[Finding]:
     if spec.driver_branch is None and spec.driver_version is None and spec.cuda is None:
         return
-    driver = driver_version(facts)
+    driver = driver_view(facts).version
     fix = Remediation(
         summary="Install the driver the spec names (your provisioning, or the distribution's)",
         steps=(

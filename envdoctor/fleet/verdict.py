@@ -11,7 +11,8 @@ from __future__ import annotations
 
 from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
-from envdoctor.model.probed import Found
+from envdoctor.model.probed import Found, why_missing
+from envdoctor.model.views import MachineKind, machine_view
 
 MAX_VERDICT_BYTES = 80
 
@@ -37,10 +38,16 @@ def problem_summary(report: Report) -> str:
 
 
 def machine_summary(report: Report) -> str:
-    """``8x NVIDIA H100 80GB HBM3, driver 580.159.04``, or ``no NVIDIA GPU``."""
+    """``8x NVIDIA H100 80GB HBM3, driver 580.159.04``, ``no NVIDIA GPU (a CPU machine)`` …"""
     nvml = report.facts.nvml
     if not isinstance(nvml, Found):
-        return "no NVIDIA GPU"
+        view = machine_view(report.facts, report.intent)
+        if view.kind is MachineKind.CPU:
+            return "no NVIDIA GPU (a CPU machine)"
+        if view.kind is MachineKind.CONTAINER_WITHOUT_GPU:
+            return "no NVIDIA GPU in this container"
+        count = view.presence.count
+        return f"{count} NVIDIA GPU{'s' if count != 1 else ''}, NVML: {why_missing(nvml)}"
     system = nvml.value
     names: dict[str, int] = {}
     for gpu in system.gpus:

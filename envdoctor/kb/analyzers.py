@@ -1,7 +1,7 @@
-"""Analyzers: turn a signature's captured values into specific notes.
+"""Analyzers: turn a signature's captured values into specific notes (and a sharper summary).
 
 A signature names one with ``analyzer:``. Each is a pure function
-``(captures, knowledge base) -> notes``; it never raises on odd values, it just says less.
+``(captures, knowledge base) -> Analysis``; it never raises on odd values, it just says less.
 """
 
 from __future__ import annotations
@@ -9,9 +9,26 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
+from envdoctor.compat.judge import DriverFit, driver_cuda_of, judge_driver
+from envdoctor.compat.loader import load_tables
+from envdoctor.compat.versions import cuda_text, parse_cuda
 from envdoctor.kb.model import KnowledgeBase
+from envdoctor.model.record import record
 
-Analyzer = Callable[[Mapping[str, str], KnowledgeBase], tuple[str, ...]]
+
+@record
+class Analysis:
+    """What an analyzer read from the captures: notes, a summary that replaces the signature's
+    when the numbers name the cause more precisely ("" keeps it), and the confidence the
+    numbers give when they, not a pattern, decide (None keeps the patterns'; 0 drops the
+    cause: the numbers show nothing wrong)."""
+
+    notes: tuple[str, ...] = ()
+    summary: str = ""
+    confidence: float | None = None
+
+
+Analyzer = Callable[[Mapping[str, str], KnowledgeBase], Analysis]
 
 _UNITS = {
     "b": 1,
@@ -50,17 +67,75 @@ def human(n: int) -> str:
     return f"{n} bytes"
 
 
-def analyze_oom(captures: Mapping[str, str], kb: KnowledgeBase) -> tuple[str, ...]:
-    """Read the caching allocator's numbers and say which kind of out-of-memory this is."""
+_SIZE_TEXT = r"([\d.]+ (?:[KMGT]iB|bytes))"
+# the caching allocator's message, before and after PyTorch 2.1 (c10/cuda/CUDACachingAllocator.cpp)
+_OOM_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
+    (name, re.compile(regex))
+    for name, regex in (
+        ("gpu", r"GPU (\d+)"),
+        ("total", _SIZE_TEXT + r" total capacity"),
+        ("total", r"total capaci?ty of " + _SIZE_TEXT),
+        ("allocated", _SIZE_TEXT + r" already allocated"),
+        ("allocated", r"allocated memory " + _SIZE_TEXT + r" is allocated by PyTorch"),
+        ("free", _SIZE_TEXT + r" free;"),
+        ("free", r"of which " + _SIZE_TEXT + r" is free"),
+        ("reserved", _SIZE_TEXT + r" reserved in total by PyTorch"),
+        # PyTorch < 1.4 printed the cache beyond what is allocated: reserved = allocated + cached
+        ("cached", _SIZE_TEXT + r" cached\)"),
+        ("unallocated", _SIZE_TEXT + r" is reserved by PyTorch but unallocated"),
+        ("in_use_self", r"this process has " + _SIZE_TEXT + r" memory in use"),
+    )
+)
+_OTHER_PROCESS = re.compile(r"Process (\d+) has " + _SIZE_TEXT + r" memory in use")
+MAX_PROCESSES = 64
+
+
+def oom_numbers(captures: Mapping[str, str]) -> dict[str, str]:
+    """The allocator's numbers: named captures, else read from the message text (``detail``)."""
+    numbers = {k: v for k, v in captures.items() if k != "detail" and v}
+    detail = captures.get("detail", "")
+    for name, regex in _OOM_FIELDS:
+        if name not in numbers:
+            m = regex.search(detail)
+            if m is not None:
+                numbers[name] = m.group(1)
+    allocated = parse_size(numbers.get("allocated"))
+    cached = parse_size(numbers.get("cached"))
+    if "reserved" not in numbers and allocated is not None and cached is not None:
+        numbers["reserved"] = human(allocated + cached)
+    return numbers
+
+
+def other_processes(captures: Mapping[str, str]) -> list[tuple[str, int]]:
+    """(PID, bytes) of each *other* process the message lists ("Process 1234 has 20 GiB memory
+    in use"; the failing process itself is "this process")."""
+    out: list[tuple[str, int]] = []
+    for m in _OTHER_PROCESS.finditer(captures.get("detail", "")):
+        size = parse_size(m.group(2))
+        if size is not None:
+            out.append((m.group(1), size))
+        if len(out) >= MAX_PROCESSES:
+            break
+    return out
+
+
+def analyze_oom(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
+    """Read the caching allocator's numbers and say which kind of out-of-memory this is.
+
+    Most of the GPU used outside this process (total - free - what this process holds, or the
+    other processes the message lists) means another process holds the memory: the model is
+    not too big, the GPU is shared. That conclusion replaces the summary.
+    """
     del kb
-    requested = parse_size(captures.get("requested"))
-    total = parse_size(captures.get("total"))
-    free = parse_size(captures.get("free"))
-    allocated = parse_size(captures.get("allocated"))
-    reserved = parse_size(captures.get("reserved"))
-    unallocated = parse_size(captures.get("unallocated"))
-    in_use = parse_size(captures.get("in_use_self") or captures.get("in_use"))
-    gpu = captures.get("gpu")
+    fields = oom_numbers(captures)
+    requested = parse_size(fields.get("requested"))
+    total = parse_size(fields.get("total"))
+    free = parse_size(fields.get("free"))
+    allocated = parse_size(fields.get("allocated"))
+    reserved = parse_size(fields.get("reserved"))
+    unallocated = parse_size(fields.get("unallocated"))
+    in_use = parse_size(fields.get("in_use_self") or fields.get("in_use"))
+    gpu = fields.get("gpu")
     notes: list[str] = []
     where = f"GPU {gpu}" if gpu is not None else "the GPU"
     numbers = [
@@ -68,6 +143,7 @@ def analyze_oom(captures: Mapping[str, str], kb: KnowledgeBase) -> tuple[str, ..
         f"{human(free)} free of {human(total)}" if free is not None and total is not None else "",
         f"PyTorch holds {human(allocated)} allocated" if allocated is not None else "",
         f"{human(reserved)} reserved" if reserved is not None else "",
+        f"this process uses {human(in_use)}" if in_use is not None else "",
     ]
     summary = "; ".join(n for n in numbers if n)
     if summary:
@@ -78,7 +154,7 @@ def analyze_oom(captures: Mapping[str, str], kb: KnowledgeBase) -> tuple[str, ..
             f"({human(total)}): a tensor shape is far too big (batch × sequence × features), "
             "not a fragmentation or sharing problem."
         )
-        return tuple(notes)
+        return Analysis(tuple(notes))
     if unallocated is None and reserved is not None and allocated is not None:
         unallocated = max(0, reserved - allocated)
     if (
@@ -90,51 +166,122 @@ def analyze_oom(captures: Mapping[str, str], kb: KnowledgeBase) -> tuple[str, ..
             f"{human(unallocated)} is reserved by PyTorch but unallocated (fragmentation): set "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before starting the process."
         )
-    if total is not None and free is not None:
+    others = held_elsewhere(captures)
+    if others is not None and total is not None and others > significant(total):
+        listed = other_processes(captures)
+        who = (
+            " (" + ", ".join(f"PID {pid}: {human(size)}" for pid, size in listed) + ")"
+            if listed
+            else ""
+        )
+        notes.append(
+            f"About {human(others)} of {where}'s {human(total)} is used outside this "
+            f"process{who}: another process holds GPU memory, so this is not a model too big "
+            "for the GPU. `nvidia-smi` names it; `envdoctor explain --with-host` (or "
+            "`envdoctor check`, finding gpu.memory-held) lists who holds it now."
+        )
+        return Analysis(
+            tuple(notes),
+            f"Out of memory on {where}: about {human(others)} of {human(total)} is held by "
+            "another process",
+        )
+    if total is not None and free is not None and free < max(total // 20, 256 << 20):
         ours = in_use if in_use is not None else reserved
         if ours is not None:
-            others = total - free - ours
-            if others > max(total // 5, GiB // 2):
-                notes.append(
-                    f"About {human(others)} of {where} is used outside this process: another "
-                    "process holds GPU memory (see nvidia-smi, or envdoctor explain --with-host)."
-                )
-            elif free < max(total // 20, 256 << 20):
-                notes.append(
-                    "This process itself filled the GPU: lower the batch size or sequence "
-                    "length, use mixed precision or activation checkpointing."
-                )
-    return tuple(notes)
+            notes.append(
+                "This process itself filled the GPU: lower the batch size or sequence "
+                "length, use mixed precision or activation checkpointing."
+            )
+    return Analysis(tuple(notes))
 
 
-def analyze_xid(captures: Mapping[str, str], kb: KnowledgeBase) -> tuple[str, ...]:
+def held_elsewhere(captures: Mapping[str, str]) -> int | None:
+    """Bytes of the GPU that processes other than the failing one held when it failed: the
+    ones the message lists, else total - free - what this process held (its own use, or what
+    PyTorch reserved). None when the message lacks the numbers."""
+    listed = other_processes(captures)
+    if listed:
+        return sum(size for _, size in listed)
+    fields = oom_numbers(captures)
+    total = parse_size(fields.get("total"))
+    free = parse_size(fields.get("free"))
+    ours = parse_size(fields.get("in_use_self") or fields.get("in_use"))
+    if ours is None:
+        ours = parse_size(fields.get("reserved"))
+    if total is None or free is None or ours is None:
+        return None
+    return max(0, total - free - ours)
+
+
+def significant(total: int) -> int:
+    """Memory held elsewhere that is more than CUDA contexts and library workspaces (which
+    the allocator does not count): a quarter of the GPU, and at least 1 GiB."""
+    return max(total // 4, GiB)
+
+
+def analyze_xid(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
     """Look the Xid code up in NVIDIA's catalog: what it means, what to do."""
     raw = captures.get("xid")
     if raw is None or not raw.isdigit():
-        return ()
+        return Analysis()
     entry = kb.xid.get(int(raw))
     if entry is None:
-        return (
-            f"Xid {raw} is not in envdoctor's catalog; look it up in NVIDIA's Xid catalog "
-            "(docs.nvidia.com/deploy/xid-errors).",
+        return Analysis(
+            (
+                f"Xid {raw} is not in envdoctor's catalog; look it up in NVIDIA's Xid catalog "
+                "(docs.nvidia.com/deploy/xid-errors).",
+            )
         )
-    return (
-        f"Xid {entry.code} ({entry.name}): {entry.meaning}",
-        f"Action: {entry.action}",
+    return Analysis(
+        (f"Xid {entry.code} ({entry.name}): {entry.meaning}", f"Action: {entry.action}")
     )
 
 
-def analyze_driver_too_old(captures: Mapping[str, str], kb: KnowledgeBase) -> tuple[str, ...]:
-    """torch prints the driver's CUDA version times 1000 (11040 = CUDA 11.4)."""
+def analyze_driver_too_old(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
+    """An error message about the driver (torch prints the driver's CUDA version times 1000:
+    11040 = CUDA 11.4) stands; torch's environment report alone is judged by its numbers."""
     del kb
     raw = captures.get("found")
-    if raw is None or not raw.isdigit():
-        return ()
-    version = int(raw)
-    cuda = f"{version // 1000}.{version % 1000 // 10}"
-    return (
-        f"The driver supports CUDA up to {cuda} (found version {raw}); install a torch built for "
-        f"CUDA {cuda} or older, or upgrade the driver.",
+    if raw is not None and raw.isdigit():
+        version = int(raw)
+        cuda = f"{version // 1000}.{version % 1000 // 10}"
+        return Analysis(
+            (
+                f"The driver supports CUDA up to {cuda} (found version {raw}); install a torch "
+                f"built for CUDA {cuda} or older, or upgrade the driver.",
+            )
+        )
+    if captures.get("error") is not None:
+        return Analysis()
+    return _environment_report(captures)
+
+
+COLLECT_ENV_CONFIDENCE = 0.8  # the report shows the cause, but no error message confirms it
+
+
+def _environment_report(captures: Mapping[str, str]) -> Analysis:
+    """``python -m torch.utils.collect_env``: CUDA unavailable, torch built with CUDA X.Y, and
+    a driver (``Nvidia driver version``) older than the one CUDA X.Y needs → the driver is too
+    old. Anything less (CUDA available, a value missing, a driver that fits) drops the cause."""
+    built = parse_cuda(captures.get("built", ""))
+    driver = captures.get("driver", "")
+    if captures.get("available") not in ("No", "False") or built is None or not driver:
+        return Analysis(confidence=0.0)
+    tables = load_tables()
+    verdict = judge_driver(
+        tables, driver=driver, driver_cuda=driver_cuda_of(tables, driver, None), cuda=built
+    )
+    if verdict.fit is not DriverFit.TOO_OLD:
+        return Analysis(confidence=0.0)
+    return Analysis(
+        (
+            f"torch's environment report: built with CUDA {cuda_text(built)}, driver {driver} "
+            f"(CUDA {verdict.driver_cuda_text()}), CUDA not available. CUDA {cuda_text(built)} "
+            f"needs a driver {verdict.needed_text()}.",
+        ),
+        f"The driver {driver} is too old for torch's CUDA {cuda_text(built)}: CUDA is not "
+        "available",
+        COLLECT_ENV_CONFIDENCE,
     )
 
 

@@ -42,6 +42,8 @@ class LineMatch(Protocol):
 
     def groupdict(self) -> dict[str, Any]: ...
 
+    def start(self) -> int: ...
+
 
 LineSearch = Callable[[str], "LineMatch | None"]
 BlockSearch = Callable[[bytes, int, int], int]  # (block, pos, end) -> first hit or -1

@@ -12,6 +12,7 @@ from collections.abc import Callable, Mapping
 
 from envdoctor.kb.analyzers import human
 from envdoctor.kb.model import HostCheck, Verdict
+from envdoctor.kb.oomcheck import check_memory_holders
 from envdoctor.model.facts import Facts, GpuFacts, NvmlErrorKind
 from envdoctor.model.probed import Found, ProbeFailed, value_or, why_missing
 
@@ -362,6 +363,7 @@ def check_nouveau(captures: Mapping[str, str], facts: Facts) -> HostCheck:
 
 HOST_CHECKS: dict[str, Check] = {
     "gpu-memory": check_gpu_memory,
+    "memory-holders": check_memory_holders,
     "driver-loaded": check_driver_loaded,
     "driver-library-match": check_driver_library_match,
     "driver-cuda": check_driver_cuda,

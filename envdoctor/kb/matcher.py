@@ -29,6 +29,7 @@ from collections.abc import Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
+from envdoctor.kb import decor
 from envdoctor.kb.engines import (
     PYTHON_RE,
     RE2,
@@ -251,7 +252,7 @@ class Scanner:
             counted = start
             end, triggers = candidates[start]
             line_no = self._newlines + newlines + 1
-            self._match_line(block, begin, start, end, line_no, triggers)
+            self._match_line(block, begin, start, end, line_no, triggers, limit)
         self._newlines += newlines + block.count(b"\n", counted, limit)
         self._tail = (
             block[limit - CONTEXT_BYTES : limit]
@@ -326,22 +327,29 @@ class Scanner:
         return candidates
 
     def _match_line(
-        self, block: bytes, begin: int, start: int, end: int, line_no: int, triggers: set[int]
+        self,
+        block: bytes,
+        begin: int,
+        start: int,
+        end: int,
+        line_no: int,
+        triggers: set[int],
+        limit: int,
     ) -> None:
         matched: set[str] = set()
         for segment in self._segments(block[start:end], triggers):
             text = segment.decode("utf-8", errors="replace").strip("\r")
+            joined = _Continuation(block, end, limit, text)
             for index in sorted(triggers):
                 for signature, pattern, search in self._by_trigger[index]:
                     if signature.id in matched:
                         continue
-                    if not all(literal in text for literal in pattern.literals):
+                    found = _search(pattern, search, text, joined)
+                    if found is None:
                         continue
-                    m = search(text)
-                    if m is None:
-                        continue
+                    m, matched_text = found
                     matched.add(signature.id)
-                    self._record(signature, pattern, m, line_no, text, block, begin, start)
+                    self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
 
     def _segments(self, line: bytes, triggers: set[int]) -> Iterator[bytes]:
         """The line itself, or for a very long one the pieces around each trigger hit."""
@@ -402,6 +410,46 @@ class Scanner:
             before = self._tail[-(CONTEXT_BYTES - len(before)) :] + before
         lines = before.split(b"\n")[-CONTEXT_LINES:]
         return b"\n".join(lines).decode("utf-8", errors="replace")
+
+
+class _Continuation:
+    """The lines after a candidate line, joined to it only when a pattern needs them."""
+
+    def __init__(self, block: bytes, end: int, limit: int, text: str) -> None:
+        self._block, self._end, self._limit, self._text = block, end, limit, text
+        self._variants: tuple[str, ...] | None = None
+
+    def variants(self) -> tuple[str, ...]:
+        if self._variants is None:
+            self._variants = ()
+            if len(self._text) <= LONG_LINE and decor.looks_cut(self._text):
+                # sliced to WINDOW before copying: a copy of the rest of the block per cut line
+                # was quadratic in a block of near-miss lines
+                stop = min(self._limit, self._end + 1 + WINDOW)
+                tail = self._block[self._end + 1 : stop].split(b"\n")
+                following = [line.decode("utf-8", errors="replace") for line in tail[:-1]]
+                self._variants = decor.continued(self._text, following)
+        return self._variants
+
+
+def _search(
+    pattern: Pattern, search: LineSearch, text: str, joined: _Continuation
+) -> tuple[LineMatch, str] | None:
+    """A match of ``pattern`` (with ``search``, the engine's) in the line, or in the line joined
+    with the lines that continue it when the line holds the pattern's anchor and key literal
+    but is cut short (a wrap)."""
+    if all(literal in text for literal in pattern.literals):
+        m = search(text)
+        if m is not None:
+            return m, text
+    elif pattern.anchor not in text or pattern.literals[0] not in text:
+        return None
+    for variant in joined.variants():
+        if all(literal in variant for literal in pattern.literals):
+            m = search(variant)
+            if m is not None and m.start() < len(text):
+                return m, variant
+    return None
 
 
 _BOMS = (codecs.BOM_UTF16_LE, codecs.BOM_UTF16_BE)

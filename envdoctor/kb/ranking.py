@@ -17,6 +17,9 @@ The rules, in order:
    explains the generic "unhandled system error"); those become its consequences.
 6. Causes matched on the same line are alternatives of each other; the context before the
    line (an ``embedding`` frame in the traceback…) decides between them.
+7. An analyzer may weigh a hit by its numbers (torch's environment report: CUDA unavailable
+   with a driver too old for torch's CUDA); numbers that show nothing wrong drop the hit
+   before any of the above.
 """
 
 from __future__ import annotations
@@ -25,7 +28,7 @@ import dataclasses
 import string
 from collections.abc import Mapping, Sequence
 
-from envdoctor.kb.analyzers import ANALYZERS
+from envdoctor.kb.analyzers import ANALYZERS, Analysis
 from envdoctor.kb.model import (
     Cause,
     Explanation,
@@ -49,6 +52,9 @@ def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explan
 
 
 def rank(hits: Sequence[Hit], kb: KnowledgeBase) -> tuple[Cause, ...]:
+    analyses = {hit.signature_id: _analyze(hit, kb) for hit in hits}
+    # an analyzer whose numbers show nothing wrong drops its hit before any ranking
+    hits = [h for h in hits if analyses[h.signature_id].confidence != 0.0]
     roles = {hit.signature_id: kb.get(hit.signature_id).role for hit in hits}
     root = _async_root(hits, roles)
     explained_by = _explained_by(hits, kb)
@@ -66,23 +72,28 @@ def rank(hits: Sequence[Hit], kb: KnowledgeBase) -> tuple[Cause, ...]:
                 consequence_of = None  # two different kernel asserts: both stand
             elif role is Role.FOLLOW_ON and hit.first_line > root.first_line:
                 consequence_of = root.signature_id
-        confidence = hit.confidence * (CONSEQUENCE_FACTOR if consequence_of else 1.0)
-        captures = _captures(hit)
-        notes = list(hit.context_notes)
-        if signature.analyzer:
-            notes.extend(ANALYZERS[signature.analyzer](captures, kb))
+        analysis = analyses[hit.signature_id]
+        confidence = hit.confidence if analysis.confidence is None else analysis.confidence
+        confidence *= CONSEQUENCE_FACTOR if consequence_of else 1.0
         causes.append(
             Cause(
                 signature=signature,
                 hit=hit,
                 confidence=round(confidence, 3),
-                summary=fill(signature.summary, captures),
+                summary=analysis.summary or fill(signature.summary, _captures(hit)),
                 consequence_of=consequence_of,
-                notes=tuple(notes),
+                notes=(*hit.context_notes, *analysis.notes),
             )
         )
     causes = _mark_alternatives(causes)
     return tuple(sorted(causes, key=_order))
+
+
+def _analyze(hit: Hit, kb: KnowledgeBase) -> Analysis:
+    signature = kb.get(hit.signature_id)
+    if not signature.analyzer:
+        return Analysis()
+    return ANALYZERS[signature.analyzer](_captures(hit), kb)
 
 
 def _async_root(hits: Sequence[Hit], roles: Mapping[str, Role]) -> Hit | None:

@@ -8,10 +8,26 @@ from __future__ import annotations
 
 from dataclasses import field
 
-from envdoctor.model.probed import Probed
+from envdoctor.model.probed import Absent, Probed
 from envdoctor.model.record import record
 
 SNAPSHOT_SCHEMA_VERSION = 1
+
+CLOCK_EVENT_REASONS = (
+    "gpu-idle",
+    "applications-clocks-setting",
+    "sw-power-cap",
+    "hw-slowdown",
+    "sync-boost",
+    "sw-thermal-slowdown",
+    "hw-thermal-slowdown",
+    "hw-power-brake-slowdown",
+    "display-clock-setting",
+)
+"""NVML's clock event (throttle) reasons, bit 0 upwards (nvmlClocksEventReason*, nvml.h)."""
+
+NOT_COLLECTED = Absent("not collected (a snapshot written by an older envdoctor)")
+"""The default of a field added after snapshots existed: an old snapshot still decodes."""
 
 
 class NvmlErrorKind:
@@ -74,6 +90,22 @@ class KernelModule:
 
 
 @record
+class SysModule:
+    """/sys/module/NAME of an NVIDIA-related module: also built-in modules, which
+    /proc/modules never lists. ``initstate`` is "live", "coming" or "going" for a loadable
+    module and "" for a built-in one (the kernel writes no initstate for those)."""
+
+    name: str
+    initstate: str
+    refcount: Probed[int]
+    holders: tuple[str, ...]
+
+    @property
+    def builtin(self) -> bool:
+        return not self.initstate
+
+
+@record
 class KernelDriver:
     """The NVIDIA kernel module as /proc/driver/nvidia/version reports it."""
 
@@ -84,22 +116,32 @@ class KernelDriver:
 
 @record
 class DeviceNode:
-    """One /dev/nvidia* node and what the current user may do with it."""
+    """One /dev/nvidia* node and what the current user may do with it.
+
+    ``readable``/``writable`` come from the mode bits (access(2)); ``uid``/``gid`` are the
+    owner (-1: not recorded by an older snapshot).
+    """
 
     path: str
     is_char_device: bool
     mode: str
     readable: bool
     writable: bool
+    uid: int = -1
+    gid: int = -1
 
 
 @record
 class KernelFacts:
-    """Loaded modules, the kernel driver version and the device nodes."""
+    """Loaded modules (/proc/modules, and /sys/module for the NVIDIA-related names), the
+    kernel driver version and the device nodes."""
 
     modules: Probed[tuple[KernelModule, ...]]
     driver: Probed[KernelDriver]
     device_nodes: Probed[tuple[DeviceNode, ...]]
+    sys_modules: Probed[tuple[SysModule, ...]] = Absent(
+        "/sys/module was not read (a snapshot from an older envdoctor)"
+    )
 
 
 # --- NVML -----------------------------------------------------------------------------------
@@ -139,6 +181,44 @@ class RowRemap:
 
 
 @record
+class EccCorrected:
+    """Corrected (single-bit) ECC error counts: since the last driver load, and ever."""
+
+    volatile: int
+    aggregate: int
+
+
+@record
+class RetiredPages:
+    """Pages retired (pre-Ampere dynamic page retirement), by cause."""
+
+    single_bit: int
+    double_bit: int
+
+
+@record
+class Utilization:
+    """NVML's utilisation over its last sample period, in percent (0 to 100)."""
+
+    gpu: int
+    memory: int
+
+
+@record
+class FabricInfo:
+    """The GPU's registration with the NVLink fabric (NVSwitch systems, Hopper and later).
+
+    ``state`` is "not-supported" (no NVSwitch fabric), "not-started", "in-progress" or
+    "completed"; ``status`` is NVML's result of the registration ("Success" or an NVML error
+    kind), meaningful once completed.
+    """
+
+    state: str
+    status: str
+    clique_id: int
+
+
+@record
 class GpuProcess:
     """A process with a context on a GPU; ``name`` may be unreadable (other PID namespace)."""
 
@@ -175,6 +255,16 @@ class GpuFacts:
     processes: Probed[tuple[GpuProcess, ...]]
     throttle_reasons: Probed[tuple[str, ...]]
     pcie: Probed[PcieLink]
+    temperature: Probed[int] = NOT_COLLECTED
+    """Degrees Celsius (the GPU die sensor)."""
+    power_draw: Probed[int] = NOT_COLLECTED
+    """Milliwatts, as NVML reports them."""
+    power_limit: Probed[int] = NOT_COLLECTED
+    """The enforced power limit, in milliwatts."""
+    utilization: Probed[Utilization] = NOT_COLLECTED
+    ecc_corrected: Probed[EccCorrected] = NOT_COLLECTED
+    retired_pages: Probed[RetiredPages] = NOT_COLLECTED
+    fabric: Probed[FabricInfo] = NOT_COLLECTED
 
     def failure_kinds(self) -> frozenset[str]:
         """The NVML error kinds any field of this GPU failed with (e.g. {"GPUIsLost"})."""
@@ -195,6 +285,81 @@ class NvmlSystem:
     cuda_driver_version: Probed[str]
     gpus: tuple[GpuFacts, ...]
     device_count_error: str = ""
+
+    def gpu_at_pci(self, address: str) -> GpuFacts | None:
+        """The GPU at a PCI address as the kernel log prints it ("0000:3b:00", "0000:3b:00.0")
+        or as NVML does ("00000000:3B:00.0"): domain, bus and device compared as numbers."""
+        wanted = pci_key(address)
+        if wanted is None:
+            return None
+        for gpu in self.gpus:
+            bus_id = getattr(gpu.pci_bus_id, "value", None)
+            if isinstance(bus_id, str) and pci_key(bus_id) == wanted:
+                return gpu
+        return None
+
+
+def pci_key(address: str) -> tuple[int, int, int] | None:
+    """(domain, bus, device) of a PCI address, or None when it is not one."""
+    parts = address.split(".")[0].split(":")
+    if len(parts) != 3:
+        return None
+    try:
+        domain, bus, device = (int(part, 16) for part in parts)
+    except ValueError:
+        return None
+    return domain, bus, device
+
+
+# --- the kernel's log and the NVLink fabric ------------------------------------------------
+
+
+@record
+class XidEvents:
+    """The ``NVRM: Xid`` lines of one code on one device in the kernel log since boot.
+
+    ``device`` is the PCI address as the driver prints it ("0000:3b:00"); times are seconds
+    since boot (None where the source gave none); ``last_message`` is the latest such line
+    from "NVRM:" on, shortened (for Xid 154 it names the recovery action the GPU needs now).
+    """
+
+    device: str
+    xid: int
+    count: int
+    first_seconds: float | None
+    last_seconds: float | None
+    last_message: str
+
+
+@record
+class KernelLog:
+    """What the kernel log says about the GPUs since boot (Xid events).
+
+    ``complete`` is False when the log no longer reaches back to boot (the kernel's ring
+    buffer wrapped, or the journal's output was cut): an Xid may then be missing.
+    ``unread`` lists the sources tried first that could not be read, and why.
+    """
+
+    source: str
+    xids: tuple[XidEvents, ...]
+    complete: bool
+    unread: tuple[tuple[str, str], ...] = ()
+
+
+@record
+class FabricManager:
+    """The nvidia-fabricmanager service: its systemd state and the daemon's version."""
+
+    service: Probed[str]
+    version: Probed[str]
+
+
+@record
+class FabricFacts:
+    """NVSwitches (``/proc/driver/nvidia-nvswitch/devices``) and the fabric manager."""
+
+    nvswitches: Probed[tuple[str, ...]]
+    manager: Probed[FabricManager]
 
 
 # --- user-space libraries -------------------------------------------------------------------
@@ -233,6 +398,9 @@ class EnvFacts:
 
     variables: tuple[tuple[str, str], ...]
     nvcc: Probed[Nvcc]
+    build_nvcc: Probed[Nvcc] = NOT_COLLECTED
+    """The nvcc torch.utils.cpp_extension builds with: $CUDA_HOME (or $CUDA_PATH)/bin/nvcc,
+    else the nvcc on PATH, else /usr/local/cuda/bin/nvcc (torch's own search order)."""
 
     def get(self, name: str) -> str | None:
         """The variable's value, or None when it is unset (unset is itself the fact)."""
@@ -261,6 +429,12 @@ class TorchBuild:
     device_count: Probed[int]
     loaded_libraries: tuple[tuple[str, str], ...]
     nvidia_wheels: tuple[tuple[str, str], ...]
+    imported: bool = True
+    """False when the child read a CPU-only build from torch/version.py without importing it:
+    ``cuda_available`` is then known without the import, and the import itself unchecked."""
+    alloc_conf: tuple[tuple[str, str], ...] = ()
+    """(variable, "" or torch's error) for each allocator-config variable set: torch's own
+    parser's verdict on PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, asked in the child."""
 
     @property
     def is_cpu_build(self) -> bool:
@@ -298,3 +472,5 @@ class Facts:
     envdoctor_version: str = ""
     collected_at: str = ""
     notes: tuple[str, ...] = field(default=())
+    kernel_log: Probed[KernelLog] = NOT_COLLECTED
+    fabric: FabricFacts = FabricFacts(nvswitches=NOT_COLLECTED, manager=NOT_COLLECTED)

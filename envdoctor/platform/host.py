@@ -19,6 +19,9 @@ if TYPE_CHECKING:
     from envdoctor.platform.commands import CommandResult
 
 MAX_READ_BYTES = 1 << 20
+MAX_KMSG_BYTES = 8 << 20
+"""The most of the kernel's log buffer read (its default size is 128 KiB to 1 MiB; the largest
+``log_buf_len`` boot option seen on servers is a few MiB)."""
 
 
 @record
@@ -30,6 +33,8 @@ class FileInfo:
     mode: int
     readable: bool
     writable: bool
+    uid: int = -1
+    gid: int = -1
 
 
 @record
@@ -56,6 +61,11 @@ class Host(Protocol):
 
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
         """Sorted entry names of a directory."""
+        ...
+
+    def read_kmsg(self, *, limit: int = MAX_KMSG_BYTES) -> Probed[str]:
+        """Every record in the kernel's log buffer (``/dev/kmsg``, one ``PRIO,SEQ,USEC,FLAGS;
+        text`` record per line), read without ever waiting for new ones."""
         ...
 
     def stat(self, path: str) -> Probed[FileInfo]:

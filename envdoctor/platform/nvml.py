@@ -15,7 +15,7 @@ import threading
 from collections.abc import Callable
 from typing import Any, Protocol, TypeVar
 
-from envdoctor.model.facts import NvmlErrorKind
+from envdoctor.model.facts import CLOCK_EVENT_REASONS, NvmlErrorKind
 from envdoctor.model.record import record
 
 T = TypeVar("T")
@@ -33,19 +33,17 @@ _KIND_BY_CODE = {
     999: NvmlErrorKind.UNKNOWN,
 }
 
-THROTTLE_BITS = (
-    (0x1, "gpu-idle"),
-    (0x2, "applications-clocks-setting"),
-    (0x4, "sw-power-cap"),
-    (0x8, "hw-slowdown"),
-    (0x10, "sync-boost"),
-    (0x20, "sw-thermal-slowdown"),
-    (0x40, "hw-thermal-slowdown"),
-    (0x80, "hw-power-brake-slowdown"),
-    (0x100, "display-clock-setting"),
-)
+THROTTLE_BITS = tuple((1 << bit, name) for bit, name in enumerate(CLOCK_EVENT_REASONS))
+"""nvmlClocksEventReason* masks: 0x1 gpu-idle, 0x8 hw-slowdown, 0x40 hw-thermal-slowdown …"""
 
 COMPUTE_MODES = {0: "default", 1: "exclusive-thread", 2: "prohibited", 3: "exclusive-process"}
+
+# nvmlGpuFabricState_t (nvml.h): where the GPU is in registering with the NVLink fabric.
+FABRIC_STATES = {0: "not-supported", 1: "not-started", 2: "in-progress", 3: "completed"}
+
+MAX_WORKERS = 16
+"""NVML worker threads per session: GPU ``i`` is queried on worker ``i % MAX_WORKERS``, so that
+the GPUs of a node are read side by side (NVML is thread-safe, and ctypes releases the GIL)."""
 
 
 class NvmlError(Exception):
@@ -84,18 +82,37 @@ class NvmlSession(Protocol):
     def processes(self, index: int) -> tuple[NvmlProcess, ...]: ...
     def throttle_reasons(self, index: int) -> tuple[str, ...]: ...
     def pcie_link(self, index: int) -> tuple[int, int, int, int]: ...
+    def temperature(self, index: int) -> int: ...
+    def power_draw(self, index: int) -> int: ...
+    def power_limit(self, index: int) -> int: ...
+    def utilization(self, index: int) -> tuple[int, int]: ...
+    def ecc_corrected(self, index: int) -> tuple[int, int]: ...
+    def retired_pages(self, index: int) -> tuple[int, int]: ...
+    def fabric_info(self, index: int) -> tuple[str, str, int]: ...
     def close(self) -> None: ...
 
 
 class _Worker:
-    """One daemon thread that runs NVML calls, so a hung call cannot hang envdoctor's exit."""
+    """One daemon thread that runs NVML calls, so a hung call cannot hang envdoctor's exit.
 
-    def __init__(self) -> None:
+    Workers made with ``sibling()`` share one hang flag: once any call hangs (NVML usually hangs
+    on a driver-wide lock), every later call on any of them fails at once instead of waiting.
+    """
+
+    def __init__(self, hang: threading.Event | None = None) -> None:
         self._jobs: queue.Queue[tuple[Callable[[], Any], queue.Queue[tuple[bool, Any]]]] = (
             queue.Queue()
         )
-        self.hung = False
+        self._hang = hang if hang is not None else threading.Event()
         threading.Thread(target=self._loop, name="envdoctor-nvml", daemon=True).start()
+
+    @property
+    def hung(self) -> bool:
+        return self._hang.is_set()
+
+    def sibling(self) -> _Worker:
+        """Another worker thread that shares this one's hang flag."""
+        return _Worker(self._hang)
 
     def _loop(self) -> None:
         while True:
@@ -113,7 +130,7 @@ class _Worker:
         try:
             ok, value = reply.get(timeout=timeout)
         except queue.Empty:
-            self.hung = True
+            self._hang.set()
             raise NvmlError(
                 NvmlErrorKind.TIMEOUT, f"NVML did not answer within {timeout:.1f} s"
             ) from None
@@ -130,23 +147,35 @@ class PynvmlSession:
         self._worker = worker
         self._timeout = timeout
         self._handles: dict[int, Any] = {}
+        self._workers = [worker]
+        self._workers_lock = threading.Lock()
 
-    def _call(self, fn: Callable[[], T]) -> T:
+    def _call(self, fn: Callable[[], T], worker: _Worker | None = None) -> T:
         try:
-            return self._worker.call(fn, self._timeout)
+            return (worker or self._worker).call(fn, self._timeout)
         except NvmlError:
             raise
         except self._nvml.NVMLError as exc:
             raise _translate(exc) from None
 
+    def _worker_for(self, index: int) -> _Worker:
+        """GPU ``index``'s worker, started on first use (a one-GPU node starts no other)."""
+        slot = index % MAX_WORKERS
+        with self._workers_lock:
+            while len(self._workers) <= slot:
+                self._workers.append(self._worker.sibling())
+            return self._workers[slot]
+
     def _handle(self, index: int) -> Any:
         if index not in self._handles:
-            self._handles[index] = self._call(lambda: self._nvml.nvmlDeviceGetHandleByIndex(index))
+            self._handles[index] = self._call(
+                lambda: self._nvml.nvmlDeviceGetHandleByIndex(index), self._worker_for(index)
+            )
         return self._handles[index]
 
     def _q(self, index: int, fn: Callable[[Any], T]) -> T:
         handle = self._handle(index)
-        return self._call(lambda: fn(handle))
+        return self._call(lambda: fn(handle), self._worker_for(index))
 
     def driver_version(self) -> str:
         return _text(self._call(self._nvml.nvmlSystemGetDriverVersion))
@@ -198,13 +227,17 @@ class PynvmlSession:
         return count
 
     def ecc_uncorrectable(self, index: int) -> tuple[int, int]:
+        return self._ecc_totals(index, self._nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)
+
+    def _ecc_totals(self, index: int, error_type: int) -> tuple[int, int]:
+        """(since the driver was loaded, over the GPU's life) counts of one ECC error type."""
         nvml = self._nvml
-        unc = nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED
         vol = self._q(
-            index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, unc, nvml.NVML_VOLATILE_ECC)
+            index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, error_type, nvml.NVML_VOLATILE_ECC)
         )
         agg = self._q(
-            index, lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, unc, nvml.NVML_AGGREGATE_ECC)
+            index,
+            lambda h: nvml.nvmlDeviceGetTotalEccErrors(h, error_type, nvml.NVML_AGGREGATE_ECC),
         )
         return int(vol), int(agg)
 
@@ -243,6 +276,72 @@ class PynvmlSession:
         max_gen = self._q(index, nvml.nvmlDeviceGetMaxPcieLinkGeneration)
         max_width = self._q(index, nvml.nvmlDeviceGetMaxPcieLinkWidth)
         return int(gen), int(width), int(max_gen), int(max_width)
+
+    def temperature(self, index: int) -> int:
+        nvml = self._nvml
+        sensor = nvml.NVML_TEMPERATURE_GPU
+        getter = getattr(nvml, "nvmlDeviceGetTemperature", None)  # deprecated, in every driver
+        if getter is None:  # bindings that dropped it
+            getter = nvml.nvmlDeviceGetTemperatureV
+        return int(self._q(index, lambda h: getter(h, sensor)))
+
+    def power_draw(self, index: int) -> int:
+        return int(self._q(index, self._nvml.nvmlDeviceGetPowerUsage))
+
+    def power_limit(self, index: int) -> int:
+        return int(self._q(index, self._nvml.nvmlDeviceGetEnforcedPowerLimit))
+
+    def utilization(self, index: int) -> tuple[int, int]:
+        rates = self._q(index, self._nvml.nvmlDeviceGetUtilizationRates)
+        return int(rates.gpu), int(rates.memory)
+
+    def ecc_corrected(self, index: int) -> tuple[int, int]:
+        return self._ecc_totals(index, self._nvml.NVML_MEMORY_ERROR_TYPE_CORRECTED)
+
+    def retired_pages(self, index: int) -> tuple[int, int]:
+        nvml = self._nvml
+        sbe = nvml.NVML_PAGE_RETIREMENT_CAUSE_MULTIPLE_SINGLE_BIT_ECC_ERRORS
+        dbe = nvml.NVML_PAGE_RETIREMENT_CAUSE_DOUBLE_BIT_ECC_ERROR
+        single = self._q(index, lambda h: nvml.nvmlDeviceGetRetiredPages(h, sbe))
+        double = self._q(index, lambda h: nvml.nvmlDeviceGetRetiredPages(h, dbe))
+        return len(single), len(double)
+
+    def fabric_info(self, index: int) -> tuple[str, str, int]:
+        """(state, registration status, clique id): the versioned query first (R550+, with
+        nvidia-ml-py 12.550+), else the original one (R525+), as the bindings and driver allow."""
+        nvml = self._nvml
+        queries = [
+            (getattr(nvml, name, None), getattr(nvml, struct, None))
+            for name, struct in (
+                ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
+                ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"),
+            )
+        ]
+        available = [(fn, struct) for fn, struct in queries if fn is not None and struct]
+        if not available:
+            raise NvmlError(
+                NvmlErrorKind.FUNCTION_NOT_FOUND,
+                "these nvidia-ml-py bindings cannot query the GPU fabric; "
+                "pip install -U nvidia-ml-py",
+            )
+        (newest, newest_struct), *older = available
+        try:
+            return self._fabric(index, newest, newest_struct)
+        except NvmlError as exc:  # an older driver: no such entry point, or struct version
+            retry = exc.kind in (NvmlErrorKind.FUNCTION_NOT_FOUND, NvmlErrorKind.OTHER)
+            if not (retry and older):
+                raise
+        return self._fabric(index, *older[0])
+
+    def _fabric(self, index: int, fn: Any, struct: Any) -> tuple[str, str, int]:
+        info = struct()
+        self._q(index, functools.partial(_fill, fn, info))
+        state, status = int(info.state), int(info.status)
+        return (
+            FABRIC_STATES.get(state, f"unknown-{state}"),
+            "Success" if status == 0 else _KIND_BY_CODE.get(status, f"NVML error {status}"),
+            int(info.cliqueId),
+        )
 
     def close(self) -> None:
         if self._worker.hung:
@@ -292,6 +391,11 @@ def _load_native_library() -> None:
     except OSError as exc:  # the loader's reason, e.g. "cannot open shared object file: ..."
         reason = str(exc).removeprefix(f"{NATIVE_LIBRARY}: ")
         raise NvmlError(NvmlErrorKind.LIBRARY_NOT_FOUND, reason) from None
+
+
+def _fill(fn: Any, info: Any, handle: Any) -> None:
+    """Call an NVML query that fills ``info`` in place (the fabric queries)."""
+    fn(handle, info)
 
 
 def _mig_handle(nvml: Any, handle: Any, *, slot: int) -> Any:

@@ -8,6 +8,10 @@ runs, and the certainty that none of them outlives envdoctor. This module is the
 Every child starts in its own session (``start_new_session``), so it is the leader of its own
 process group: a timeout, Ctrl-C or the end of a ``ChildSet`` kills the whole group with
 SIGKILL, grandchildren included, and a Ctrl-C typed in the terminal reaches envdoctor only.
+Descendants that left the group (``setsid``) are found through ``/proc`` before the kill and
+killed by PID. Afterwards every one of them is re-checked: a process still there after SIGKILL
+(uninterruptible sleep, "D", inside a driver call) is reported by ``survivors()``, never
+silently assumed gone.
 Every child's stdin is a pipe that envdoctor holds open: a child can watch it and exit when it
 reads end-of-file, which happens when envdoctor closes it or dies for any reason.
 """
@@ -22,7 +26,7 @@ import signal
 import subprocess
 import threading
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import IO
 
@@ -30,6 +34,8 @@ from envdoctor.model.record import record
 
 STDERR_TAIL_LINES = 40
 MAX_LINE_CHARS = 1 << 20
+SURVIVOR_GRACE_S = 2.0
+PROC = "/proc"
 
 
 @record
@@ -69,6 +75,7 @@ class ChildProcess:
         self._lines: queue.Queue[Event] = queue.Queue()
         self._stderr: collections.deque[str] = collections.deque(maxlen=STDERR_TAIL_LINES)
         self._killed = False
+        self._tree: tuple[int, ...] = ()
         self._threads = [
             threading.Thread(target=self._pump_stdout, name=f"child-{self.pid}-out", daemon=True),
             threading.Thread(target=self._pump_stderr, name=f"child-{self.pid}-err", daemon=True),
@@ -142,16 +149,28 @@ class ChildProcess:
         return self._killed
 
     def kill(self) -> None:
-        """SIGKILL the child's whole process group, then reap it. Safe to call twice."""
+        """SIGKILL the child's whole process group and every descendant that left it, then
+        reap the child. Safe to call twice."""
         if self._popen.poll() is None:
             self._killed = True
+            self._tree = descendants(self.pid)
             try:
                 os.killpg(self.pid, signal.SIGKILL)
             except (ProcessLookupError, PermissionError):
                 self._popen.kill()
+            for pid in self._tree:  # those in another group or session (setsid)
+                with contextlib.suppress(OSError):
+                    os.kill(pid, signal.SIGKILL)
         self.close_stdin()
         with contextlib.suppress(subprocess.TimeoutExpired):  # uninterruptible sleep
             self._popen.wait(timeout=5.0)
+
+    def survivors(self, grace: float = SURVIVOR_GRACE_S) -> tuple[tuple[int, str], ...]:
+        """After ``kill``: the (PID, state letter) of the child and its descendants that are
+        still there ``grace`` seconds later ("D": stuck in the kernel)."""
+        if not self._killed:
+            return ()
+        return survivors((self.pid, *self._tree), grace=grace)
 
     def stderr_tail(self, lines: int = STDERR_TAIL_LINES) -> str:
         """The last lines the child wrote on stderr (waits briefly for the pump to drain)."""
@@ -186,6 +205,7 @@ def spawn(
             stdout=subprocess.PIPE,
             stderr=subprocess.PIPE,
             env=child_env,
+            cwd="/",  # as Host.run: nothing from the caller's directory is imported or run
             start_new_session=True,
         )
     except FileNotFoundError:
@@ -272,6 +292,60 @@ def describe_exit(returncode: int) -> str:
     if returncode < 0:
         return f"was killed by {signal_name(-returncode)}"
     return f"exited with status {returncode}"
+
+
+def process_state(pid: int) -> str | None:
+    """The state letter /proc gives (R, S, D, T …), or None once the process is gone (a zombie
+    has released everything: it counts as gone)."""
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as handle:
+            raw = handle.read(4096)
+    except OSError:
+        return None
+    fields = raw.rpartition(b")")[2].split()
+    state = fields[0].decode("ascii", "replace") if fields else ""
+    return None if state in ("", "Z", "X") else state
+
+
+def descendants(root: int) -> tuple[int, ...]:
+    """Every process below ``root`` in the parent tree, read from /proc (best effort)."""
+    children: dict[int, list[int]] = {}
+    try:
+        names = os.listdir(PROC)
+    except OSError:
+        return ()
+    for name in names:
+        if not name.isdigit():
+            continue
+        try:
+            with open(f"{PROC}/{name}/stat", "rb") as handle:
+                fields = handle.read(4096).rpartition(b")")[2].split()
+            children.setdefault(int(fields[1]), []).append(int(name))
+        except (OSError, IndexError, ValueError):
+            continue
+    found: list[int] = []
+    todo = [root]
+    while todo and len(found) < 10_000:
+        for child in children.get(todo.pop(), ()):
+            if child not in found:
+                found.append(child)
+                todo.append(child)
+    return tuple(found)
+
+
+def survivors(
+    pids: Sequence[int],
+    *,
+    grace: float = SURVIVOR_GRACE_S,
+    state_of: Callable[[int], str | None] = process_state,
+) -> tuple[tuple[int, str], ...]:
+    """Those of ``pids`` still there after ``grace`` seconds, with their state letter."""
+    end = time.monotonic() + grace
+    while True:
+        left = tuple((pid, state) for pid in pids if (state := state_of(pid)) is not None)
+        if not left or time.monotonic() >= end:
+            return left
+        time.sleep(0.05)
 
 
 def _lines_of(stream: IO[bytes]) -> Iterator[str]:

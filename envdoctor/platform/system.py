@@ -14,7 +14,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.host import MAX_READ_BYTES, FileInfo, Identity
+from envdoctor.platform.host import MAX_KMSG_BYTES, MAX_READ_BYTES, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlSession, open_pynvml
 
 if TYPE_CHECKING:
@@ -23,6 +23,11 @@ if TYPE_CHECKING:
     from envdoctor.platform.commands import CommandResult
 
 MAX_OUTPUT_CHARS = 4 << 20
+KMSG_RECORD_BYTES = 1 << 16
+"""One read of /dev/kmsg returns one record and fails (EINVAL) if it does not fit; the kernel
+caps a record at about 1 KiB of text plus its key=value lines, so 64 KiB is always enough."""
+MAX_OVERWRITTEN = 1000
+"""EPIPEs tolerated in one read of /dev/kmsg (a kernel logging faster than it can be read)."""
 
 
 class SystemHost:
@@ -63,6 +68,39 @@ class SystemHost:
         except OSError as exc:
             return ProbeFailed(f"cannot list {path}: {exc.strerror or exc}")
 
+    def read_kmsg(self, *, limit: int = MAX_KMSG_BYTES) -> Probed[str]:
+        """Reads /dev/kmsg non-blocking, one record per read, until the kernel has no more.
+
+        A blocking read would wait for the next kernel message; a file read (``read_bytes``)
+        would too. EPIPE means the oldest record was overwritten while reading: the next read
+        goes on from the new oldest one. ``limit`` bounds the bytes, and so the reads.
+        """
+        path = "/dev/kmsg"
+        try:
+            fd = os.open(self._path(path), os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC)
+        except OSError as exc:
+            return _unreadable(path, exc)
+        chunks: list[bytes] = []
+        size = overwritten = 0
+        try:
+            while size < limit and overwritten < MAX_OVERWRITTEN:
+                try:
+                    chunk = os.read(fd, KMSG_RECORD_BYTES)
+                except BlockingIOError:  # EAGAIN: every record has been read
+                    break
+                except BrokenPipeError:  # EPIPE: overwritten under us; go on from the oldest
+                    overwritten += 1
+                    continue
+                except OSError as exc:
+                    return _unreadable(path, exc)
+                if not chunk:  # a regular file (a test root): its end
+                    break
+                chunks.append(chunk)
+                size += len(chunk)
+        finally:
+            os.close(fd)
+        return Found(b"".join(chunks)[:limit].decode("utf-8", errors="replace"))
+
     def stat(self, path: str) -> Probed[FileInfo]:
         full = self._path(path)
         try:
@@ -78,6 +116,8 @@ class SystemHost:
                 mode=statmod.S_IMODE(st.st_mode),
                 readable=os.access(full, os.R_OK),
                 writable=os.access(full, os.W_OK),
+                uid=st.st_uid,
+                gid=st.st_gid,
             )
         )
 
@@ -96,7 +136,9 @@ class SystemHost:
     def which(self, program: str) -> str | None:
         import shutil
 
-        return shutil.which(program, path=self._env.get("PATH", os.defpath))
+        # A relative PATH entry ("", ".", "bin") means the current directory: never trusted.
+        entries = self._env.get("PATH", os.defpath).split(os.pathsep)
+        return shutil.which(program, path=os.pathsep.join(e for e in entries if e.startswith("/")))
 
     def run(
         self,
@@ -118,6 +160,7 @@ class SystemHost:
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
                 env=dict(self._env if env is None else env),
+                cwd="/",  # a child never imports or runs what the caller's directory holds
                 start_new_session=True,  # so a timeout kills the whole process group
             )
         except FileNotFoundError:
@@ -175,6 +218,15 @@ class SystemHost:
             kernel_release=uname.release,
             python=sys.executable,
         )
+
+
+def _unreadable(path: str, exc: OSError) -> Probed[str]:
+    """Why ``path`` could not be read, as the file reads say it."""
+    if isinstance(exc, FileNotFoundError | NotADirectoryError):
+        return Absent(f"{path} does not exist")
+    if isinstance(exc, PermissionError):
+        return ProbeFailed(f"permission denied reading {path}")
+    return ProbeFailed(f"cannot read {path}: {exc.strerror or exc}")
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

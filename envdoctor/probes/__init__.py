@@ -7,6 +7,7 @@ import time
 from envdoctor import __version__
 from envdoctor.model.facts import (
     EnvFacts,
+    FabricFacts,
     Facts,
     HostFacts,
     KernelFacts,
@@ -17,7 +18,9 @@ from envdoctor.model.facts import (
 from envdoctor.model.probed import Absent, Probed
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.probes.environment import probe_env, probe_variables
+from envdoctor.probes.fabric import probe_fabric, probe_nvswitches
 from envdoctor.probes.kernel import probe_kernel
+from envdoctor.probes.kernel_log import probe_kernel_log
 from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import probe_nvml
 from envdoctor.probes.system import probe_host
@@ -33,6 +36,7 @@ def collect_facts(
     deadline: Deadline,
     include_torch: bool = True,
     fast: bool = False,
+    torch_version_only: bool = False,
 ) -> Facts:
     """Probe everything once. The torch child (the slow part) runs while the rest is read.
 
@@ -45,12 +49,21 @@ def collect_facts(
         kernel = probe_kernel(host)
         nvml = probe_nvml(host, deadline=deadline)
         libraries = probe_libraries(host, deadline=deadline)
-        env = EnvFacts(variables=probe_variables(host), nvcc=Absent(FAST_TIER))
+        env = EnvFacts(
+            variables=probe_variables(host), nvcc=Absent(FAST_TIER), build_nvcc=Absent(FAST_TIER)
+        )
         torch = TorchFacts(python=python, torch=Absent(FAST_TIER))
+        fabric = FabricFacts(nvswitches=probe_nvswitches(host), manager=Absent(FAST_TIER))
     else:
         host_facts, kernel, nvml, libraries, env, torch = _collect_all(
-            host, python=python, deadline=deadline, include_torch=include_torch
+            host,
+            python=python,
+            deadline=deadline,
+            include_torch=include_torch,
+            version_only=torch_version_only,
         )
+        fabric = probe_fabric(host, nvml, deadline=deadline)
+    kernel_log = probe_kernel_log(host, deadline=deadline, fast=fast)
     return Facts(
         host=host_facts,
         kernel=kernel,
@@ -60,11 +73,13 @@ def collect_facts(
         torch=torch,
         envdoctor_version=__version__,
         collected_at=_now(),
+        kernel_log=kernel_log,
+        fabric=fabric,
     )
 
 
 def _collect_all(
-    host: Host, *, python: str, deadline: Deadline, include_torch: bool
+    host: Host, *, python: str, deadline: Deadline, include_torch: bool, version_only: bool
 ) -> tuple[
     HostFacts,
     KernelFacts,
@@ -81,7 +96,9 @@ def _collect_all(
 
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
         torch_future = (
-            pool.submit(probe_torch, host, python=python, deadline=deadline)
+            pool.submit(
+                probe_torch, host, python=python, deadline=deadline, version_only=version_only
+            )
             if include_torch
             else None
         )

@@ -23,13 +23,18 @@ VARIABLES = (
     "CUDA_HOME",
     "CUDA_PATH",
     "CUDA_MODULE_LOADING",
+    "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE",
 )
 _RELEASE = r"release (\d+\.\d+)"
+CUDA_DEFAULT_NVCC = "/usr/local/cuda/bin/nvcc"
 NVCC_TIMEOUT = 5.0
 
 
 def probe_env(host: Host, *, deadline: Deadline) -> EnvFacts:
-    return EnvFacts(variables=probe_variables(host), nvcc=_nvcc(host, deadline))
+    nvcc = _nvcc(host, deadline)
+    return EnvFacts(
+        variables=probe_variables(host), nvcc=nvcc, build_nvcc=_build_nvcc(host, deadline, nvcc)
+    )
 
 
 def probe_variables(host: Host) -> tuple[tuple[str, str], ...]:
@@ -59,10 +64,31 @@ def _nvcc(host: Host, deadline: Deadline) -> Probed[Nvcc]:
         for var in ("CUDA_HOME", "CUDA_PATH")
         if environ.get(var)
     )
-    candidates.append("/usr/local/cuda/bin/nvcc")
+    candidates.append(CUDA_DEFAULT_NVCC)
     path = next((c for c in candidates if c and isinstance(host.stat(c), Found)), None)
     if path is None:
         return Absent("nvcc is not on PATH, under $CUDA_HOME or in /usr/local/cuda")
+    return _nvcc_version(host, path, deadline)
+
+
+def _build_nvcc(host: Host, deadline: Deadline, nvcc: Probed[Nvcc]) -> Probed[Nvcc]:
+    """The nvcc torch.utils.cpp_extension would build with, found as torch finds it."""
+    environ = host.env()
+    var = next((v for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)), None)
+    if var is not None:
+        path = f"{environ[var].rstrip('/')}/bin/nvcc"
+        if not isinstance(host.stat(path), Found):
+            return Absent(f"${var} is {printable(environ[var])!r}, which has no bin/nvcc")
+    else:
+        path = host.which("nvcc") or CUDA_DEFAULT_NVCC
+        if not isinstance(host.stat(path), Found):
+            return Absent("no CUDA toolkit: no $CUDA_HOME, no nvcc on PATH, no /usr/local/cuda")
+    if isinstance(nvcc, Found) and nvcc.value.path == path:
+        return nvcc  # the same nvcc: asked once
+    return _nvcc_version(host, path, deadline)
+
+
+def _nvcc_version(host: Host, path: str, deadline: Deadline) -> Probed[Nvcc]:
     result = host.run([path, "--version"], timeout=deadline.cap(NVCC_TIMEOUT))
     match = re.search(_RELEASE, result.stdout)
     if not result.ok or not match:

@@ -4,7 +4,17 @@ Holders are found by scanning ``/proc/*/fd`` for links to ``/dev/nvidia*`` (the 
 answer), then cross-checked with ``lsof`` (or ``fuser``) when one is installed: a PID only the
 cross-check saw is kept and marked, a PID only the scan saw is normal (lsof may be missing
 or slower). For each holder we read ``cmdline`` (the exact argv the script re-checks before
-any signal), ``status`` (name, real uid) and ``cgroup`` (container or systemd unit).
+any signal), ``status`` (name, real uid), ``stat`` (start time: with the uid, what tells a
+reused PID apart) and ``cgroup`` (container or systemd unit).
+
+A cgroup path is evidence only where its owner is the system: a user with a delegated subtree
+(``/user.slice/user-1000.slice/user@1000.service/…``) can create any names below it, such as
+``…/system.slice/sshd.service`` or ``…/docker-<64 hex>.scope``. Containers and units are
+therefore recognised only at the top of the systemd hierarchy (``/system.slice/…``,
+``/machine.slice/…``, ``/kubepods…``, ``/docker/…``); a unit is kept only when systemd agrees
+that the process lies in the unit's own cgroup, and only for a holder owned by root or by the
+unit's ``User=``; and never for units that carry logins, schedulers or container runtimes
+(``PROTECTED_UNITS``). Any other holder is terminated by PID, with its identity re-checked.
 
 Everything goes through the ``Host`` seam; nothing here raises. Without root, other users'
 ``/proc/PID/fd`` cannot be listed: the count of such processes is kept as a note so the plan
@@ -14,6 +24,7 @@ can say its list may be incomplete.
 from __future__ import annotations
 
 import dataclasses
+import fnmatch
 import re
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
@@ -52,15 +63,54 @@ DISPLAY_SERVERS = frozenset(
     }
 )
 
-_CONTAINER_PATTERNS = (
-    # Kubernetes first: its cgroup paths also name the runtime (cri-containerd-…, docker-…).
-    ("kubernetes", re.compile(r"kubepods.*?(?:[-/:]|^)([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
-    ("docker", re.compile(r"(?:/docker/|docker-)([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
-    ("podman", re.compile(r"libpod-(?:conmon-)?([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
-    ("containerd", re.compile(r"cri-containerd-([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
-    ("cri-o", re.compile(r"crio-([0-9a-f]{64})(?:\.scope)?(?:/|$)")),
+_HEX = "[0-9a-f]{64}"
+# Container cgroups, matched from the start of the path only (see the module docstring); the
+# match is the container's own cgroup, everything in it belongs to that container.
+_CONTAINER_PATTERNS = tuple(
+    (runtime, re.compile(pattern.replace("HEX", _HEX) + r"(?=/|$)"))
+    for runtime, pattern in (
+        # Kubernetes: /kubepods[.slice]/<qos>/<pod>/<runtime>-<id>[.scope] (systemd or cgroupfs)
+        (
+            "kubernetes",
+            r"/kubepods(?:\.slice)?(?:/[^/]+){1,2}/(?:(?:cri-containerd|crio|docker)-)?"
+            r"(HEX)(?:\.scope)?",
+        ),
+        ("docker", r"/system\.slice/docker-(HEX)\.scope"),
+        ("docker", r"/docker/(HEX)"),
+        ("podman", r"/machine\.slice/libpod-(?:conmon-)?(HEX)\.scope"),
+        ("podman", r"/libpod_parent/libpod-(HEX)"),
+        ("containerd", r"/system\.slice/cri-containerd-(HEX)\.scope"),
+        ("cri-o", r"/(?:system|machine)\.slice/crio-(HEX)\.scope"),
+    )
 )
-_SYSTEM_UNIT = re.compile(r"/system\.slice/(?:[^/]+\.slice/)*([A-Za-z0-9:_.@\\-]+\.service)(?:/|$)")
+_SYSTEM_UNIT = re.compile(r"/system\.slice/(?:[^/]+\.slice/)*([A-Za-z0-9:_.@\\-]+\.service)(?=/|$)")
+# Units a holder may run in without being their daemon (a user logged in over ssh without
+# pam_systemd, a cron job, a container's process under its runtime): stopping one would cut
+# off logins or stop every container, so their holders are terminated by PID instead.
+PROTECTED_UNITS = (
+    "ssh.service",
+    "sshd.service",
+    "sshd@*.service",
+    "dropbear.service",
+    "cron.service",
+    "crond.service",
+    "cronie.service",
+    "atd.service",
+    "getty@*.service",
+    "serial-getty@*.service",
+    "console-getty.service",
+    "systemd-*.service",
+    "dbus.service",
+    "dbus-broker.service",
+    "polkit.service",
+    "docker.service",
+    "containerd.service",
+    "podman.service",
+    "crio.service",
+    "kubelet.service",
+    "slurmd.service",
+    "slurmctld.service",
+)
 _MAX_PROCESSES = 65536
 _CROSS_CHECK_TIMEOUT = 10.0
 
@@ -72,6 +122,7 @@ class Container:
     runtime: str  # "docker", "podman", "containerd", "cri-o" or "kubernetes"
     id: str  # the full 64-hex id
     name: str = ""  # from `docker inspect`, when it answered
+    cgroup: str = ""  # the container's own cgroup ("/system.slice/docker-<id>.scope")
 
 
 @record
@@ -85,8 +136,10 @@ class GpuHolder:
     user: str
     devices: tuple[str, ...]  # the /dev/nvidia* nodes it holds ("" entries never)
     container: Container | None = None
-    unit: str = ""  # the systemd system service it runs under, if any
+    unit: str = ""  # the systemd system service it runs under, confirmed by systemd
     seen_by: tuple[str, ...] = ("proc",)  # "proc" (the fd scan), "lsof", "fuser"
+    start_time: int = -1  # /proc/PID/stat field 22 (clock ticks after boot); -1 unreadable
+    cgroup: str = ""  # its path in the systemd hierarchy (see ``cgroup_path``)
 
     @property
     def command(self) -> str:
@@ -174,6 +227,7 @@ def scan_holders(
             notes.append(f"PID {pid} was reported by {tool} only (not by the /proc scan)")
     passwd = _passwd(host)
     holders = [_describe(host, pid, held[pid], tuple(seen_by[pid]), passwd) for pid in sorted(held)]
+    holders = _confirm_units(host, holders, passwd, deadline, notes)
     return Found(tuple(_name_containers(host, holders, deadline)))
 
 
@@ -207,24 +261,63 @@ def probe_os_ids(host: Host) -> Probed[tuple[str, ...]]:
     return Found(tuple(dict.fromkeys(ids)))
 
 
-def container_of(cgroup: str) -> Container | None:
-    """The container named by a /proc/PID/cgroup text, if any."""
+def cgroup_path(cgroup: str) -> str:
+    """The path in the systemd hierarchy of a /proc/PID/cgroup text.
+
+    ``name=systemd`` (cgroup v1 and hybrid), else the unified ``0::`` line (v2), else the first
+    line (a v1 machine without systemd). It is the path `systemctl show -p ControlGroup` speaks
+    of, and the one the fix script reads again before it stops anything.
+    """
+    unified = first = ""
     for line in cgroup.splitlines():
-        path = line.split(":", 2)[-1]
-        for runtime, pattern in _CONTAINER_PATTERNS:
-            match = pattern.search(path)
-            if match:
-                return Container(runtime=runtime, id=match.group(1))
+        parts = line.split(":", 2)
+        if len(parts) != 3:
+            continue
+        if parts[1] == "name=systemd":
+            return parts[2]
+        if parts[0] == "0" and parts[1] == "":
+            unified = parts[2]
+        first = first or parts[2]
+    return unified or first
+
+
+def container_of(cgroup: str) -> Container | None:
+    """The container a /proc/PID/cgroup text places the process in, if the system made it."""
+    path = cgroup_path(cgroup)
+    for runtime, pattern in _CONTAINER_PATTERNS:
+        match = pattern.match(path)
+        if match:
+            return Container(runtime=runtime, id=match.group(1), cgroup=match.group(0))
     return None
 
 
 def unit_of(cgroup: str) -> str:
     """The systemd system service (``name.service``) a /proc/PID/cgroup text places it in."""
-    for line in cgroup.splitlines():
-        match = _SYSTEM_UNIT.search(line.split(":", 2)[-1])
-        if match:
-            return match.group(1)
-    return ""
+    match = _SYSTEM_UNIT.match(cgroup_path(cgroup))
+    return match.group(1) if match else ""
+
+
+def is_protected_unit(unit: str) -> bool:
+    """A unit never stopped for a holder found in it (``PROTECTED_UNITS``)."""
+    return any(fnmatch.fnmatchcase(unit, pattern) for pattern in PROTECTED_UNITS)
+
+
+def within(path: str, root: str) -> bool:
+    """``path`` is the cgroup ``root`` or lies below it (never true for an empty or "/" root)."""
+    return root.startswith("/") and root != "/" and (path == root or path.startswith(root + "/"))
+
+
+def start_time_of(stat: str) -> int:
+    """Field 22 of /proc/PID/stat, the start time; -1 when the text is not a stat line.
+
+    The second field is the command name in parentheses, and a name may hold spaces and
+    parentheses itself ("a) R 1 (b"): the fields after it are counted from the *last* ")".
+    """
+    head, paren, rest = stat.rpartition(")")
+    fields = rest.split()
+    if not paren or "(" not in head or len(fields) < 20 or not fields[19].isdigit():
+        return -1
+    return int(fields[19])
 
 
 def split_cmdline(text: str) -> tuple[str, ...]:
@@ -318,6 +411,7 @@ def _describe(
                 name = value.strip()
             elif key == "Uid" and value.split() and value.split()[0].isdigit():
                 uid = int(value.split()[0])
+    stat = host.read_text(f"/proc/{pid}/stat")
     cgroup = host.read_text(f"/proc/{pid}/cgroup")
     cgroup_text = cgroup.value if isinstance(cgroup, Found) else ""
     container = container_of(cgroup_text)
@@ -329,9 +423,91 @@ def _describe(
         user=passwd.get(uid, str(uid) if uid >= 0 else "?"),
         devices=tuple(devices),
         container=container,
-        unit="" if container else unit_of(cgroup_text),
+        unit="" if container else unit_of(cgroup_text),  # a candidate until systemd confirms
         seen_by=seen_by,
+        start_time=start_time_of(stat.value) if isinstance(stat, Found) else -1,
+        cgroup=cgroup_path(cgroup_text),
     )
+
+
+def _confirm_units(
+    host: Host,
+    holders: list[GpuHolder],
+    passwd: dict[int, str],
+    deadline: Deadline,
+    notes: list[str],
+) -> list[GpuHolder]:
+    """Keep a holder's unit only where stopping that unit is right (module docstring).
+
+    One `systemctl show` call answers, for every candidate unit, its ``User=`` and its
+    ``ControlGroup``; a holder whose unit is dropped is terminated by PID instead.
+    """
+    wanted = tuple(dict.fromkeys(h.unit for h in holders if h.unit))
+    if not wanted:
+        return holders
+    confirmed = _unit_properties(host, wanted, deadline)
+    uids = {name: uid for uid, name in passwd.items()}
+    out: list[GpuHolder] = []
+    for holder in holders:
+        why = _why_not_stop(holder, confirmed, uids) if holder.unit else ""
+        if why:
+            notes.append(
+                f"PID {holder.pid} runs under {holder.unit}, which is not stopped for it: {why}; "
+                "the PID itself is terminated"
+            )
+            holder = dataclasses.replace(holder, unit="")
+        out.append(holder)
+    return out
+
+
+def _why_not_stop(
+    holder: GpuHolder, confirmed: dict[str, tuple[str, str]], uids: dict[str, int]
+) -> str:
+    """Why stopping ``holder.unit`` for this holder would be wrong; "" when it is right."""
+    unit = holder.unit
+    if is_protected_unit(unit):
+        return f"{unit} carries logins or other services"
+    if unit not in confirmed:
+        return f"systemd did not confirm {unit} (`systemctl show` failed)"
+    user, control_group = confirmed[unit]
+    if not within(holder.cgroup, control_group):
+        return f"it is not in {unit}'s own cgroup ({control_group or 'none'})"
+    if unit.removesuffix(".service") in GPU_SERVICES:
+        return ""  # stopped by name whenever active (nvidia-persistenced drops to its user)
+    if holder.uid < 0 or holder.uid not in (0, _uid_of(user, uids)):
+        return f"it is not owned by root or by {unit}'s user ({user or 'root'})"
+    return ""
+
+
+def _unit_properties(
+    host: Host, units: tuple[str, ...], deadline: Deadline
+) -> dict[str, tuple[str, str]]:
+    """unit -> (User=, ControlGroup=) from systemd; {} when systemctl cannot answer."""
+    if host.which("systemctl") is None:
+        return {}
+    result = host.run(
+        ("systemctl", "show", "--property=User,ControlGroup", "--", *units),
+        timeout=deadline.cap(10.0),
+    )
+    if not result.ok:
+        return {}
+    blocks = [b for b in result.stdout.split("\n\n") if b.strip()]
+    if len(blocks) != len(units):
+        return {}
+    answer: dict[str, tuple[str, str]] = {}
+    for unit, block in zip(units, blocks, strict=True):
+        props = dict(line.partition("=")[::2] for line in block.splitlines())
+        answer[unit] = (props.get("User", "").strip(), props.get("ControlGroup", "").strip())
+    return answer
+
+
+def _uid_of(user: str, uids: dict[str, int]) -> int:
+    """The uid of a unit's ``User=`` (empty: root); -2 when it cannot be resolved."""
+    if not user:
+        return 0
+    if user.isdigit():
+        return int(user)
+    return uids.get(user, -2)
 
 
 def _name_containers(host: Host, holders: list[GpuHolder], deadline: Deadline) -> list[GpuHolder]:

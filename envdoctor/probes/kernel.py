@@ -4,11 +4,21 @@ from __future__ import annotations
 
 import re
 
-from envdoctor.model.facts import DeviceNode, KernelDriver, KernelFacts, KernelModule
+from envdoctor.model.facts import DeviceNode, KernelDriver, KernelFacts, KernelModule, SysModule
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Host
 
 _NVRM = r"NVRM version:.*?Kernel Module(?: for \S+)?\s+(\d+\.\d+(?:\.\d+)?)"
+
+SYS_MODULE_NAMES = (
+    "nvidia",
+    "nvidia_uvm",
+    "nvidia_modeset",
+    "nvidia_drm",
+    "nvidia_peermem",
+    "nouveau",
+)
+"""The modules whose /sys/module entry is read: built-in ones appear only there."""
 
 
 def probe_kernel(host: Host) -> KernelFacts:
@@ -16,7 +26,40 @@ def probe_kernel(host: Host) -> KernelFacts:
         modules=parse_modules(host.read_text("/proc/modules")),
         driver=parse_driver_version(host.read_text("/proc/driver/nvidia/version")),
         device_nodes=_device_nodes(host),
+        sys_modules=_sys_modules(host),
     )
+
+
+def _sys_modules(host: Host) -> Probed[tuple[SysModule, ...]]:
+    """/sys/module/NAME for the NVIDIA-related names that exist there."""
+    listing = host.list_dir("/sys/module")
+    if not isinstance(listing, Found):
+        return listing
+    present = set(listing.value)
+    out = []
+    for name in SYS_MODULE_NAMES:
+        if name not in present:
+            continue
+        base = f"/sys/module/{name}"
+        state = host.read_text(f"{base}/initstate", limit=64)
+        refcnt = host.read_text(f"{base}/refcnt", limit=64)
+        holders = host.list_dir(f"{base}/holders")
+        count: Probed[int]
+        if isinstance(refcnt, Found) and refcnt.value.strip().isdigit():
+            count = Found(int(refcnt.value.strip()))
+        elif isinstance(refcnt, Found):
+            count = ProbeFailed(f"unreadable {base}/refcnt", detail=refcnt.value[:64])
+        else:
+            count = refcnt
+        out.append(
+            SysModule(
+                name=name,
+                initstate=state.value.strip() if isinstance(state, Found) else "",
+                refcount=count,
+                holders=holders.value if isinstance(holders, Found) else (),
+            )
+        )
+    return Found(tuple(out))
 
 
 def parse_modules(text: Probed[str]) -> Probed[tuple[KernelModule, ...]]:
@@ -70,6 +113,8 @@ def _device_nodes(host: Host) -> Probed[tuple[DeviceNode, ...]]:
                 mode=f"{info.value.mode:04o}",
                 readable=info.value.readable,
                 writable=info.value.writable,
+                uid=info.value.uid,
+                gid=info.value.gid,
             )
         )
     return Found(tuple(nodes))

@@ -11,6 +11,7 @@ from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.commands import CommandResult
 from envdoctor.platform.host import Deadline, Host
+from envdoctor.probes.interpreter import safe_path_flags
 from envdoctor.probes.torch_child import MARK as MARK  # the child prints it: one definition
 
 TORCH_TIMEOUT = 60.0
@@ -22,12 +23,24 @@ def child_source() -> str:
 
 
 def probe_torch(
-    host: Host, *, python: str, deadline: Deadline, force_import: bool = False
+    host: Host,
+    *,
+    python: str,
+    deadline: Deadline,
+    force_import: bool = False,
+    version_only: bool = False,
 ) -> TorchFacts:
     """torch's facts. A CPU-only build is read from torch/version.py without the ~1 s import,
-    unless ``force_import`` (its import can still be checked then)."""
+    unless ``force_import`` (its import can still be checked then); ``version_only`` reads
+    every build that way (``imported`` is False: what CUDA makes of it is not known).
+
+    The child runs in ``/`` with ``-P`` where the interpreter has it: nothing the current
+    directory holds is imported (see ``probes/interpreter.py``).
+    """
+    safe = safe_path_flags(host, python, deadline=deadline)
     timeout = deadline.cap(TORCH_TIMEOUT)
-    argv = [python, "-c", child_source(), *(["--import"] if force_import else [])]
+    flags = ["--import"] if force_import else ["--version-only"] if version_only else []
+    argv = [python, *safe, "-c", child_source(), *flags]
     result = host.run(argv, timeout=timeout)
     return TorchFacts(python=python, torch=parse_child(result, python))
 
@@ -89,6 +102,8 @@ def _decode(data: dict[str, Any], python: str) -> Probed[TorchBuild | TorchBroke
             device_count=_probed_int(data["device_count"]),
             loaded_libraries=tuple((str(f), str(p)) for f, p in data["loaded_libraries"]),
             nvidia_wheels=tuple((str(n), str(v)) for n, v in data["nvidia_wheels"]),
+            imported=bool(data.get("imported", True)),
+            alloc_conf=tuple((str(v), str(e)) for v, e in data.get("alloc_conf", ())),
         )
     )
 

@@ -5,6 +5,7 @@ installed. Everything torch says, including its warnings, is reported, never int
 """
 
 import json
+import os
 import sys
 import traceback
 import warnings
@@ -78,6 +79,22 @@ def nvidia_wheels() -> List[Tuple[str, str]]:
         return []
 
 
+def allocator_verdict(torch: Any, value: str) -> str:
+    """torch's own parser on an allocator-config value: "" when it accepts it, else its error
+    (torch >= 2.9 parses it in every build; older CUDA builds through torch.cuda.memory)."""
+    setter = getattr(torch._C, "_accelerator_setAllocatorSettings", None)
+    if setter is None and getattr(torch.version, "cuda", None):
+        setter = getattr(torch.cuda.memory, "_set_allocator_settings", None)
+    if setter is None:
+        return "not checked: this torch has no allocator-settings parser to ask"
+    try:
+        setter(value)
+    except BaseException as exc:
+        text = str(exc).strip().splitlines()
+        return "%s: %s" % (type(exc).__name__, text[0] if text else "")
+    return ""
+
+
 def read_version_file(spec: Any) -> Tuple[Optional[Dict[str, Any]], str]:
     """torch/version.py holds only literals: read it without importing torch (1 s saved)."""
     try:
@@ -98,29 +115,31 @@ def main() -> None:
         emit({"installed": False, "error": "No module named 'torch'", "executable": sys.executable})
         return
     version, location = read_version_file(spec)
-    if (
-        version is not None
-        and not version.get("cuda")
-        and not version.get("hip")
-        and "--import" not in sys.argv
-    ):
+    cpu = version is not None and not version.get("cuda") and not version.get("hip")
+    version_only = "--version-only" in sys.argv
+    if version is not None and (version_only or (cpu and "--import" not in sys.argv)):
         # A CPU-only build cannot use a GPU whatever happens at import: skip the import.
+        # --version-only: the caller wants the build's identity, not what CUDA makes of it.
+        not_read = "envdoctor read only torch/version.py"
         emit(
             {
                 "installed": True,
                 "version": str(version.get("__version__", "")),
                 "location": location,
-                "cuda": "",
-                "hip": "",
-                "cudnn_version": {"absent": "CPU-only build: no cuDNN"},
-                "nccl_version": {"absent": "CPU-only build: no NCCL"},
+                "cuda": str(version.get("cuda") or ""),
+                "hip": str(version.get("hip") or ""),
+                "cudnn_version": {"absent": "CPU-only build: no cuDNN" if cpu else not_read},
+                "nccl_version": {"absent": "CPU-only build: no NCCL" if cpu else not_read},
                 "arch_list": [],
                 "cuda_available": False,
                 "unavailable_reason": "torch was built without CUDA (torch.version.cuda is None); "
-                "envdoctor did not import it",
-                "device_count": {"absent": "CUDA is not available to torch"},
+                "envdoctor did not import it"
+                if cpu
+                else "not checked: " + not_read,
+                "device_count": {"absent": "CUDA is not available to torch" if cpu else not_read},
                 "loaded_libraries": [],
                 "nvidia_wheels": nvidia_wheels(),
+                "imported": False,
             }
         )
         return
@@ -158,6 +177,11 @@ def main() -> None:
         arch_list = []
     cudnn = safe(lambda: torch.backends.cudnn.version())  # type: ignore[no-untyped-call,unused-ignore]  # torch's API
     nccl = safe(lambda: ".".join(str(p) for p in torch.cuda.nccl.version()))  # type: ignore[no-untyped-call,unused-ignore]  # torch's API
+    alloc_conf = [
+        [var, allocator_verdict(torch, os.environ[var])]
+        for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")
+        if var in os.environ
+    ]
     count = (
         safe(lambda: int(torch.cuda.device_count()))
         if available
@@ -178,6 +202,8 @@ def main() -> None:
             "device_count": count,
             "loaded_libraries": loaded_libraries(),
             "nvidia_wheels": nvidia_wheels(),
+            "imported": True,
+            "alloc_conf": alloc_conf,
         }
     )
 

@@ -16,10 +16,29 @@ PLAN_SCHEMA_VERSION = 1
 
 
 @record
+class HolderRef:
+    """A holder as the script finds it again: the same PID, real uid and start time.
+
+    A PID alone can be reused by another process at any time; with the uid and the start time
+    (/proc/PID/stat field 22) it names one process for the life of the machine.
+    """
+
+    pid: int
+    uid: int
+    start_time: int
+
+
+@record
 class StopService:
-    """Stop a systemd unit that holds or re-opens /dev/nvidia* (if it is active then)."""
+    """Stop a systemd unit that holds or re-opens /dev/nvidia* (if it is active then).
+
+    With ``holders`` (a unit found from a holder's cgroup, not a known GPU service) the script
+    stops it only if one of them is still that process and still lies in the cgroup systemd
+    gives for the unit (`systemctl show -p ControlGroup`).
+    """
 
     unit: str
+    holders: tuple[HolderRef, ...] = ()
     kind: ClassVar[str] = "stop-service"
     needs_root: ClassVar[bool] = True
 
@@ -35,10 +54,16 @@ class StartService:
 
 @record
 class StopContainer:
-    """Stop a container whose processes hold the GPU, so its restart policy does not revive it."""
+    """Stop a container whose processes hold the GPU, so its restart policy does not revive it.
+
+    The script stops it only if the runtime's inspect names a running container whose main PID
+    lies in ``cgroup`` and one of ``holders`` is still that process, in that cgroup.
+    """
 
     runtime: str  # "docker" or "podman": the command that stops it
     container_id: str
+    cgroup: str  # the container's own cgroup, from its holders' cgroup paths
+    holders: tuple[HolderRef, ...]
     name: str = ""
     kind: ClassVar[str] = "stop-container"
     needs_root: ClassVar[bool] = True
@@ -46,10 +71,13 @@ class StopContainer:
 
 @record
 class Terminate:
-    """SIGTERM, wait, then SIGKILL one PID, if it still holds /dev/nvidia* with the same argv."""
+    """SIGTERM, wait, then SIGKILL one PID, each signal only if it is still the same process
+    (real uid, start time, exact argv) and still holds /dev/nvidia*."""
 
     pid: int
     argv: tuple[str, ...]
+    uid: int
+    start_time: int  # /proc/PID/stat field 22
     user: str = ""
     container: str = ""
     kind: ClassVar[str] = "terminate"

@@ -29,11 +29,13 @@ from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Found
 from envdoctor.model.record import record
+from envdoctor.model.views import denied_nodes, gpu_presence, group_only, nvml_gpus
 from envdoctor.probes.holders import GPU_SERVICES, FixFacts, GpuHolder
 from envdoctor.remedy import distro, wheel
 from envdoctor.remedy.model import (
     Action,
     CreateNodes,
+    HolderRef,
     LoadModule,
     Note,
     Plan,
@@ -242,7 +244,7 @@ class _Planner:
         for unit in units:
             self._add(
                 f"Stop {unit}: it holds or re-opens /dev/nvidia*",
-                StopService(unit),
+                StopService(unit, _refs(h for h in self._holders() or () if h.unit == unit)),
                 *why,
                 section=_RELOAD,
             )
@@ -293,7 +295,8 @@ class _Planner:
         units = list(active.value) if isinstance(active, Found) else []
         known = {f"{u}.service" for u in GPU_SERVICES}
         for holder in self._holders() or ():
-            if holder.unit and holder.unit not in known and holder.unit not in units:
+            # A unit found from a holder is stopped only with a holder the script can verify.
+            if holder.unit and holder.unit not in known | set(units) and _ref(holder):
                 units.append(holder.unit)
         return tuple(units)
 
@@ -318,11 +321,12 @@ class _Planner:
             box = holder.container
             if box is None or box.id in stopped:
                 continue
-            if box.runtime in CONTAINER_STOPPERS:
+            refs = _refs(h for h in holders if h.container is not None and h.container.id == box.id)
+            if box.runtime in CONTAINER_STOPPERS and refs:
                 label = display(box.name or box.id[:12])
                 self._add(
                     f"Stop {box.runtime} container {label}: its processes hold the GPU",
-                    StopContainer(box.runtime, box.id, box.name),
+                    StopContainer(box.runtime, box.id, box.cgroup, refs, box.name),
                     *why,
                     section=section,
                 )
@@ -342,9 +346,10 @@ class _Planner:
             in_pod = holder.container is not None and holder.container.runtime == "kubernetes"
             if holder.unit in covered or in_pod:
                 continue
-            if not holder.argv:
+            if not holder.argv or not _ref(holder):
                 self._add(
-                    f"PID {holder.pid} holds the GPU but its command line is unreadable",
+                    f"PID {holder.pid} holds the GPU but its command line, owner or start "
+                    "time is unreadable",
                     Note(f"stop PID {holder.pid} ({display(holder.name)}) yourself"),
                     *why,
                     section=section,
@@ -396,11 +401,7 @@ class _Planner:
         facts = self.report.facts
         nodes = facts.kernel.device_nodes
         present = {n.path for n in nodes.value} if isinstance(nodes, Found) else set()
-        count = 0
-        if isinstance(facts.nvml, Found):
-            count = len(facts.nvml.value.gpus)
-        if not count and isinstance(facts.host.nvidia_pci, Found):
-            count = len(facts.host.nvidia_pci.value)
+        count = gpu_presence(facts).count
         expected = ["/dev/nvidiactl", *(f"/dev/nvidia{i}" for i in range(count)), *UVM_NODES]
         return [n for n in expected if n not in present]
 
@@ -409,7 +410,7 @@ class _Planner:
         pids: list[int] = []
         names: dict[int, str] = {}
         facts = self.report.facts
-        gpus = facts.nvml.value.gpus if isinstance(facts.nvml, Found) else ()
+        gpus = nvml_gpus(facts)
         subjects = {f.subject for f in self._findings(MEMORY_HELD)}
         for gpu in gpus:
             if subjects and str(gpu.index) not in subjects:
@@ -445,11 +446,11 @@ class _Planner:
                 ),
                 *why,
             )
-        units = tuple(dict.fromkeys(h.unit for h in visible if h.unit))
+        units = tuple(dict.fromkeys(h.unit for h in visible if h.unit and _ref(h)))
         for unit in units:
             self._add(
                 f"Stop {unit}: its process holds GPU memory (not restarted by this script)",
-                StopService(unit),
+                StopService(unit, _refs(h for h in visible if h.unit == unit)),
                 *why,
             )
         self._release_holders(tuple(visible), why, units)
@@ -515,25 +516,28 @@ class _Planner:
     def _open_modules(self, codes: set[str]) -> bool:
         if "driver.open-modules-required" in codes:
             return True
-        facts = self.report.facts
-        if isinstance(facts.nvml, Found):
-            caps = [g.compute_capability for g in facts.nvml.value.gpus]
-            versions = [_cc(c.value) for c in caps if isinstance(c, Found)]
-            if versions and min(versions) < (7, 5):
-                return False
-        return True
+        caps = [g.compute_capability for g in nvml_gpus(self.report.facts)]
+        versions = [_cc(c.value) for c in caps if isinstance(c, Found)]
+        return not (versions and min(versions) < (7, 5))
 
     def _permissions(self) -> None:
         why = (PERMISSION_DENIED,)
         nodes = self.report.facts.kernel.device_nodes
-        denied = [
-            n
-            for n in (nodes.value if isinstance(nodes, Found) else ())
-            if n.is_char_device
-            and not (n.readable and n.writable)
-            and n.path != "/dev/nvidia-modeset"
-        ]
+        denied = denied_nodes(nodes.value if isinstance(nodes, Found) else ())
         if not denied:
+            return
+        gid = group_only(denied)
+        user = self.report.facts.host.user
+        if gid is not None:
+            self._add(
+                "Add the user to the group the device nodes grant access to",
+                Note(
+                    f'the nodes are read/write for group {gid}: sudo usermod -aG "$(getent '
+                    f'group {gid} | cut -d: -f1)" {display(user)}, then log out and in'
+                ),
+                *why,
+            )
+            self._addressed(PERMISSION_DENIED)
             return
         if not self.reboot:
             for node in denied:
@@ -546,10 +550,11 @@ class _Planner:
         self._add(
             "Make the device permissions last",
             Note(
-                "the mode lasts until the driver reloads; to keep it: "
-                "`options nvidia NVreg_DeviceFileMode=0666` in /etc/modprobe.d/nvidia-perms.conf, "
-                "or, if your site restricts the GPUs to a group on purpose, add the user to it "
-                "(usermod -aG GROUP USER) instead of changing the mode"
+                "the mode lasts until the driver reloads; no group may use the nodes, so set "
+                "the driver's device-file parameters: `options nvidia NVreg_DeviceFileMode=0666` "
+                "in /etc/modprobe.d/nvidia-device-files.conf (or NVreg_DeviceFileUID/"
+                "NVreg_DeviceFileGID with NVreg_DeviceFileMode=0660 to keep them to one group), "
+                "or a udev rule where udev creates the nodes"
             ),
             *why,
         )
@@ -557,12 +562,13 @@ class _Planner:
 
     def _reinstall_torch(self, reasons: tuple[str, ...]) -> None:
         findings = [f for c in reasons for f in self._findings(c)]
-        choice = wheel.choose(self.report.facts, findings, self.options.tables)
+        choice, why_none = wheel.choose(
+            self.report.facts, findings, self.options.tables, self.report.intent
+        )
         python = self.report.facts.torch.python or self.options.python
         if choice is None or not python:
             self.notes.append(
-                "no torch wheel could be chosen (the driver's CUDA version is unknown): install "
-                "the driver first, then `envdoctor recommend` prints the right command"
+                why_none or "no torch wheel fits here: `envdoctor recommend` says why"
             )
             return
         self._add(
@@ -587,8 +593,7 @@ class _Planner:
         self._add("Verify with envdoctor check", Verify(self.options.verify_argv))
 
     def _has_nvidia_gpu(self) -> bool:
-        pci = self.report.facts.host.nvidia_pci
-        return isinstance(pci, Found) and bool(pci.value)
+        return gpu_presence(self.report.facts).seen
 
     def _family(self) -> str:
         ids = self.live.os_ids.value if isinstance(self.live.os_ids, Found) else ()
@@ -596,11 +601,24 @@ class _Planner:
         return distro.family(ids, os_name.value if isinstance(os_name, Found) else "")
 
 
+def _ref(holder: GpuHolder) -> tuple[HolderRef, ...]:
+    """The holder as the script can find it again; () when its uid or start time is unknown."""
+    if holder.uid < 0 or holder.start_time < 0:
+        return ()
+    return (HolderRef(holder.pid, holder.uid, holder.start_time),)
+
+
+def _refs(holders: Iterable[GpuHolder]) -> tuple[HolderRef, ...]:
+    return tuple(ref for holder in holders for ref in _ref(holder))
+
+
 def _terminate(holder: GpuHolder) -> Terminate:
     box = holder.container
     return Terminate(
         pid=holder.pid,
         argv=holder.argv,
+        uid=holder.uid,
+        start_time=holder.start_time,
         user=holder.user,
         container=(box.name or box.id[:12]) if box else "",
     )

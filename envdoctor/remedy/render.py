@@ -8,6 +8,7 @@ from envdoctor.remedy.model import (
     PLAN_SCHEMA_VERSION,
     Action,
     CreateNodes,
+    HolderRef,
     LoadModule,
     Note,
     Plan,
@@ -68,8 +69,25 @@ def _detail(action: Action) -> str:
             f", container {action.container}" if action.container else ""
         )
         return (
-            f"only if PID {action.pid} still holds /dev/nvidia* and still runs "
-            f"{sh_join(action.argv)} ({who}); SIGKILL only if SIGTERM did not release it"
+            f"each signal only if PID {action.pid} still holds /dev/nvidia* and is the same "
+            f"process (uid {action.uid}, start time {action.start_time}, argv "
+            f"{sh_join(action.argv)}; {who}); SIGKILL only if SIGTERM did not release it"
+        )
+    if isinstance(action, StopService) and action.holders:
+        return (
+            f"only if {_pids(action.holders)} is still the process seen and lies in the cgroup "
+            f"systemd gives for {action.unit} (systemctl show -p ControlGroup)"
+        )
+    if isinstance(action, StopContainer):
+        return (
+            f"only if {action.runtime} inspect shows it running with its main PID in "
+            f"{action.cgroup}, and {_pids(action.holders)} is still the process seen, in it"
+        )
+    if isinstance(action, ReinstallTorch):
+        return (
+            f"from /, with -P after {action.python} when it accepts it (Python 3.11+): no module "
+            "is taken from the current directory; skipped when torch already is the "
+            f"{action.variant} build"
         )
     if isinstance(action, RequireNoHolders):
         return "stops here, listing them, if any process still holds /dev/nvidia*"
@@ -78,6 +96,10 @@ def _detail(action: Action) -> str:
     if isinstance(action, Note | RebootRequired):
         return action.text if isinstance(action, Note) else action.reason
     return ""
+
+
+def _pids(holders: tuple[HolderRef, ...]) -> str:
+    return "PID " + " or ".join(str(h.pid) for h in holders)
 
 
 def render_steps(plan: Plan) -> str:
@@ -122,9 +144,16 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
                 "uid": h.uid,
                 "name": h.name,
                 "argv": list(h.argv),
+                "start_time": h.start_time,
+                "cgroup": h.cgroup,
                 "devices": list(h.devices),
                 "container": (
-                    {"runtime": h.container.runtime, "id": h.container.id, "name": h.container.name}
+                    {
+                        "runtime": h.container.runtime,
+                        "id": h.container.id,
+                        "name": h.container.name,
+                        "cgroup": h.container.cgroup,
+                    }
                     if h.container
                     else None
                 ),

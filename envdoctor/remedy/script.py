@@ -14,6 +14,7 @@ from importlib import resources
 from envdoctor.remedy.model import (
     Action,
     CreateNodes,
+    HolderRef,
     LoadModule,
     Note,
     Plan,
@@ -182,13 +183,15 @@ def _step_line(n: int, step: Step) -> str:
 
 def _call(action: Action) -> str:
     if isinstance(action, StopService):
-        return f"stop_service {sh_quote(action.unit)}"
+        return f"stop_service {sh_join((action.unit, *_identities(action.holders)))}"
     if isinstance(action, StartService):
         return f"start_service {sh_quote(action.unit)}"
     if isinstance(action, StopContainer):
-        return f"stop_container {sh_join((action.runtime, action.container_id))}"
+        box = (action.runtime, action.container_id, action.cgroup)
+        return f"stop_container {sh_join((*box, *_identities(action.holders)))}"
     if isinstance(action, Terminate):
-        return f"terminate {sh_join((str(action.pid), *action.argv))}"
+        who = _identities((HolderRef(action.pid, action.uid, action.start_time),))
+        return f"terminate {sh_join((*who, *action.argv))}"
     if isinstance(action, RequireNoHolders):
         return "require_no_holders"
     if isinstance(action, UnloadModule):
@@ -211,3 +214,8 @@ def _call(action: Action) -> str:
     if isinstance(action, RebootRequired):
         return f"reboot_required {sh_quote(display(action.reason))}"
     raise TypeError(f"no script for {type(action).__name__}")  # pragma: no cover
+
+
+def _identities(holders: tuple[HolderRef, ...]) -> tuple[str, ...]:
+    """PID UID START for each holder: what the script checks before it acts for them."""
+    return tuple(str(n) for h in holders for n in (h.pid, h.uid, h.start_time))

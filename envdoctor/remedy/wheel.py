@@ -20,6 +20,7 @@ from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found
 from envdoctor.model.record import record
+from envdoctor.model.views import NO_INTENT, Intent
 
 INDEX_BASE = "https://download.pytorch.org/whl/"
 # The CUDA variants of the official wheels (pytorch/pytorch RELEASE.md; test-infra's
@@ -43,43 +44,73 @@ class WheelChoice:
 
 
 def choose(
-    facts: Facts, findings: Iterable[Finding], tables: CompatTables | None = None
-) -> WheelChoice | None:
-    """The tables' pick, else the findings' advice, else the newest variant the driver supports."""
-    recommended = from_tables(facts, tables) if tables is not None else None
-    if recommended is not None:
-        return recommended
+    facts: Facts,
+    findings: Iterable[Finding],
+    tables: CompatTables | None = None,
+    intent: Intent = NO_INTENT,
+) -> tuple[WheelChoice | None, str]:
+    """The tables' pick, else the findings' advice, else the newest variant the driver
+    supports; with None, why no wheel can be chosen (one line for the plan's notes)."""
+    blocked = ""
+    if tables is not None:
+        recommended, blocked = from_tables(facts, tables, intent)
+        if recommended is not None:
+            return recommended, ""
+    if blocked:
+        return None, blocked
     advised = from_findings(findings)
     if advised is not None:
-        return advised
+        return advised, ""
     driver_cuda = driver_cuda_version(facts)
     variant = newest_variant_for(driver_cuda) if driver_cuda else None
     if variant is None:
-        return None
-    return WheelChoice(
-        requirement="torch",
-        variant=variant,
-        why=f"the driver supports CUDA {driver_cuda}; {variant} is the newest official variant "
-        "that does not need more",
+        return None, (
+            "no torch wheel could be chosen: envdoctor cannot tell which CUDA the driver runs "
+            "(`envdoctor recommend` says more)"
+        )
+    return (
+        WheelChoice(
+            requirement="torch",
+            variant=variant,
+            why=f"the driver supports CUDA {driver_cuda}; {variant} is the newest official "
+            "variant that does not need more",
+        ),
+        "",
     )
 
 
-def from_tables(facts: Facts, tables: CompatTables) -> WheelChoice | None:
-    """What `envdoctor recommend` picks for this machine (torch 2.x releases only)."""
+def from_tables(
+    facts: Facts, tables: CompatTables, intent: Intent = NO_INTENT
+) -> tuple[WheelChoice | None, str]:
+    """What `envdoctor recommend` picks for this machine (torch 2.x releases only), or why it
+    picks nothing: the driver must be fixed first ("" when the tables simply have no pick)."""
     from envdoctor.compat.recommend import machine_from_facts, recommend  # (only with tables)
 
     if not tables.torch_releases:
-        return None
-    rec = recommend(tables, machine_from_facts(facts, tables))
+        return None, ""
+    rec = recommend(tables, machine_from_facts(facts, tables, intent))
     choice = rec.choice
+    if rec.blockers:
+        return None, (
+            "torch is left alone until the driver lists the GPUs ("
+            + rec.blockers[0].split(";", 1)[0]
+            + "): then `envdoctor fix` picks the wheel that fits"
+        )
     if rec.status != "ok" or choice is None or choice.release.release_version.major < 2:
-        return None  # 1.x wheels need +cuXYZ pins and --extra-index-url: left to a person
-    return WheelChoice(
-        requirement=f"torch=={choice.version}",
-        variant=choice.variant.name,
-        why=f"torch {choice.version}: the newest official wheel for this driver and these GPUs, "
-        "as `envdoctor recommend` picks",
-        index_url=choice.variant.index_url,
+        return None, ""  # 1.x wheels need +cuXYZ pins and --extra-index-url: left to a person
+    why = (
+        f"torch {choice.version}, the installed version, in the variant that fits"
+        if rec.kept_installed
+        else f"torch {choice.version}: the newest official wheel for this driver and these GPUs"
+    )
+    return (
+        WheelChoice(
+            requirement=f"torch=={choice.version}",
+            variant=choice.variant.name,
+            why=f"{why}, as `envdoctor recommend` picks",
+            index_url=choice.variant.index_url,
+        ),
+        "",
     )
 
 

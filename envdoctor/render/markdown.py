@@ -4,10 +4,17 @@ from __future__ import annotations
 
 from envdoctor import __version__
 from envdoctor.engine import Report
+from envdoctor.model.outcome import Outcome
 from envdoctor.render.redact import Redactor
 from envdoctor.render.summary import machine_lines
 
 _ICON = {0: "✅", 1: "ℹ️", 2: "⚠️", 3: "❌"}
+_OUTCOMES = (
+    (Outcome.PASSED, "Passed checks"),
+    (Outcome.UNKNOWN, "Checks that could not decide"),
+    (Outcome.FAILED, "Failed checks explained by another finding"),
+    (Outcome.NOT_APPLICABLE, "Checks that do not apply here"),
+)
 
 
 def render_markdown(report: Report) -> str:
@@ -34,10 +41,13 @@ def render_markdown(report: Report) -> str:
             out.append(f"- **fix**: {finding.remediation.summary}")
             out.extend(f"  {i}. `{step}`" for i, step in enumerate(finding.remediation.steps, 1))
         out.append("")
-    if report.passed:
-        out.append("<details><summary>Passed checks</summary>")
+    for outcome, title in _OUTCOMES:
+        listed = [c for c in report.checks if c.outcome is outcome and not c.findings]
+        if not listed:
+            continue
+        out.append(f"<details><summary>{title} ({len(listed)})</summary>")
         out.append("")
-        out.extend(f"- {rule.summary}" for rule in report.passed)
+        out.extend(f"- {c.rule.summary}: {_code(c.reason)}" for c in listed)
         out.extend(["", "</details>"])
     return Redactor(report.facts).text("\n".join(out)) + "\n"
 

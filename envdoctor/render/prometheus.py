@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import time
 from collections import Counter
-from collections.abc import Iterable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -23,20 +22,19 @@ from envdoctor.engine import Report
 from envdoctor.model.facts import Facts, TorchBuild
 from envdoctor.model.finding import Severity
 from envdoctor.model.probed import Found, Probed
+from envdoctor.render.exposition import Writer
 from envdoctor.render.files import write_atomic
+from envdoctor.render.gpu_metrics import gpu_metrics
 
 STATUSES = ("healthy", "unhealthy", "unknown")
 SEVERITIES = (Severity.ERROR, Severity.WARNING, Severity.INFO)
-MAX_LABEL = 256
-
-Labels = Sequence[tuple[str, str]]
 
 
 def render_prometheus(
     report: Report, duration_s: float, *, command: str = "check", now: float | None = None
 ) -> str:
     """The whole textfile for one run: verdict, findings, facts, timestamp and duration."""
-    out = _Writer()
+    out = Writer()
     _verdict(out, report.status, report.exit_code)
     out.metric(
         "envdoctor_findings",
@@ -50,6 +48,7 @@ def render_prometheus(
         [((("code", code), ("severity", sev)), n) for (code, sev), n in sorted(per_code.items())],
     )
     _facts(out, report.facts)
+    gpu_metrics(out, report.facts)
     _run(out, command, duration_s, now)
     return out.text()
 
@@ -58,7 +57,7 @@ def render_prometheus_unknown(
     reason: str, duration_s: float, *, command: str = "probe", now: float | None = None
 ) -> str:
     """The textfile for a run that reached no verdict (e.g. the probe's watchdog fired)."""
-    out = _Writer()
+    out = Writer()
     _verdict(out, "unknown", 2)
     out.metric(
         "envdoctor_unknown_reason_info",
@@ -77,7 +76,7 @@ def write_textfile(path: Path, text: str) -> None:
 # --- pieces -----------------------------------------------------------------------------------
 
 
-def _verdict(out: _Writer, status: str, exit_code: int) -> None:
+def _verdict(out: Writer, status: str, exit_code: int) -> None:
     out.metric(
         "envdoctor_status",
         "Verdict of the last run: 1 for the current status (healthy, unhealthy, unknown).",
@@ -90,7 +89,7 @@ def _verdict(out: _Writer, status: str, exit_code: int) -> None:
     )
 
 
-def _run(out: _Writer, command: str, duration_s: float, now: float | None) -> None:
+def _run(out: Writer, command: str, duration_s: float, now: float | None) -> None:
     out.metric(
         "envdoctor_info",
         "The envdoctor that wrote this file and the command it ran.",
@@ -108,7 +107,7 @@ def _run(out: _Writer, command: str, duration_s: float, now: float | None) -> No
     )
 
 
-def _facts(out: _Writer, facts: Facts) -> None:
+def _facts(out: Writer, facts: Facts) -> None:
     host = facts.host
     out.metric(
         "envdoctor_host_info",
@@ -187,34 +186,3 @@ def _count(report: Report, severity: Severity) -> int:
 
 def _v(probed: Probed[Any]) -> str:
     return str(probed.value) if isinstance(probed, Found) else ""
-
-
-class _Writer:
-    """Accumulates metric families in the text exposition format (version 0.0.4)."""
-
-    def __init__(self) -> None:
-        self._lines: list[str] = []
-
-    def metric(
-        self, name: str, help_text: str, samples: Iterable[tuple[Labels, float | int]]
-    ) -> None:
-        rows = list(samples)
-        if not rows:
-            return  # a family without samples says nothing; leave it out
-        self._lines.append(f"# HELP {name} {_escape_help(help_text)}")
-        self._lines.append(f"# TYPE {name} gauge")
-        for labels, value in rows:
-            rendered = ",".join(f'{key}="{_escape_label(val)}"' for key, val in labels)
-            self._lines.append(f"{name}{{{rendered}}} {value}" if labels else f"{name} {value}")
-
-    def text(self) -> str:
-        return "\n".join(self._lines) + "\n"
-
-
-def _escape_help(text: str) -> str:
-    return text.replace("\\", "\\\\").replace("\n", "\\n")
-
-
-def _escape_label(text: str) -> str:
-    text = text[:MAX_LABEL]
-    return text.replace("\\", "\\\\").replace('"', '\\"').replace("\n", "\\n")

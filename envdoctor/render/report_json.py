@@ -46,5 +46,16 @@ def report_to_json(report: Report) -> dict[str, Any]:
         },
         "findings": [finding_to_json(f) for f in report.findings],
         "passed": [rule.name for rule in report.passed],
+        "checks": [
+            {
+                "name": check.rule.name,
+                "summary": check.rule.summary,
+                "outcome": check.outcome.value,
+                "reason": check.reason,
+                "codes": [f.code for f in check.findings],
+            }
+            for check in report.checks
+        ],
+        "intent": {"expect_gpu": report.intent.expect_gpu, "source": report.intent.source},
         "facts": codec.encode(report.facts),
     }

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from envdoctor.model.facts import Facts, TorchBroken, TorchBuild
 from envdoctor.model.probed import Found, Probed, why_missing
+from envdoctor.model.views import driver_view, gpu_presence
 
 
 def machine_lines(facts: Facts) -> list[tuple[str, str]]:
@@ -15,6 +16,7 @@ def machine_lines(facts: Facts) -> list[tuple[str, str]]:
     lines = [
         ("host", f"{_v(host.os_name)}, kernel {_v(host.kernel)}, {host.machine} ({where})"),
     ]
+    driver = driver_view(facts)
     if isinstance(facts.nvml, Found):
         system = facts.nvml.value
         lines.append(
@@ -26,13 +28,10 @@ def machine_lines(facts: Facts) -> list[tuple[str, str]]:
             names[name] = names.get(name, 0) + 1
         lines.append(("GPUs", ", ".join(f"{n}× {name}" for name, n in names.items()) or "none"))
     else:
-        kernel = facts.kernel.driver
-        version = (
-            f"kernel module {kernel.value.version}"
-            if isinstance(kernel, Found)
-            else "no kernel module"
-        )
-        lines.append(("driver", f"{version}; NVML: {why_missing(facts.nvml)}"))
+        lines.append(("driver", f"{driver.describe()}; NVML: {why_missing(facts.nvml)}"))
+        presence = gpu_presence(facts)
+        if presence.pci:
+            lines.append(("GPUs", f"{len(presence.pci)} on the PCI bus (NVML lists none)"))
     lines.append(("torch", _torch(facts)))
     return lines
 

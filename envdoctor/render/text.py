@@ -5,12 +5,15 @@ from __future__ import annotations
 import textwrap
 
 from envdoctor import __version__
-from envdoctor.engine import Report
+from envdoctor.engine import CheckResult, Report
 from envdoctor.model.finding import Finding, Severity
+from envdoctor.model.outcome import Outcome
 from envdoctor.model.record import record
 from envdoctor.render.summary import machine_lines
 
 SECTIONS = (
+    ("machine", "Machine"),
+    ("container", "Container"),
     ("driver", "Driver"),
     ("device", "Device nodes"),
     ("gpu", "GPUs"),
@@ -31,6 +34,8 @@ class Marks:
     info: str
     warning: str
     error: str
+    not_applicable: str
+    unknown: str
 
     def of(self, severity: Severity) -> str:
         return {
@@ -40,9 +45,17 @@ class Marks:
             Severity.ERROR: self.error,
         }[severity]
 
+    def outcome(self, outcome: Outcome) -> str:
+        return {
+            Outcome.PASSED: self.ok,
+            Outcome.FAILED: self.error,
+            Outcome.NOT_APPLICABLE: self.not_applicable,
+            Outcome.UNKNOWN: self.unknown,
+        }[outcome]
 
-UNICODE = Marks("✓", "i", "!", "✗")
-ASCII = Marks("ok", "i", "!", "x")
+
+UNICODE = Marks("✓", "i", "!", "✗", "–", "?")
+ASCII = Marks("ok", "i", "!", "x", "-", "?")
 
 
 def render_text(
@@ -55,24 +68,59 @@ def render_text(
     by_section: dict[str, list[Finding]] = {}
     for finding in report.findings:
         by_section.setdefault(finding.code.split(".", 1)[0], []).append(finding)
-    passed: dict[str, list[str]] = {}
-    for rule in report.passed:
-        passed.setdefault(rule.name.split(".", 1)[0], []).append(rule.summary)
+    checks: dict[str, list[CheckResult]] = {}
+    for check in report.checks:
+        checks.setdefault(check.rule.name.split(".", 1)[0], []).append(check)
     known = [key for key, _ in SECTIONS]
-    extra = [(k, k.capitalize()) for k in {*by_section, *passed} if k not in known]
+    extra = [(k, k.capitalize()) for k in {*by_section, *checks} if k not in known]
     for key, title in (*SECTIONS, *sorted(extra)):
-        findings, oks = by_section.get(key, []), passed.get(key, [])
-        if not findings and not oks:
-            continue
-        out.extend(["", title])
-        for finding in findings:
-            out.extend(_finding(finding, width, marks))
-        if oks and (verbose or not findings):
-            out.extend(_wrap(f"  {marks.ok} {'; '.join(oks)}", width, "    "))
-        elif oks:
-            out.append(f"  {marks.ok} {len(oks)} other check{'s' if len(oks) > 1 else ''} passed")
+        findings, results = by_section.get(key, []), checks.get(key, [])
+        body = [line for f in findings for line in _finding(f, width, marks)]
+        body.extend(_checks(results, bool(findings), width, marks, verbose=verbose))
+        if body:
+            out.extend(["", title, *body])
     out.extend(["", _summary_line(report)])
     return "\n".join(out) + "\n"
+
+
+def _checks(
+    results: list[CheckResult], has_findings: bool, width: int, marks: Marks, *, verbose: bool
+) -> list[str]:
+    """Each check as what it is: passed (on what), not applicable (why), unknown (why).
+
+    Without ``-v``: the passed checks' names (or their count beside findings), and a count
+    of the checks that could not decide; checks that do not apply are left out.
+    """
+    if verbose:
+        lines: list[str] = []
+        for check in results:
+            if check.findings and check.outcome is not Outcome.UNKNOWN:
+                continue  # shown above as findings
+            text = f"  {marks.outcome(check.outcome)} {check.rule.summary}: {check.reason}"
+            lines.extend(_wrap(text, width, "    "))
+        return lines
+    passed = [c for c in results if c.outcome is Outcome.PASSED and not c.findings]
+    undecided = [c for c in results if c.outcome is Outcome.UNKNOWN and not c.findings]
+    lines = []
+    if passed and not has_findings:
+        lines.extend(
+            _wrap(f"  {marks.ok} {'; '.join(c.rule.summary for c in passed)}", width, "    ")
+        )
+    elif passed:
+        n = len(passed)
+        lines.append(f"  {marks.ok} {n} other check{'s' if n > 1 else ''} passed")
+    if undecided:
+        n = len(undecided)
+        lines.extend(
+            _wrap(
+                f"  {marks.unknown} {n} check{'s' if n > 1 else ''} could not decide "
+                f"({undecided[0].reason}{'; …' if n > 1 else ''}): `envdoctor check -v` lists "
+                f"{'them' if n > 1 else 'it'}",
+                width,
+                "    ",
+            )
+        )
+    return lines
 
 
 def _finding(finding: Finding, width: int, marks: Marks) -> list[str]:

@@ -19,9 +19,19 @@ if TYPE_CHECKING:
 @functools.cache
 def core_rules() -> tuple[Rule, ...]:
     """Rules over facts alone (driver, devices, GPUs, torch, environment, libraries)."""
-    from envdoctor.rules import devices, driver, env, gpu, libs, torch
+    from envdoctor.rules import devices, driver, env, gpu, health, libs, machine, toolkit, torch
 
-    return (*driver.RULES, *devices.RULES, *gpu.RULES, *torch.RULES, *env.RULES, *libs.RULES)
+    return (
+        *machine.RULES,
+        *driver.RULES,
+        *devices.RULES,
+        *gpu.RULES,
+        *torch.RULES,
+        *env.RULES,
+        *libs.RULES,
+        *health.RULES,
+        *toolkit.RULES,
+    )
 
 
 @functools.cache

@@ -7,7 +7,6 @@ value): the driver, torch and library rules already report those.
 from __future__ import annotations
 
 import re
-from collections.abc import Iterator
 
 from envdoctor.compat.judge import (
     ArchFit,
@@ -38,10 +37,13 @@ from envdoctor.compat.versions import (
 )
 from envdoctor.model.facts import Facts, GpuFacts, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.outcome import Verdict, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed
 from envdoctor.model.record import record
-from envdoctor.rules.base import Rule, RuleContext
-from envdoctor.rules.facts_view import driver_version, gpu_label, gpus
+from envdoctor.model.views import cuda_torch, driver_view, gpu_label, show, torch_build
+from envdoctor.model.views import nvml_gpus as gpus
+from envdoctor.rules.base import Evaluation, Rule, RuleContext, judged
+from envdoctor.rules.gpu import gpu_scope
 
 DRIVER_DOCS = "https://docs.nvidia.com/datacenter/tesla/driver-installation-guide/index.html"
 COMPAT_DOCS = "https://docs.nvidia.com/deploy/cuda-compatibility/minor-version-compatibility.html"
@@ -56,25 +58,65 @@ class _Driver:
     version: str
     cuda: Cuda | None
     windows: bool
+    source: str
 
 
 def _driver(facts: Facts, tables: CompatTables) -> _Driver | None:
-    """The running driver (NVML first, then /proc/driver/nvidia) and the CUDA it supports."""
-    version = driver_version(facts)
+    """The driver compatibility is judged against (model/views.py: the installed user-space
+    driver, which runs after a reload, else the loaded module) and the CUDA it supports."""
+    view = driver_view(facts)
+    version = view.version
     if version is None:
         return None
     nvml = facts.nvml
     reported = None
     if isinstance(nvml, Found) and isinstance(nvml.value.cuda_driver_version, Found):
         reported = nvml.value.cuda_driver_version.value
-    return _Driver(version, driver_cuda_of(tables, version, reported), facts.host.wsl)
+    return _Driver(
+        version, driver_cuda_of(tables, version, reported), facts.host.wsl, view.version_source
+    )
 
 
 def _torch(facts: Facts) -> TorchBuild | None:
-    """The installed torch when it imported and is a CUDA build."""
+    """The installed torch when it is a CUDA build."""
+    return cuda_torch(facts)
+
+
+def _needs_cuda_torch(ctx: RuleContext) -> Verdict | None:
+    """Why a judgement of torch's CUDA build cannot run here, or None."""
+    if cuda_torch(ctx.facts) is not None:
+        return None
+    build = torch_build(ctx.facts)
+    if build is not None:
+        return not_applicable(f"torch {build.version} is not a CUDA build")
+    return not_applicable(f"no CUDA build of torch was read ({_torch_state(ctx.facts)})")
+
+
+def _torch_state(facts: Facts) -> str:
     probed = facts.torch.torch
-    if isinstance(probed, Found) and isinstance(probed.value, TorchBuild) and probed.value.cuda:
-        return probed.value
+    if isinstance(probed, Found):
+        return "import fails"
+    return probed.reason if isinstance(probed, Absent) else f"probe failed: {probed.error}"
+
+
+def _needs_driver(ctx: RuleContext) -> Verdict | None:
+    if _driver(ctx.facts, ctx.tables) is not None:
+        return None
+    machine = ctx.machine
+    if not machine.gpu_required:
+        return not_applicable(machine.why_no_gpu())
+    if not machine.driver.present:
+        return not_applicable("no NVIDIA driver is installed (the driver checks say so)")
+    return unknown("the driver version could not be read (the driver checks say why)")
+
+
+def _needs_driver_and_torch(ctx: RuleContext) -> Verdict | None:
+    return _needs_cuda_torch(ctx) or _needs_driver(ctx)
+
+
+def _needs_tables(ctx: RuleContext) -> Verdict | None:
+    if ctx.given_tables is None:
+        return not_applicable("the fast tier judges without the compatibility tables")
     return None
 
 
@@ -85,7 +127,7 @@ def _python(facts: Facts) -> str:
 def _advice(ctx: RuleContext, pin: str | None = None) -> Recommendation | None:
     """What ``envdoctor recommend`` would install here (None when it cannot say)."""
     try:
-        rec = recommend(ctx.tables, machine_from_facts(ctx.facts, ctx.tables), pin=pin)
+        rec = recommend(ctx.tables, machine_from_facts(ctx.facts, ctx.tables, ctx.intent), pin=pin)
     except Exception:  # noqa: BLE001 (advice is a bonus; the finding stands without it)
         return None
     return rec if rec.choice is not None else None
@@ -112,11 +154,12 @@ def _gpu_cc(gpu: GpuFacts) -> tuple[int, int] | None:
 # --- torch.driver-too-old --------------------------------------------------------------------
 
 
-def _driver_too_old(ctx: RuleContext) -> Iterator[Finding]:
+def _driver_too_old(ctx: RuleContext) -> Evaluation:
     build = _torch(ctx.facts)
     driver = _driver(ctx.facts, ctx.tables)
     cuda = parse_cuda(build.cuda) if build else None
     if build is None or driver is None or cuda is None:
+        yield unknown(f"torch.version.cuda is not a CUDA version ({build.cuda if build else ''})")
         return
     verdict = judge_driver(
         ctx.tables,
@@ -128,11 +171,16 @@ def _driver_too_old(ctx: RuleContext) -> Iterator[Finding]:
     evidence = (
         ("torch", build.version),
         ("torch.version.cuda", build.cuda),
-        ("driver", driver.version),
+        ("driver", f"{driver.version} ({driver.source})"),
         ("driver supports CUDA up to", verdict.driver_cuda_text()),
         ("driver needed", verdict.needed_text()),
     )
-    if verdict.fit is DriverFit.TOO_OLD:
+    if verdict.fit is DriverFit.NATIVE:
+        yield passed(
+            f"driver {driver.version} runs CUDA up to {verdict.driver_cuda_text()}; torch "
+            f"{build.version} needs CUDA {build.cuda}"
+        )
+    elif verdict.fit is DriverFit.TOO_OLD:
         rec = _advice(ctx)
         older = (
             f"a torch built for CUDA ≤ {verdict.driver_cuda_text()}"
@@ -190,6 +238,10 @@ def _driver_too_old(ctx: RuleContext) -> Iterator[Finding]:
                 docs=COMPAT_DOCS,
             ),
         )
+    else:
+        yield unknown(
+            f"envdoctor's tables cannot tell whether driver {driver.version} runs CUDA {build.cuda}"
+        )
 
 
 def _limitations(tables: CompatTables) -> str:
@@ -201,15 +253,27 @@ def _limitations(tables: CompatTables) -> str:
 # --- torch.arch-unsupported ------------------------------------------------------------------
 
 
-def _arch_unsupported(ctx: RuleContext) -> Iterator[Finding]:
+def _arch_unsupported(ctx: RuleContext) -> Evaluation:
     build = _torch(ctx.facts)
     cuda = parse_cuda(build.cuda) if build else None
     if build is None or cuda is None:
+        yield unknown("torch.version.cuda is not a CUDA version")
+        return
+    scope = gpu_scope(ctx)
+    if scope is not None:
+        yield scope
         return
     variant = ctx.tables.torch_variant(build.version, build.cuda)
     arch_list, origin = _arch_list(build, variant)
     targets = parse_arch_list(arch_list)
     if not targets:
+        yield unknown(
+            f"torch {build.version}'s compiled architectures are unknown (no arch list from "
+            "torch and no table row)"
+        )
+        return
+    if not any(_gpu_cc(g) for g in gpus(ctx.facts)):
+        yield unknown("no GPU's compute capability could be read")
         return
     driver = _driver(ctx.facts, ctx.tables)
     verdict: DriverVerdict | None = None
@@ -325,10 +389,11 @@ def _runtime_cudnn(build: TorchBuild) -> tuple[int, int, int] | None:
     )
 
 
-def _cudnn_cuda_incompatible(ctx: RuleContext) -> Iterator[Finding]:
+def _cudnn_cuda_incompatible(ctx: RuleContext) -> Evaluation:
     build = _torch(ctx.facts)
     cuda = parse_cuda(build.cuda) if build else None
     if build is None or cuda is None:
+        yield unknown("torch.version.cuda is not a CUDA version")
         return
     wheel = _cudnn_wheel(build)
     if wheel:
@@ -358,9 +423,11 @@ def _cudnn_cuda_incompatible(ctx: RuleContext) -> Iterator[Finding]:
     version = _runtime_cudnn(build)
     raw = build.cudnn_version.value if isinstance(build.cudnn_version, Found) else ""
     if version is None:
+        yield unknown(f"torch's cuDNN version: {show(build.cudnn_version)}")
         return
     release = ctx.tables.cudnn_release(version)
     if release is None:
+        yield unknown(f"cuDNN {cudnn_text(version)} has no row in envdoctor's cudnn table")
         return
     shown = cudnn_text(version)
     package = release.package_for(cuda)
@@ -433,7 +500,7 @@ def _cudnn_cuda_incompatible(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-def _cudnn_load_mismatch(ctx: RuleContext) -> Iterator[Finding]:
+def _cudnn_load_mismatch(ctx: RuleContext) -> Evaluation:
     build = _torch(ctx.facts)
     if build is None:
         return
@@ -478,6 +545,7 @@ def _cudnn_load_mismatch(ctx: RuleContext) -> Iterator[Finding]:
         )
         return
     if expected is None:
+        yield unknown(f"the cuDNN torch {build.version} was built with is unknown")
         return
     want = expected[0]
     # 2. A libcudnn of another major version is mapped into the process.
@@ -502,6 +570,7 @@ def _cudnn_load_mismatch(ctx: RuleContext) -> Iterator[Finding]:
     # 3. The runtime version torch reports is older than the one it was built with.
     runtime = _runtime_cudnn(build)
     if runtime is None:
+        yield unknown(f"torch's cuDNN version: {show(build.cudnn_version)}")
         return
     if runtime[0] != want[0] or runtime[1] < want[1]:
         yield Finding(
@@ -519,19 +588,28 @@ def _cudnn_load_mismatch(ctx: RuleContext) -> Iterator[Finding]:
 # --- driver.gpu-unsupported / driver.open-modules-required ---------------------------------
 
 
-def _gpu_unsupported(ctx: RuleContext) -> Iterator[Finding]:
+def _gpu_unsupported(ctx: RuleContext) -> Evaluation:
     driver = _driver(ctx.facts, ctx.tables)
     if driver is None:
+        return
+    scope = gpu_scope(ctx)
+    if scope is not None:
+        yield scope
+        return
+    if not _known_archs(ctx):
+        yield unknown(
+            "no GPU's architecture is known (compute capability unread or not in the tables)"
+        )
         return
     flavor = (
         ctx.facts.kernel.driver.value.flavor if isinstance(ctx.facts.kernel.driver, Found) else None
     )
     for gpu in gpus(ctx.facts):
         cc = _gpu_cc(gpu)
-        arch = ctx.tables.architecture(cc) if cc else None
+        name = gpu.name.value if isinstance(gpu.name, Found) else "GPU"
+        arch = ctx.tables.architecture_for(cc, name) if cc else None
         if arch is None or arch.platform != "discrete":
             continue
-        name = gpu.name.value if isinstance(gpu.name, Found) else "GPU"
         problems = [
             p
             for p in gpu_driver_problems(arch, driver.version, flavor, gpu.index, name)
@@ -585,14 +663,28 @@ def _support_window(arch: object) -> str:
     return ", ".join(p for p in parts if p) or "every current driver branch"
 
 
-def _open_modules_required(ctx: RuleContext) -> Iterator[Finding]:
+def _open_modules_required(ctx: RuleContext) -> Evaluation:
     kernel = ctx.facts.kernel.driver
-    if not isinstance(kernel, Found) or kernel.value.flavor != "proprietary":
+    if not isinstance(kernel, Found):
+        yield unknown(f"the kernel module's flavour: {show(kernel)}")
+        return
+    if kernel.value.flavor != "proprietary":
+        yield passed(f"the {kernel.value.flavor} kernel modules are loaded")
+        return
+    scope = gpu_scope(ctx)
+    if scope is not None:
+        yield scope
+        return
+    if not _known_archs(ctx):
+        yield unknown(
+            "no GPU's architecture is known (compute capability unread or not in the tables)"
+        )
         return
     branch = kernel.value.version.split(".")[0]
     for gpu in gpus(ctx.facts):
         cc = _gpu_cc(gpu)
-        arch = ctx.tables.architecture(cc) if cc else None
+        name = gpu.name.value if isinstance(gpu.name, Found) else ""
+        arch = ctx.tables.architecture_for(cc, name) if cc else None  # GH200: open, unlike H100
         if arch is None or arch.kernel_modules != "open":
             continue
         yield Finding(
@@ -626,13 +718,17 @@ def _open_modules_required(ctx: RuleContext) -> Iterator[Finding]:
 # --- cuda.toolkit-driver-mismatch ------------------------------------------------------------
 
 
-def _toolkit_driver_mismatch(ctx: RuleContext) -> Iterator[Finding]:
+def _toolkit_driver_mismatch(ctx: RuleContext) -> Evaluation:
     nvcc = ctx.facts.env.nvcc
     driver = _driver(ctx.facts, ctx.tables)
-    if not isinstance(nvcc, Found) or driver is None:
+    if not isinstance(nvcc, Found):
+        yield not_applicable(f"nvcc: {show(nvcc)}")
+        return
+    if driver is None:
         return
     cuda = parse_cuda(nvcc.value.version)
     if cuda is None:
+        yield unknown(f"nvcc's version {nvcc.value.version!r} is not a CUDA version")
         return
     verdict = judge_driver(
         ctx.tables,
@@ -643,11 +739,16 @@ def _toolkit_driver_mismatch(ctx: RuleContext) -> Iterator[Finding]:
     )
     evidence = (
         ("nvcc", f"{nvcc.value.path} (CUDA {nvcc.value.version})"),
-        ("driver", driver.version),
+        ("driver", f"{driver.version} ({driver.source})"),
         ("driver supports CUDA up to", verdict.driver_cuda_text()),
         ("driver needed", verdict.needed_text()),
     )
-    if verdict.fit is DriverFit.TOO_OLD:
+    if verdict.fit is DriverFit.NATIVE:
+        yield passed(
+            f"nvcc {cuda_text(cuda)} ≤ CUDA {verdict.driver_cuda_text()}, what driver "
+            f"{driver.version} runs"
+        )
+    elif verdict.fit is DriverFit.TOO_OLD:
         yield Finding(
             code="cuda.toolkit-driver-mismatch",
             severity=Severity.WARNING,
@@ -693,24 +794,26 @@ def _toolkit_driver_mismatch(ctx: RuleContext) -> Iterator[Finding]:
                 ),
             ),
         )
+    else:
+        yield unknown(
+            f"envdoctor's tables cannot tell whether driver {driver.version} runs CUDA "
+            f"{cuda_text(cuda)}"
+        )
 
 
-def _has_driver(ctx: RuleContext) -> bool:
-    """Table judgements of the driver need its version; without one they do not apply."""
-    return _driver(ctx.facts, ctx.tables) is not None
+def _known_archs(ctx: RuleContext) -> list[object]:
+    archs = [ctx.tables.architecture(cc) for cc in (_gpu_cc(g) for g in gpus(ctx.facts)) if cc]
+    return [a for a in archs if a is not None]
 
 
-def _has_cuda_torch(ctx: RuleContext) -> bool:
-    probed = ctx.facts.torch.torch
-    return (
-        isinstance(probed, Found)
-        and isinstance(probed.value, TorchBuild)
-        and bool(probed.value.cuda)
-    )
+def _driver_ok(ctx: RuleContext) -> str:
+    driver = _driver(ctx.facts, ctx.tables)
+    return f"driver {driver.version if driver else '?'} supports every GPU's architecture"
 
 
-def _has_driver_and_cuda_torch(ctx: RuleContext) -> bool:
-    return _has_driver(ctx) and _has_cuda_torch(ctx)
+def _needs_nvcc(ctx: RuleContext) -> Verdict | None:
+    nvcc = ctx.facts.env.nvcc
+    return None if isinstance(nvcc, Found) else not_applicable(f"nvcc: {show(nvcc)}")
 
 
 RULES: tuple[Rule, ...] = (
@@ -718,49 +821,65 @@ RULES: tuple[Rule, ...] = (
         "torch.driver",
         "The driver supports the CUDA version torch was built for",
         ("torch.driver-too-old",),
-        _driver_too_old,
-        applies=_has_driver_and_cuda_torch,
+        judged(_driver_too_old, _needs_tables, _needs_driver_and_torch, ok=None),
     ),
     Rule(
         "torch.arch",
         "torch has kernels (SASS or usable PTX) for every GPU",
         ("torch.arch-unsupported",),
-        _arch_unsupported,
-        applies=_has_cuda_torch,
+        judged(
+            _arch_unsupported,
+            _needs_tables,
+            _needs_cuda_torch,
+            ok=lambda ctx: "torch has native kernels for every GPU's compute capability",
+        ),
     ),
     Rule(
         "cudnn.cuda",
         "The cuDNN torch loads supports its CUDA version, the driver and the GPUs",
         ("cudnn.cuda-incompatible",),
-        _cudnn_cuda_incompatible,
-        applies=_has_cuda_torch,
+        judged(
+            _cudnn_cuda_incompatible,
+            _needs_tables,
+            _needs_cuda_torch,
+            ok=lambda ctx: (
+                "the cuDNN torch loaded supports its CUDA, the driver and the GPUs "
+                "(cuDNN support matrix)"
+            ),
+        ),
     ),
     Rule(
         "cudnn.loaded",
         "torch loads the cuDNN it was built with",
         ("cudnn.load-mismatch",),
-        _cudnn_load_mismatch,
-        applies=_has_cuda_torch,
+        judged(
+            _cudnn_load_mismatch,
+            _needs_tables,
+            _needs_cuda_torch,
+            ok=lambda ctx: "the cuDNN torch runs with is the one it was built with",
+        ),
     ),
     Rule(
         "driver.gpu-support",
         "The driver branch supports every GPU",
         ("driver.gpu-unsupported",),
-        _gpu_unsupported,
-        applies=_has_driver,
+        judged(_gpu_unsupported, _needs_tables, _needs_driver, ok=_driver_ok),
     ),
     Rule(
         "driver.kernel-flavour",
         "GPUs that need the open kernel modules have them",
         ("driver.open-modules-required",),
-        _open_modules_required,
-        applies=_has_driver,
+        judged(
+            _open_modules_required,
+            _needs_tables,
+            _needs_driver,
+            ok=lambda ctx: "no GPU here needs the open kernel modules",
+        ),
     ),
     Rule(
         "cuda.toolkit",
         "The local CUDA toolkit (nvcc) is not newer than the driver supports",
         ("cuda.toolkit-driver-mismatch",),
-        _toolkit_driver_mismatch,
-        applies=_has_driver,
+        judged(_toolkit_driver_mismatch, _needs_tables, _needs_nvcc, _needs_driver, ok=None),
     ),
 )

@@ -2,20 +2,12 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
 from envdoctor.model.facts import NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
-from envdoctor.rules.base import Rule, RuleContext
-from envdoctor.rules.facts_view import (
-    library_copies,
-    module_names,
-    nvidia_pci_count,
-    nvml_error_kind,
-    show,
-    userspace_driver_versions,
-)
+from envdoctor.model.outcome import not_applicable, passed, unknown
+from envdoctor.model.probed import Found, ProbeFailed
+from envdoctor.model.views import MachineKind, module_state, show
+from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
 RELOAD_STEPS = (
     "sudo systemctl stop nvidia-persistenced nvidia-fabricmanager 2>/dev/null || true",
@@ -24,86 +16,109 @@ RELOAD_STEPS = (
     "sudo modprobe nvidia && sudo nvidia-modprobe -u -c 0   # load the new module, uvm node",
     "envdoctor check   # or reboot if a module stays in use",
 )
+NO_GPU_STEPS = (
+    "lspci | grep -i nvidia   # no output: this machine has no NVIDIA GPU",
+    "on a cloud VM, choose a GPU instance type; on a VM, pass the GPU through",
+)
+INSTALL_STEPS = (
+    "Ubuntu/Debian: sudo ubuntu-drivers install   (or: sudo apt install nvidia-driver-580-open)",
+    "RHEL/Rocky/Fedora: sudo dnf module install nvidia-driver:580-open",
+    "sudo reboot",
+    "nvidia-smi   # must list every GPU",
+)
 
 
-def _not_installed(ctx: RuleContext) -> Iterator[Finding]:
-    facts = ctx.facts
-    if facts.host.wsl or not isinstance(facts.nvml, Absent):
+def _host_side(ctx: RuleContext) -> str:
+    """Why the host's driver is not this check's business here ("" when it is)."""
+    if ctx.facts.host.wsl:
+        return "WSL: the Windows NVIDIA driver serves the GPU"
+    if ctx.machine.kind is MachineKind.CONTAINER_WITHOUT_GPU:
+        return "a container: the host's driver serves the GPU, and this one was given none"
+    return ""
+
+
+def _installed(ctx: RuleContext) -> Evaluation:
+    machine = ctx.machine
+    driver = machine.driver
+    elsewhere = _host_side(ctx)
+    if elsewhere:
+        yield not_applicable(elsewhere)
         return
-    mods = module_names(facts) or frozenset()
-    if "nvidia" in mods or isinstance(facts.kernel.driver, Found):
-        return  # the kernel module is there: user space is what is missing (module-not-loaded
-        # does not apply either); libs.* and the NVML evidence cover it
-    pci = nvidia_pci_count(facts)
-    containers = facts.host.containers
+    if driver.present:
+        yield passed(
+            f"driver {driver.describe()} (read from {driver.version_source or 'its files'})"
+        )
+        return
+    presence = machine.presence
+    if machine.kind is MachineKind.CPU and not machine.intent.expect_gpu:
+        yield not_applicable(f"no NVIDIA GPU here (PCI bus: {presence.describe_pci()})")
+        return
     evidence = [
-        ("NVML", show(facts.nvml)),
-        ("kernel module", why_missing(facts.kernel.driver) or "loaded"),
-        ("libcuda.so on the loader path", "no" if not library_copies(facts, "libcuda") else "yes"),
-        ("NVIDIA PCI devices", show(facts.host.nvidia_pci) if pci is None else str(pci)),
+        ("NVML", show(ctx.facts.nvml)),
+        ("nvidia kernel module loaded", driver.module.describe()),
+        ("NVIDIA PCI devices", presence.describe_pci()),
     ]
-    if containers:
-        evidence.append(("container", ", ".join(containers)))
-        fix = Remediation(
-            summary="Start the container with GPU access (NVIDIA Container Toolkit)",
-            steps=(
-                "docker run --gpus all …   (or --runtime=nvidia; podman: --device nvidia.com/gpu=all)",
-                "Kubernetes: request `nvidia.com/gpu` in the pod's resources and install the "
-                "NVIDIA device plugin / GPU Operator on the node",
-                "on the host: nvidia-smi must work before any container can see the GPU",
-            ),
-        )
-    elif pci == 0:
-        fix = Remediation(
-            summary="Run on a machine with an NVIDIA GPU, or attach one",
-            steps=(
-                "lspci | grep -i nvidia   # no output: this machine has no NVIDIA GPU",
-                "on a cloud VM, choose a GPU instance type; on a VM, pass the GPU through",
-            ),
-        )
-    else:
+    if machine.intent.expect_gpu:
+        evidence.append(("a GPU is expected", machine.intent.source))
+    if presence.seen:
         fix = Remediation(
             summary="Install the NVIDIA driver, then reboot",
-            steps=(
-                "Ubuntu/Debian: sudo ubuntu-drivers install   (or: sudo apt install nvidia-driver-580-open)",
-                "RHEL/Rocky/Fedora: sudo dnf module install nvidia-driver:580-open",
-                "sudo reboot",
-                "nvidia-smi   # must list every GPU",
-            ),
+            steps=INSTALL_STEPS,
             needs_root=True,
             needs_reboot=True,
+        )
+        title = "No NVIDIA driver is installed: nothing on this machine can use its GPU"
+    else:
+        fix = Remediation(
+            summary="Run on a machine with an NVIDIA GPU, or attach one", steps=NO_GPU_STEPS
+        )
+        title = (
+            f"A GPU is expected ({machine.intent.source}) but this machine has no NVIDIA GPU "
+            "and no driver"
         )
     yield Finding(
         code="driver.not-installed",
         severity=Severity.ERROR,
-        title="No NVIDIA driver is installed: nothing on this machine can use a GPU",
+        title=title,
         evidence=tuple(evidence),
         remediation=fix,
     )
 
 
-def _module_not_loaded(ctx: RuleContext) -> Iterator[Finding]:
-    facts = ctx.facts
-    if facts.host.wsl:
+def _module_not_loaded(ctx: RuleContext) -> Evaluation:
+    machine = ctx.machine
+    driver = machine.driver
+    elsewhere = _host_side(ctx)
+    if elsewhere:
+        yield not_applicable(elsewhere)
         return
-    mods = module_names(facts)
-    kind = nvml_error_kind(facts)
-    userspace = bool(library_copies(facts, "libnvidia-ml") or library_copies(facts, "libcuda"))
-    module_missing = mods is not None and "nvidia" not in mods
-    if not (kind == NvmlErrorKind.DRIVER_NOT_LOADED or (module_missing and userspace)):
+    if not driver.present:
+        yield not_applicable("no NVIDIA driver is installed")
         return
-    if mods is not None and "nouveau" in mods:
-        return  # nvidia cannot load while nouveau holds the GPU: driver.nouveau-loaded says so
-    if facts.host.containers and kind != NvmlErrorKind.DRIVER_NOT_LOADED:
-        return  # a container sees the host's modules; libraries alone prove nothing here
+    module = driver.module
+    if module.yes:
+        yield passed(f"nvidia loaded: {module.describe()}")
+        return
+    said_not_loaded = driver.nvml_error == NvmlErrorKind.DRIVER_NOT_LOADED
+    if not (module.no or said_not_loaded):
+        if driver.nvml_version is not None:
+            yield passed("NVML answers, so the nvidia module is loaded")
+        else:
+            yield unknown(f"whether nvidia is loaded: {module.describe()}")
+        return
+    nouveau = module_state(ctx.facts, "nouveau")
+    if nouveau.yes or machine.presence.bound_to("nouveau"):
+        yield not_applicable("nouveau holds the GPU, so nvidia cannot load (driver.nouveau-loaded)")
+        return
     yield Finding(
         code="driver.module-not-loaded",
         severity=Severity.ERROR,
         title="The NVIDIA driver is installed but its kernel module is not loaded",
         evidence=(
-            ("NVML", show(facts.nvml)),
-            ("nvidia in /proc/modules", "no" if module_missing else "unknown"),
-            ("kernel module", why_missing(facts.kernel.driver) or "loaded"),
+            ("NVML", show(ctx.facts.nvml)),
+            ("nvidia loaded", module.describe()),
+            ("kernel module", driver.loaded_reason or "loaded"),
+            *((f"user-space {path}", version) for path, version in driver.userspace[:2]),
         ),
         remediation=Remediation(
             summary="Load the nvidia kernel module (and find out why it did not load)",
@@ -118,24 +133,27 @@ def _module_not_loaded(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _version_mismatch(ctx: RuleContext) -> Iterator[Finding]:
-    facts = ctx.facts
-    kind = nvml_error_kind(facts)
-    kernel = facts.kernel.driver
-    kernel_version = kernel.value.version if isinstance(kernel, Found) else None
-    userspace = userspace_driver_versions(facts)
-    differing = [(path, v) for path, v in userspace if kernel_version and v != kernel_version]
-    if kind != NvmlErrorKind.LIB_RM_VERSION_MISMATCH and not differing:
+def _version_mismatch(ctx: RuleContext) -> Evaluation:
+    driver = ctx.machine.driver
+    loaded = driver.loaded
+    if not driver.mismatch:
+        if driver.nvml_version is not None:
+            yield passed(f"NVML initialised with driver {driver.nvml_version}")
+        elif loaded is not None and driver.userspace:
+            yield passed(f"kernel module and user-space libraries are all {loaded.version}")
+        elif loaded is None:
+            yield not_applicable(f"no kernel module to compare ({driver.loaded_reason})")
+        else:
+            yield unknown("no user-space driver library with a version in its file name was found")
         return
-    loaded = (
-        f"{kernel.value.version} ({kernel.value.flavor})"
-        if isinstance(kernel, Found)
-        else show(kernel)
-    )
-    evidence: list[tuple[str, str]] = [("kernel module (/proc/driver/nvidia/version)", loaded)]
-    evidence.extend((f"user-space {path}", version) for path, version in (differing or userspace))
-    if isinstance(facts.nvml, ProbeFailed):
-        evidence.append(("NVML", f"{facts.nvml.error}: {facts.nvml.detail}"))
+    shown = f"{loaded.version} ({loaded.flavor})" if loaded is not None else driver.loaded_reason
+    differing = [(path, v) for path, v in driver.userspace if loaded is None or v != loaded.version]
+    evidence: list[tuple[str, str]] = [("kernel module (/proc/driver/nvidia/version)", shown)]
+    evidence.extend((f"user-space {path}", version) for path, version in differing)
+    if isinstance(ctx.facts.nvml, ProbeFailed):
+        evidence.append(("NVML", f"{ctx.facts.nvml.error}: {ctx.facts.nvml.detail}"))
+    if driver.installed:
+        evidence.append(("judged against", f"{driver.installed}, the installed driver"))
     yield Finding(
         code="driver.version-mismatch",
         severity=Severity.ERROR,
@@ -150,15 +168,21 @@ def _version_mismatch(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _nouveau(ctx: RuleContext) -> Iterator[Finding]:
-    facts = ctx.facts
-    mods = module_names(facts) or frozenset()
-    bound = []
-    if isinstance(facts.host.nvidia_pci, Found):
-        bound = [d.address for d in facts.host.nvidia_pci.value if show(d.driver) == "nouveau"]
-    if "nouveau" not in mods and not bound:
+def _nouveau(ctx: RuleContext) -> Evaluation:
+    machine = ctx.machine
+    nouveau = module_state(ctx.facts, "nouveau")
+    bound = machine.presence.bound_to("nouveau")
+    if not nouveau.yes and not bound:
+        if machine.kind is not MachineKind.GPU:
+            yield not_applicable(machine.why_no_gpu())
+        elif nouveau.no and machine.presence.pci is not None:
+            yield passed(f"nouveau loaded: {nouveau.describe()}; no GPU is bound to it")
+        elif nouveau.no:
+            yield passed(f"nouveau loaded: {nouveau.describe()}")
+        else:
+            yield unknown(f"nouveau loaded: {nouveau.describe()}")
         return
-    evidence = [("nouveau in /proc/modules", "yes" if "nouveau" in mods else "no")]
+    evidence = [("nouveau loaded", nouveau.describe())]
     if bound:
         evidence.append(("GPUs bound to nouveau", ", ".join(bound)))
     yield Finding(
@@ -180,12 +204,18 @@ def _nouveau(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
+def kernel_loaded(ctx: RuleContext) -> bool:
+    """The nvidia kernel module runs (read from /proc/modules, /sys/module or /proc/driver)."""
+    driver = ctx.machine.driver
+    return driver.module.yes or isinstance(ctx.facts.kernel.driver, Found)
+
+
 RULES = (
     Rule(
         "driver.installed",
         "An NVIDIA driver is installed",
         ("driver.not-installed",),
-        _not_installed,
+        _installed,
     ),
     Rule(
         "driver.loaded",

@@ -2,33 +2,15 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable, Iterator
 
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Found
-from envdoctor.rules.base import Rule, RuleContext
-from envdoctor.rules.facts_view import driver_present, gpus
+from envdoctor.model.outcome import not_applicable, passed
+from envdoctor.model.probed import Found, why_missing
+from envdoctor.model.views import cuda_torch, nvml_gpus
+from envdoctor.rules import alloc_conf
+from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
-# Keys of PYTORCH_CUDA_ALLOC_CONF that torch's caching allocator documents
-# (docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf).
-ALLOC_CONF_KEYS = frozenset(
-    {
-        "backend",
-        "max_split_size_mb",
-        "roundup_power2_divisions",
-        "max_non_split_rounding_mb",
-        "garbage_collection_threshold",
-        "expandable_segments",
-        "release_lock_on_cudamalloc",
-        "pinned_use_cuda_host_register",
-        "pinned_num_register_threads",
-        "pinned_use_background_threads",
-        "per_process_memory_fraction",
-        "graph_capture_record_stream_reuse",
-        "pinned_reserve_segment_size_mb",
-    }
-)
 HIDE_ALL = frozenset({"-1", "none", "nodevfiles"})
 
 
@@ -77,7 +59,7 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
     value = facts.env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return
-    all_gpus = gpus(facts)
+    all_gpus = nvml_gpus(facts)
     count = len(all_gpus) if all_gpus else None
     uuids = tuple(g.uuid.value for g in all_gpus if isinstance(g.uuid, Found))
     mig = any(isinstance(g.mig_mode, Found) and g.mig_mode.value.current for g in all_gpus)
@@ -157,47 +139,38 @@ def _launch_blocking(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def split_alloc_conf(value: str) -> list[str]:
-    """Split on commas outside [brackets] (roundup_power2_divisions takes a bracketed list)."""
-    parts, depth, current = [], 0, ""
-    for char in value:
-        depth += {"[": 1, "]": -1}.get(char, 0)
-        if char == "," and depth == 0:
-            parts.append(current)
-            current = ""
-        else:
-            current += char
-    parts.append(current)
-    return [p.strip() for p in parts if p.strip()]
-
-
 def _alloc_conf(ctx: RuleContext) -> Iterator[Finding]:
+    build = cuda_torch(ctx.facts)
+    asked = dict(build.alloc_conf) if build is not None else {}
     for var in ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"):
         value = ctx.facts.env.get(var)
         if value is None:
             continue
-        malformed = [p for p in split_alloc_conf(value) if not re.match(r"^[A-Za-z_]+\s*:\s*\S", p)]
-        unknown = [
-            p.split(":", 1)[0].strip()
-            for p in split_alloc_conf(value)
-            if ":" in p and p.split(":", 1)[0].strip() not in ALLOC_CONF_KEYS
-        ]
-        if not malformed and not unknown:
-            continue
+        verdict = asked.get(var)
+        if verdict is not None and not verdict.startswith("not checked"):
+            if not verdict:
+                continue
+            problems, judge = [verdict], f"torch {build.version if build else ''} itself"
+        else:
+            problems, judge = alloc_conf.judge(value), "envdoctor's reading of torch's parser"
+            if not problems:
+                continue
+        cuda = build is not None
         yield Finding(
             code="env.alloc-conf-invalid",
-            severity=Severity.ERROR if malformed else Severity.WARNING,
+            severity=Severity.ERROR if cuda else Severity.WARNING,
             title=f"{var} is not valid: torch rejects it at the first CUDA allocation",
             evidence=(
-                (var, value),
-                *(("not key:value", p) for p in malformed),
-                *(("unknown key", k) for k in unknown),
+                (var, repr(value)),
+                ("rejected because", problems[0]),
+                ("judged by", judge),
             ),
             remediation=Remediation(
-                summary=f"Fix {var}: comma-separated key:value pairs",
+                summary=f"Fix {var}: comma-separated key:value pairs torch accepts",
                 steps=(
                     f"e.g. export {var}=expandable_segments:True,max_split_size_mb:512",
-                    "known keys: " + ", ".join(sorted(ALLOC_CONF_KEYS)),
+                    "known keys: " + ", ".join(sorted(alloc_conf.KEYS)),
+                    "https://docs.pytorch.org/docs/stable/notes/cuda.html#optimizing-memory-usage-with-pytorch-cuda-alloc-conf",
                 ),
             ),
             subject=var,
@@ -221,9 +194,8 @@ def _ld_preload(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _nvcc_without_driver(ctx: RuleContext) -> Iterator[Finding]:
-    facts = ctx.facts
-    nvcc = facts.env.nvcc
-    if not isinstance(nvcc, Found) or driver_present(facts) or facts.host.wsl:
+    nvcc = ctx.facts.env.nvcc
+    if not isinstance(nvcc, Found):
         return
     yield Finding(
         code="cuda.nvcc-without-driver",
@@ -244,8 +216,41 @@ def _nvcc_without_driver(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _set(var: str) -> Callable[[RuleContext], bool]:
-    return lambda ctx: ctx.facts.env.get(var) is not None
+def _when_set(
+    names: tuple[str, ...], judge: Callable[[RuleContext], Iterator[Finding]], ok: str
+) -> Callable[[RuleContext], Evaluation]:
+    """A check of variables: not applicable when none is set, else findings or passed."""
+
+    def evaluate(ctx: RuleContext) -> Evaluation:
+        values = [(n, ctx.facts.env.get(n)) for n in names]
+        shown = ", ".join(f"{n}={v!r}" for n, v in values if v is not None)
+        if not shown:
+            yield not_applicable(
+                f"{' and '.join(names)} {'is' if len(names) == 1 else 'are'} not set"
+            )
+            return
+        findings = list(judge(ctx))
+        if findings:
+            yield from findings
+        else:
+            yield passed(f"{shown}: {ok}")
+
+    return evaluate
+
+
+def _nvcc_check(ctx: RuleContext) -> Evaluation:
+    nvcc = ctx.facts.env.nvcc
+    if not isinstance(nvcc, Found):
+        yield not_applicable(f"nvcc: {why_missing(nvcc)}")
+        return
+    machine = ctx.machine
+    if ctx.facts.host.wsl or machine.driver.present:
+        yield passed(f"nvcc (CUDA {nvcc.value.version}) has a driver to run what it builds")
+        return
+    if not machine.gpu_required:
+        yield not_applicable(f"{machine.why_no_gpu()}: nvcc builds CUDA code to run elsewhere")
+        return
+    yield from _nvcc_without_driver(ctx)
 
 
 RULES = (
@@ -253,42 +258,38 @@ RULES = (
         "env.cuda-visible-devices",
         "CUDA_VISIBLE_DEVICES selects existing GPUs",
         ("env.cuda-visible-devices",),
-        _cuda_visible,
-        applies=_set("CUDA_VISIBLE_DEVICES"),
+        _when_set(("CUDA_VISIBLE_DEVICES",), _cuda_visible, "every entry names a GPU"),
     ),
     Rule(
         "env.nvidia-visible-devices",
         "NVIDIA_VISIBLE_DEVICES gives the container GPUs",
         ("env.nvidia-visible-devices",),
-        _nvidia_visible,
-        applies=_set("NVIDIA_VISIBLE_DEVICES"),
+        _when_set(("NVIDIA_VISIBLE_DEVICES",), _nvidia_visible, "asks the runtime for GPUs"),
     ),
     Rule(
         "env.launch-blocking",
         "CUDA_LAUNCH_BLOCKING is off",
         ("env.cuda-launch-blocking",),
-        _launch_blocking,
-        applies=_set("CUDA_LAUNCH_BLOCKING"),
+        _when_set(("CUDA_LAUNCH_BLOCKING",), _launch_blocking, "off"),
     ),
     Rule(
         "env.alloc-conf",
         "PYTORCH_CUDA_ALLOC_CONF parses",
         ("env.alloc-conf-invalid",),
-        _alloc_conf,
-        applies=lambda c: _set("PYTORCH_CUDA_ALLOC_CONF")(c) or _set("PYTORCH_ALLOC_CONF")(c),
+        _when_set(
+            ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF"), _alloc_conf, "torch accepts it"
+        ),
     ),
     Rule(
         "env.ld-preload",
         "LD_PRELOAD is noted",
         ("env.ld-preload",),
-        _ld_preload,
-        applies=_set("LD_PRELOAD"),
+        _when_set(("LD_PRELOAD",), _ld_preload, "noted"),
     ),
     Rule(
         "cuda.nvcc-driver",
-        "nvcc is not installed without a driver",
+        "nvcc has a driver to run what it builds",
         ("cuda.nvcc-without-driver",),
-        _nvcc_without_driver,
-        applies=lambda c: isinstance(c.facts.env.nvcc, Found),
+        _nvcc_check,
     ),
 )

@@ -2,14 +2,15 @@
 
 from __future__ import annotations
 
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 
-from envdoctor.model.facts import NvmlErrorKind
+from envdoctor.model.facts import GpuProcess, NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
+from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.model.units import format_bytes
-from envdoctor.rules.base import Rule, RuleContext
-from envdoctor.rules.facts_view import gpu_label, gpus, nvml_error_kind, show
+from envdoctor.model.views import MachineKind, free_gpus, gpu_label, module_state, nvml_gpus, show
+from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
 HELD_WARN_FRACTION = 0.5
 FREE_ERROR_FRACTION = 0.05
@@ -21,19 +22,24 @@ BAD_THROTTLE = (
 )
 
 
-def _lost(ctx: RuleContext) -> Iterator[Finding]:
+def _lost(ctx: RuleContext) -> Evaluation:
     facts = ctx.facts
-    lost = [g for g in gpus(facts) if NvmlErrorKind.GPU_IS_LOST in g.failure_kinds()]
-    whole = nvml_error_kind(facts) == NvmlErrorKind.GPU_IS_LOST or (
+    lost = [g for g in nvml_gpus(facts) if NvmlErrorKind.GPU_IS_LOST in g.failure_kinds()]
+    whole = ctx.machine.presence.nvml_error == NvmlErrorKind.GPU_IS_LOST or (
         isinstance(facts.nvml, Found)
         and NvmlErrorKind.GPU_IS_LOST in facts.nvml.value.device_count_error
     )
     if not lost and not whole:
+        yield from _reachable_verdict(ctx)
         return
     unmatched = _unreachable_pci(ctx)
+    targets = lost_targets(ctx)
     who = ", ".join(f"GPU {g.index}" for g in lost) or "a GPU"
     if unmatched:
         who += f" (PCI {', '.join(unmatched)})"
+    resets = [f"sudo nvidia-smi -r -i {t}" for t in targets] or [
+        "sudo nvidia-smi -r   # nvidia-smi -L lists the GPUs it still reaches"
+    ]
     yield Finding(
         code="gpu.lost",
         severity=Severity.ERROR,
@@ -47,7 +53,8 @@ def _lost(ctx: RuleContext) -> Iterator[Finding]:
             summary="Reset the GPU or reboot; if it recurs, treat it as a hardware fault",
             steps=(
                 "sudo dmesg | grep -i xid   # Xid 79 = fallen off the bus, Xid 48 = DBE ECC",
-                "stop every process using the GPU, then: sudo nvidia-smi -r -i <index>",
+                "stop every process using the GPU, then reset it:",
+                *resets,
                 "if the reset fails: reboot (a power cycle if it still fails)",
                 "recurring: check power, cooling, PCIe seating/riser; raise an RMA with the logs",
             ),
@@ -58,19 +65,46 @@ def _lost(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
+def lost_targets(ctx: RuleContext) -> tuple[str, ...]:
+    """How to name each lost GPU to nvidia-smi -i: its PCI bus id when it is known (the
+    GPU itself no longer answers, so the address comes from the PCI bus), else its index."""
+    lost = [g for g in nvml_gpus(ctx.facts) if NvmlErrorKind.GPU_IS_LOST in g.failure_kinds()]
+    unmatched = _unreachable_pci(ctx)
+    if lost and len(unmatched) == len(lost):
+        return tuple(unmatched)
+    if lost:
+        return tuple(
+            g.pci_bus_id.value if isinstance(g.pci_bus_id, Found) else str(g.index) for g in lost
+        )
+    return tuple(unmatched)
+
+
+def _reachable_verdict(ctx: RuleContext) -> Iterator[Verdict]:
+    gpus = nvml_gpus(ctx.facts)
+    if gpus:
+        yield passed(
+            "NVML reaches the GPU" if len(gpus) == 1 else f"NVML reaches all {len(gpus)} GPUs"
+        )
+        return
+    scope = gpu_scope(ctx)
+    yield scope if scope is not None else not_applicable("NVML lists no GPU")
+
+
 def _unreachable_pci(ctx: RuleContext) -> list[str]:
     """PCI addresses of NVIDIA GPUs that no reachable NVML device accounts for."""
     pci = ctx.facts.host.nvidia_pci
     if not isinstance(pci, Found):
         return []
     reached = {
-        g.pci_bus_id.value.lower()[-7:] for g in gpus(ctx.facts) if isinstance(g.pci_bus_id, Found)
+        g.pci_bus_id.value.lower()[-7:]
+        for g in nvml_gpus(ctx.facts)
+        if isinstance(g.pci_bus_id, Found)
     }
     return [d.address for d in pci.value if d.address.lower()[-7:] not in reached]
 
 
 def _ecc(ctx: RuleContext) -> Iterator[Finding]:
-    for g in gpus(ctx.facts):
+    for g in nvml_gpus(ctx.facts):
         evidence: list[tuple[str, str]] = []
         severity = Severity.OK
         if isinstance(g.ecc, Found):
@@ -114,8 +148,11 @@ def _ecc(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-def _memory_held(ctx: RuleContext) -> Iterator[Finding]:
-    for g in gpus(ctx.facts):
+def held_gpus(ctx: RuleContext) -> dict[int, bool]:
+    """GPU index → whether its free memory is critically low, for each GPU whose memory other
+    processes hold (the gpu.memory-held judgement, shared with the fix planner)."""
+    out: dict[int, bool] = {}
+    for g in nvml_gpus(ctx.facts):
         if not isinstance(g.memory, Found) or g.memory.value.total <= 0:
             continue
         mem = g.memory.value
@@ -127,16 +164,22 @@ def _memory_held(ctx: RuleContext) -> Iterator[Finding]:
             continue
         if not procs and not low_free:
             continue  # high usage with nobody to name is normal driver/MIG reservation
-        holders = [
-            (
-                f"PID {p.pid}",
-                f"{show(p.name)} holds {format_bytes(p.used_memory.value) if isinstance(p.used_memory, Found) else show(p.used_memory)}",
-            )
-            for p in sorted(
-                procs,
-                key=lambda p: -(p.used_memory.value if isinstance(p.used_memory, Found) else 0),
-            )
-        ]
+        out[g.index] = low_free
+    return out
+
+
+def _memory_held(ctx: RuleContext) -> Iterator[Finding]:
+    held = held_gpus(ctx)
+    free = free_gpus(ctx.facts, frozenset(held))
+    for g in nvml_gpus(ctx.facts):
+        if g.index not in held or not isinstance(g.memory, Found):
+            continue
+        mem = g.memory.value
+        procs = g.processes.value if isinstance(g.processes, Found) else ()
+        ordered = sorted(
+            procs, key=lambda p: -(p.used_memory.value if isinstance(p.used_memory, Found) else 0)
+        )
+        holders = [(f"PID {p.pid}", f"{_who(p)} holds {_amount(p)}") for p in ordered]
         if not procs:
             holders = [
                 (
@@ -146,26 +189,57 @@ def _memory_held(ctx: RuleContext) -> Iterator[Finding]:
                     else "none visible here (they may live in another container / PID namespace)",
                 )
             ]
+        steps = [_stop_step(p) for p in ordered]
+        if free:
+            steps.append(
+                f"or run on the GPUs that are free: CUDA_VISIBLE_DEVICES={','.join(map(str, free))} "
+                "python …"
+            )
+        else:
+            steps.append("no other GPU here is free: wait for the holders, or stop them")
+        steps.append(
+            "cuBLAS/cuDNN handles need free memory: CUBLAS_STATUS_ALLOC_FAILED and "
+            "CUDNN_STATUS_NOT_INITIALIZED are the usual symptoms"
+        )
         yield Finding(
             code="gpu.memory-held",
-            severity=Severity.ERROR if low_free else Severity.WARNING,
+            severity=Severity.ERROR if held[g.index] else Severity.WARNING,
             title=f"{gpu_label(g)} has {format_bytes(mem.free)} free of {format_bytes(mem.total)}: other processes hold its memory",
             evidence=(("free", f"{format_bytes(mem.free)} of {format_bytes(mem.total)}"), *holders),
             remediation=Remediation(
                 summary="Stop the processes holding the GPU, or run on another GPU",
-                steps=(
-                    *(f"check, then stop: kill {p.pid}   # {show(p.name)}" for p in procs),
-                    "or pick a free GPU: CUDA_VISIBLE_DEVICES=<index> python …",
-                    "cuBLAS/cuDNN handles need free memory: CUBLAS_STATUS_ALLOC_FAILED and "
-                    "CUDNN_STATUS_NOT_INITIALIZED are the usual symptoms",
-                ),
+                steps=tuple(steps),
             ),
             subject=str(g.index),
         )
 
 
+def _who(p: GpuProcess) -> str:
+    if isinstance(p.name, Found):
+        return p.name.value
+    return "(not visible here: another PID namespace, e.g. a container)"
+
+
+def _amount(p: GpuProcess) -> str:
+    return (
+        format_bytes(p.used_memory.value)
+        if isinstance(p.used_memory, Found)
+        else show(p.used_memory)
+    )
+
+
+def _stop_step(p: GpuProcess) -> str:
+    """``kill PID`` only for a process this PID namespace can see; else where to act."""
+    if isinstance(p.name, Found):
+        return f"check, then stop: kill {p.pid}   # {p.name.value}"
+    return (
+        f"PID {p.pid} is not visible here (another PID namespace: a container, or this is one): "
+        "stop it where it runs (on the host: nvidia-smi, docker ps / kubectl get pods)"
+    )
+
+
 def _mig(ctx: RuleContext) -> Iterator[Finding]:
-    for g in gpus(ctx.facts):
+    for g in nvml_gpus(ctx.facts):
         if not isinstance(g.mig_mode, Found):
             continue
         mode = g.mig_mode.value
@@ -215,7 +289,7 @@ def _mig(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _compute_mode(ctx: RuleContext) -> Iterator[Finding]:
-    for g in gpus(ctx.facts):
+    for g in nvml_gpus(ctx.facts):
         mode = g.compute_mode.value if isinstance(g.compute_mode, Found) else "default"
         if mode == "default":
             continue
@@ -240,7 +314,7 @@ def _compute_mode(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _throttled(ctx: RuleContext) -> Iterator[Finding]:
-    for g in gpus(ctx.facts):
+    for g in nvml_gpus(ctx.facts):
         reasons = g.throttle_reasons.value if isinstance(g.throttle_reasons, Found) else ()
         bad = [r for r in reasons if r in BAD_THROTTLE]
         if not bad:
@@ -259,7 +333,7 @@ def _throttled(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _pcie(ctx: RuleContext) -> Iterator[Finding]:
-    for g in gpus(ctx.facts):
+    for g in nvml_gpus(ctx.facts):
         if not isinstance(g.pcie, Found):
             continue
         link = g.pcie.value
@@ -283,18 +357,32 @@ def _pcie(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
-def _nvml_failed(ctx: RuleContext) -> Iterator[Finding]:
+EXPLAINED_ELSEWHERE = {
+    NvmlErrorKind.LIB_RM_VERSION_MISMATCH: "driver.version-mismatch",
+    NvmlErrorKind.DRIVER_NOT_LOADED: "driver.module-not-loaded",
+    NvmlErrorKind.GPU_IS_LOST: "gpu.lost",
+}
+
+
+def _nvml_failed(ctx: RuleContext) -> Evaluation:
     """NVML failures no other rule explains (NoPermission, Unknown, Timeout …)."""
     facts = ctx.facts
-    if not isinstance(facts.nvml, ProbeFailed):
+    nvml = facts.nvml
+    if isinstance(nvml, Found):
+        yield passed(f"NVML initialised: driver {show(nvml.value.driver_version)}")
         return
-    if facts.nvml.error in (
-        NvmlErrorKind.LIB_RM_VERSION_MISMATCH,
-        NvmlErrorKind.DRIVER_NOT_LOADED,
-        NvmlErrorKind.GPU_IS_LOST,
+    if isinstance(nvml, Absent):
+        yield from _nvml_absent(ctx, nvml)
+        return
+    code = EXPLAINED_ELSEWHERE.get(nvml.error)
+    if code == "driver.module-not-loaded" and (
+        module_state(facts, "nouveau").yes or ctx.machine.presence.bound_to("nouveau")
     ):
+        code = "driver.nouveau-loaded"  # nvidia cannot load while nouveau holds the GPU
+    if code is not None:
+        yield failed_elsewhere(f"NVML failed with {nvml.error}: {code} says why")
         return
-    kind, evidence = facts.nvml.error, (("NVML", f"{facts.nvml.error}: {facts.nvml.detail}"),)
+    kind, evidence = nvml.error, (("NVML", f"{nvml.error}: {nvml.detail}"),)
     if kind == NvmlErrorKind.NO_PERMISSION:
         yield Finding(
             code="gpu.nvml-failed",
@@ -324,59 +412,142 @@ def _nvml_failed(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
+def _nvml_absent(ctx: RuleContext, nvml: Absent) -> Evaluation:
+    """No NVML library: nothing to say on a machine that needs no GPU; the driver's finding
+    where no driver is installed; else the user-space driver is what is missing."""
+    machine = ctx.machine
+    if machine.kind is not MachineKind.GPU and not machine.intent.expect_gpu:
+        yield not_applicable(f"{machine.why_no_gpu()} ({nvml.reason})")
+        return
+    if not machine.driver.present:
+        yield failed_elsewhere("NVML is not available: no driver (driver.not-installed)")
+        return
+    loaded = machine.driver.loaded
+    version = loaded.version if loaded else "the loaded module's version"
+    if ctx.facts.host.containers:
+        summary = "Mount the host's NVIDIA user-space driver into the container"
+        steps: tuple[str, ...] = (
+            "docker run --gpus all … (the NVIDIA Container Toolkit mounts libnvidia-ml and "
+            "libcuda of the host's driver)",
+            "Kubernetes: the nvidia runtime must run the pod (runtimeClassName: nvidia, or "
+            "nvidia as the default runtime)",
+        )
+    else:
+        summary = f"Install the NVIDIA user-space driver of version {version}"
+        steps = (
+            f"Ubuntu/Debian: sudo apt install libnvidia-compute-{version.split('.')[0]} "
+            f"nvidia-utils-{version.split('.')[0]}   # the loaded module's branch",
+            "or reinstall the whole driver of the loaded module's version, then reboot",
+            "nvidia-smi   # must list every GPU",
+        )
+    yield Finding(
+        code="gpu.nvml-failed",
+        severity=Severity.ERROR,
+        title="The nvidia kernel module is loaded but NVML cannot be loaded: the user-space "
+        "driver (libnvidia-ml) is missing",
+        evidence=(
+            ("NVML", nvml.reason),
+            ("nvidia kernel module", machine.driver.module.describe()),
+            ("kernel module version", version),
+        ),
+        remediation=Remediation(summary=summary, steps=steps, needs_root=True),
+    )
+
+
 def _onoff(flag: bool) -> str:
     return "enabled" if flag else "disabled"
 
 
-def _has_gpus(ctx: RuleContext) -> bool:
-    return bool(gpus(ctx.facts))
+def gpu_scope(ctx: RuleContext) -> Verdict | None:
+    """None when NVML lists GPUs to judge, else why a per-GPU check cannot judge any."""
+    if nvml_gpus(ctx.facts):
+        return None
+    machine = ctx.machine
+    nvml = ctx.facts.nvml
+    if machine.kind is not MachineKind.GPU and not machine.intent.expect_gpu:
+        return not_applicable(machine.why_no_gpu())
+    if not machine.driver.present:
+        return not_applicable("no NVIDIA driver is installed: nothing can list the GPUs")
+    if isinstance(nvml, Found):
+        problem = nvml.value.device_count_error
+        return unknown(f"NVML lists no GPU ({problem})") if problem else None
+    return unknown(f"NVML lists no GPU: {why_missing(nvml)}")
 
 
-def _nvml_tried(ctx: RuleContext) -> bool:
-    return not isinstance(ctx.facts.nvml, Absent)
+def _per_gpu(
+    judge: Callable[[RuleContext], Iterator[Finding]],
+    fields: tuple[str, ...],
+    ok: str,
+) -> Callable[[RuleContext], Evaluation]:
+    """A per-GPU check with honest verdicts: passed only where one of ``fields`` was read."""
+
+    def evaluate(ctx: RuleContext) -> Evaluation:
+        scope = gpu_scope(ctx)
+        if scope is not None:
+            yield scope
+            return
+        gpus = nvml_gpus(ctx.facts)
+        if not gpus:
+            yield not_applicable("NVML lists no GPU")
+            return
+        findings = list(judge(ctx))
+        if findings:
+            yield from findings
+            return
+        read = [g for g in gpus if any(isinstance(getattr(g, f), Found) for f in fields)]
+        if read:
+            which = "every GPU" if len(read) == len(gpus) else f"{len(read)} of {len(gpus)} GPUs"
+            yield passed(f"{ok} ({which} read)")
+            return
+        first: object = getattr(gpus[0], fields[0])
+        reason = why_missing(first) if isinstance(first, Absent | ProbeFailed) else "unread"
+        verdict = not_applicable if isinstance(first, Absent) else unknown
+        yield verdict(f"{fields[0].replace('_', ' ')}: {reason}")
+
+    return evaluate
 
 
 RULES = (
-    Rule(
-        "gpu.reachable", "No GPU has fallen off the bus", ("gpu.lost",), _lost, applies=_nvml_tried
-    ),
-    Rule("gpu.nvml", "NVML initialises", ("gpu.nvml-failed",), _nvml_failed, applies=_nvml_tried),
+    Rule("gpu.reachable", "No GPU has fallen off the bus", ("gpu.lost",), _lost),
+    Rule("gpu.nvml", "NVML initialises", ("gpu.nvml-failed",), _nvml_failed),
     Rule(
         "gpu.ecc",
         "No uncorrectable ECC errors or pending remaps",
         ("gpu.ecc-uncorrectable",),
-        _ecc,
-        applies=_has_gpus,
+        _per_gpu(
+            _ecc,
+            ("ecc", "row_remap", "retired_pages_pending"),
+            "no uncorrectable ECC errors, failed or pending remaps",
+        ),
     ),
     Rule(
         "gpu.memory",
         "No other process holds most of a GPU's memory",
         ("gpu.memory-held",),
-        _memory_held,
-        applies=_has_gpus,
+        _per_gpu(_memory_held, ("memory",), "memory is mostly free or held by no one"),
     ),
     Rule(
         "gpu.mig",
         "MIG mode is consistent and usable",
         ("gpu.mig-enabled",),
-        _mig,
-        applies=_has_gpus,
+        _per_gpu(_mig, ("mig_mode",), "MIG is off, with no change pending"),
     ),
     Rule(
         "gpu.compute-mode",
         "Compute mode allows CUDA contexts",
         ("gpu.compute-mode",),
-        _compute_mode,
-        applies=_has_gpus,
+        _per_gpu(_compute_mode, ("compute_mode",), "compute mode is default"),
     ),
     Rule(
         "gpu.clocks",
         "No hardware/thermal slowdown",
         ("gpu.throttled",),
-        _throttled,
-        applies=_has_gpus,
+        _per_gpu(_throttled, ("throttle_reasons",), "no hardware or thermal slowdown"),
     ),
     Rule(
-        "gpu.pcie", "PCIe link runs at full width", ("gpu.pcie-degraded",), _pcie, applies=_has_gpus
+        "gpu.pcie",
+        "PCIe link runs at full width",
+        ("gpu.pcie-degraded",),
+        _per_gpu(_pcie, ("pcie",), "PCIe links run at full width"),
     ),
 )

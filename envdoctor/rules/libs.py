@@ -5,8 +5,27 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Found
-from envdoctor.rules.base import Rule, RuleContext
+from envdoctor.model.outcome import not_applicable, passed, unknown
+from envdoctor.model.probed import Found, why_missing
+from envdoctor.rules.base import Evaluation, Rule, RuleContext
+
+
+def _single_copy(ctx: RuleContext) -> Evaluation:
+    libs = ctx.facts.libraries
+    if not isinstance(libs, Found):
+        yield unknown(f"the loader's view could not be read: {why_missing(libs)}")
+        return
+    found = [f for f in libs.value if f.copies]
+    if not found:
+        yield not_applicable("no CUDA library is on the loader path")
+        return
+    findings = list(_shadowed(ctx))
+    if findings:
+        yield from findings
+    else:
+        yield passed(
+            "one copy wins for each of " + ", ".join(f.name for f in found) + " (loader order)"
+        )
 
 
 def _shadowed(ctx: RuleContext) -> Iterator[Finding]:
@@ -53,6 +72,6 @@ RULES = (
         "libs.single-copy",
         "One copy of each CUDA library wins on the loader path",
         ("libs.shadowed",),
-        _shadowed,
+        _single_copy,
     ),
 )

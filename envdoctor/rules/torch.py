@@ -1,45 +1,60 @@
-"""torch rules: installed, importable, a CUDA build, and able to use the GPU."""
+"""torch rules: installed, importable, a CUDA build (where a GPU is here), and able to use it."""
 
 from __future__ import annotations
 
-from collections.abc import Iterator
-
-from envdoctor.model.facts import TorchBroken, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Absent, Found, ProbeFailed
-from envdoctor.rules.base import Rule, RuleContext
-from envdoctor.rules.facts_view import driver_present, gpus, nvidia_pci_count, show
+from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
+from envdoctor.model.probed import Absent, ProbeFailed
+from envdoctor.model.views import show, torch_broken, torch_build
+from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
 RECOMMEND = "envdoctor recommend   # prints the torch wheel and index URL that match this driver"
 
 
 def install_steps(ctx: RuleContext) -> tuple[str, ...]:
-    """The exact pip command for the best wheel for this driver and GPUs, from the tables."""
+    """The exact pip command `envdoctor recommend` picks for this machine, from the tables."""
     from envdoctor.compat.recommend import (  # lazy: the probe tier never needs the tables
-        install_command,
         machine_from_facts,
         recommend,
     )
 
     python = ctx.facts.torch.python
-    choice = recommend(ctx.tables, machine_from_facts(ctx.facts, ctx.tables)).choice
-    if choice is None:
-        return (RECOMMEND, f"{python} -m pip install torch --index-url <the URL it prints>")
-    command = install_command(choice.release, choice.variant, choice.version)
-    return (f"{python} -m {command}   # {', '.join(choice.reasons[:1]) or 'best match'}",)
+    rec = recommend(ctx.tables, machine_from_facts(ctx.facts, ctx.tables, ctx.intent))
+    if rec.choice is not None:
+        why = ", ".join(rec.choice.reasons[:1]) or "best match"
+        return (f"{python} -m {rec.choice.command}   # {why}",)
+    if rec.cpu_command is not None:
+        return (f"{python} -m {rec.cpu_command}   # no NVIDIA GPU here: the CPU build",)
+    if rec.blockers:
+        return (
+            f"first: {rec.blockers[0]}",
+            "then: envdoctor recommend   # the wheel that fits once the GPUs are usable",
+        )
+    return (RECOMMEND, f"{python} -m pip install torch --index-url <the URL it prints>")
 
 
-def _installed(ctx: RuleContext) -> Iterator[Finding]:
+def _not_probed(ctx: RuleContext) -> str:
+    """Why torch was not looked at (the fast tier, or a command that skips it), or ""."""
+    probed = ctx.facts.torch.torch
+    if isinstance(probed, Absent) and probed.reason.startswith("not probed"):
+        return probed.reason
+    return ""
+
+
+def _installed(ctx: RuleContext) -> Evaluation:
     probed = ctx.facts.torch.torch
     python = ctx.facts.torch.python
-    if isinstance(probed, Absent) and not probed.reason.startswith("not probed"):
+    skipped = _not_probed(ctx)
+    if skipped:
+        yield not_applicable(skipped)
+    elif isinstance(probed, Absent):
         yield Finding(
             code="torch.not-installed",
             severity=Severity.WARNING,
             title=f"torch is not installed for {python}",
             evidence=(("python", python), ("import torch", probed.reason)),
             remediation=Remediation(
-                summary="Install the torch wheel that matches this machine's driver",
+                summary="Install the torch wheel that matches this machine",
                 steps=install_steps(ctx),
             ),
         )
@@ -63,13 +78,26 @@ def _installed(ctx: RuleContext) -> Iterator[Finding]:
             ),
             inconclusive=True,
         )
+    else:
+        build = torch_build(ctx.facts)
+        version = build.version if build else show(torch_broken(ctx.facts).version)  # type: ignore[union-attr]  # one of the two is set
+        yield passed(f"torch {version} is installed for {python}")
 
 
-def _import_failed(ctx: RuleContext) -> Iterator[Finding]:
-    probed = ctx.facts.torch.torch
-    if not (isinstance(probed, Found) and isinstance(probed.value, TorchBroken)):
+def _import_failed(ctx: RuleContext) -> Evaluation:
+    broken = torch_broken(ctx.facts)
+    build = torch_build(ctx.facts)
+    if broken is None:
+        if build is not None and build.imported:
+            yield passed(f"`import torch` ran in a child of {ctx.facts.torch.python}")
+        elif build is not None:
+            yield not_applicable(
+                "a CPU-only build, read from torch/version.py without importing it "
+                "(a CPU build cannot use a GPU whatever its import does)"
+            )
+        else:
+            yield _no_build(ctx)
         return
-    broken = probed.value
     python = ctx.facts.torch.python
     lib_error = ".so" in broken.error or "undefined symbol" in broken.error
     steps = (
@@ -101,28 +129,32 @@ def _import_failed(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _build(ctx: RuleContext) -> TorchBuild | None:
-    probed = ctx.facts.torch.torch
-    if isinstance(probed, Found) and isinstance(probed.value, TorchBuild):
-        return probed.value
-    return None
-
-
-def _cpu_build(ctx: RuleContext) -> Iterator[Finding]:
-    build = _build(ctx)
-    if build is None or not build.is_cpu_build:
+def _cpu_build(ctx: RuleContext) -> Evaluation:
+    build = torch_build(ctx.facts)
+    if build is None:
+        yield _no_build(ctx)
         return
-    facts = ctx.facts
-    gpu_here = bool(gpus(facts)) or bool(nvidia_pci_count(facts)) or driver_present(facts)
+    if not build.is_cpu_build:
+        variant = f"CUDA {build.cuda}" if build.cuda else f"ROCm {build.hip}"
+        yield passed(f"torch {build.version} is a {variant} build (torch.version)")
+        return
+    machine = ctx.machine
+    if machine.cpu_is_right:
+        yield not_applicable(f"{machine.why_no_gpu()}: the CPU build of torch is the right one")
+        return
+    evidence = [
+        ("torch", f"{build.version} at {build.location}"),
+        ("torch.version.cuda", "None (built without CUDA)"),
+    ]
+    if machine.presence.seen or machine.driver.present:
+        evidence.append(("NVIDIA GPU or driver on this machine", "yes"))
+    if machine.intent.expect_gpu:
+        evidence.append(("a GPU is expected", machine.intent.source))
     yield Finding(
         code="torch.cpu-build",
-        severity=Severity.ERROR if gpu_here else Severity.WARNING,
+        severity=Severity.ERROR,
         title=f"torch {build.version} is a CPU-only build: it cannot use a GPU",
-        evidence=(
-            ("torch", f"{build.version} at {build.location}"),
-            ("torch.version.cuda", "None (built without CUDA)"),
-            ("NVIDIA GPU or driver on this machine", "yes" if gpu_here else "no"),
-        ),
+        evidence=tuple(evidence),
         remediation=Remediation(
             summary="Replace it with a CUDA build of torch",
             steps=(
@@ -133,9 +165,29 @@ def _cpu_build(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _cuda_unavailable(ctx: RuleContext) -> Iterator[Finding]:
-    build = _build(ctx)
-    if build is None or build.is_cpu_build or build.cuda_available:
+def _cuda_unavailable(ctx: RuleContext) -> Evaluation:
+    build = torch_build(ctx.facts)
+    if build is None:
+        yield _no_build(ctx)
+        return
+    if build.is_cpu_build:
+        machine = ctx.machine
+        if machine.cpu_is_right:
+            yield not_applicable(f"{machine.why_no_gpu()}: a CPU build needs no CUDA")
+        else:
+            yield failed_elsewhere("a CPU-only build never has CUDA (torch.cpu-build)")
+        return
+    machine = ctx.machine
+    if not build.cuda_available and machine.cpu_is_right:
+        yield not_applicable(f"{machine.why_no_gpu()}: CUDA cannot be available to torch here")
+        return
+    if not build.imported:
+        yield not_applicable("torch was read from its version file, not imported")
+        return
+    if build.cuda_available:
+        yield passed(
+            f"torch.cuda.is_available() returned True in a child of {ctx.facts.torch.python}"
+        )
         return
     reason = build.unavailable_reason or "torch gave no reason"
     yield Finding(
@@ -155,6 +207,16 @@ def _cuda_unavailable(ctx: RuleContext) -> Iterator[Finding]:
             ),
         ),
     )
+
+
+def _no_build(ctx: RuleContext) -> Verdict:
+    """Why a check of the torch build cannot run: not probed, not installed, broken, unknown."""
+    probed = ctx.facts.torch.torch
+    if torch_broken(ctx.facts) is not None:
+        return failed_elsewhere("`import torch` fails (torch.import-failed)")
+    if isinstance(probed, ProbeFailed):
+        return unknown(f"the torch probe failed: {probed.error}")
+    return not_applicable(show(probed) or "no torch build was read")
 
 
 RULES = (

@@ -5,8 +5,8 @@
 CUDA context, fills and copies a buffer, runs cuBLAS GEMMs (fp32, fp16, bf16) and a cuDNN
 convolution forward and backward against CPU references, and with two or more GPUs an NCCL
 all-reduce. Failures are classified (``classify.py``, patterns as data) and attributed to the
-cause the machine's facts support (``attribute.py``). ``--reproduce`` (``reproduce.py``)
-confirms or rules out memory pressure on the user's own machine.
+cause the machine's facts support (``attribute.py``). ``--reproduce`` (``reproduce.py``) tests,
+on an idle GPU of the user's own machine, whether running out of memory produces the failure.
 
 torch never runs in envdoctor's process: ``child.py`` is run as ``python -c`` in the target.
 """

@@ -10,6 +10,7 @@ its fix is the precise one.
 
 from __future__ import annotations
 
+import dataclasses
 import re
 from collections.abc import Iterable
 
@@ -70,8 +71,12 @@ def smoke_findings(facts: Facts, run: SmokeRun) -> tuple[Finding, ...]:
     """One finding per (target, code) that failed, one ``smoke.passed`` per healthy target,
     one ``smoke.not-run`` per target that could not be tested."""
     findings: list[Finding] = []
+    notes = tuple(("children's environment", note) for note in run.notes)
     for child in run.runs:
-        findings.extend(child_findings(facts, child))
+        findings.extend(
+            dataclasses.replace(f, evidence=(*f.evidence, *notes))
+            for f in child_findings(facts, child)
+        )
     findings.extend(not_run_finding(skipped) for skipped in run.not_run)
     findings.sort(key=lambda f: (-f.severity, f.subject, f.code))
     return tuple(findings)
@@ -127,6 +132,8 @@ def failure_finding(
     evidence.append(("interpreter", child.python))
     if child.target.visible is not None:
         evidence.append(("child's CUDA_VISIBLE_DEVICES", child.target.visible))
+    if child.survivors:
+        evidence.append(("still there after SIGKILL", describe_survivors(child.survivors)))
     cause = attribute(facts, child, code, first)
     title = f"{child.target.label}: {info.title}"
     fix = info.fix
@@ -252,8 +259,11 @@ def _memory_cause(facts: Facts, child: ChildRun, code: str) -> Cause | None:
     picture = memory_picture(facts, child, gpu)
     label = child.target.label
     kind = REPRODUCE_KIND.get(code, "cublas-alloc")
-    where = f" --gpu {child.target.nvml_indices[0]}" if child.target.nvml_indices else ""
-    confirm = f"envdoctor smoke --reproduce {kind}{where}   # confirms memory pressure as the cause"
+    # No --gpu: a GPU others fill would be refused; any idle GPU runs the same software.
+    confirm = (
+        f"envdoctor smoke --reproduce {kind}   # on an idle GPU: does running out of memory "
+        "produce this failure here?"
+    )
     evidence: tuple[tuple[str, str], ...] = (
         ("memory", picture.line(label)),
         ("memory read by", picture.source),
@@ -546,16 +556,61 @@ def _hardware_cause(facts: Facts, child: ChildRun) -> Cause | None:
     )
 
 
+def describe_survivors(survivors: tuple[tuple[int, str], ...]) -> str:
+    """ "PID 4242 in state D (uninterruptible sleep: …)" for each process SIGKILL did not end."""
+    return "; ".join(
+        f"PID {pid} in state {state} ({PROCESS_STATES.get(state, 'neither gone nor a zombie')})"
+        for pid, state in survivors
+    )
+
+
+PROCESS_STATES = {
+    "D": "uninterruptible sleep: stuck inside a kernel call, usually the GPU driver's; "
+    "SIGKILL takes effect only when that call returns",
+    "T": "stopped",
+    "t": "stopped by a debugger",
+    "R": "running: envdoctor may not signal it (another user's process)",
+    "S": "sleeping: envdoctor may not signal it (another user's process)",
+}
+
+
 def _timeout_cause(facts: Facts, child: ChildRun, step: StepResult) -> Cause | None:
     gpu = gpu_of(facts, child)
     evidence: list[tuple[str, str]] = [("hung in", f"`{step.step}` after {step.seconds:.1f} s")]
     if child.stderr_tail:
         evidence.append(("child's last words", _tail(child.stderr_tail, 6)))
-    if (
-        gpu is not None
-        and step.step in ("import", "context")
-        and value_or(gpu.persistence_mode, True) is False
-    ):
+    stuck = [pid for pid, state in child.survivors if state == "D"]
+    if stuck:
+        return Cause(
+            f"PID {stuck[0]} is stuck in the kernel (state D) even after SIGKILL: the GPU driver "
+            "did not return from a call",
+            tuple(evidence),
+            Remediation(
+                summary="Look for a wedged GPU; a process in state D goes away only when the "
+                "driver call returns",
+                steps=(
+                    "sudo dmesg | grep -i xid   # the driver's GPU fault reports",
+                    f"cat /proc/{stuck[0]}/stack   # where it is stuck (root)",
+                    "drain the node and reboot it if the process never goes away",
+                ),
+                docs=DOCS,
+            ),
+        )
+    if step.step == "import":  # never touches the GPU: persistence mode cannot make it slow
+        return Cause(
+            "`import torch` did not finish; importing never touches the GPU: look at the "
+            "filesystem torch is read from (network storage, a cold cache) and at site hooks",
+            tuple(evidence),
+            Remediation(
+                summary="Time the import on its own, away from the GPU",
+                steps=(
+                    f"time {child.python} -X importtime -c 'import torch' 2>&1 | tail -5",
+                    "python -c 'import torch; print(torch.__file__)'   # where it is read from",
+                ),
+                docs=DOCS,
+            ),
+        )
+    if gpu is not None and step.step == "context" and value_or(gpu.persistence_mode, True) is False:
         evidence.append(("persistence mode", "off"))
         return Cause(
             "persistence mode is off, so the driver initialises the GPU on each first use",

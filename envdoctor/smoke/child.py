@@ -3,27 +3,36 @@
 It is started as ``python -c <this source> <json config>`` (or ``python child.py <json>``), so
 the target environment needs no envdoctor; it must stay importable on Python 3.8. It never
 decides what an error *means*: it runs the steps, checks results against a CPU reference and
-reports, one protocol line per event on stdout (other output, e.g. NCCL's logs, is ignored)::
+reports, one protocol line per event::
 
     @@envdoctor-smoke@@ {"event": "start", "step": "gemm-fp16"}
     @@envdoctor-smoke@@ {"event": "result", "step": "gemm-fp16", "status": "passed", ...}
     @@envdoctor-smoke@@ {"event": "done"}
 
-Config keys: ``mode`` ("smoke" or "hog"), ``device`` ("cuda" or "cpu": the CPU runs the same
-steps, for tests and benchmarks), ``index`` (the CUDA device to use), ``devices`` (how many for
-the NCCL step), ``steps``, ``poison`` (regexes of errors after which the CUDA context is unusable:
-the remaining steps are reported as skipped), ``budget`` (seconds: a native watchdog ends the
-process after it even if Python is stuck), ``memory_mib`` and ``watch_stdin`` (exit when stdin
-reaches end-of-file, i.e. when envdoctor is gone).
+The protocol owns the process's stdout alone: the child first moves descriptor 1 to a private
+descriptor and points 1 at stderr, so whatever libraries print on stdout (NCCL's
+``NCCL_DEBUG=INFO`` logs, unflushed C stdio, prints from site hooks) lands in stderr and can
+never be glued to a protocol line.
 
-Hog mode (``envdoctor smoke --reproduce``) imports torch, creates the context, reports ``ready``,
-then reads commands on stdin — ``{"leave_mib": N}`` reserves device memory until only N MiB are
-free and answers ``holding`` — until end-of-file.
+Config keys: ``mode`` ("smoke" or "reproduce"), ``device`` ("cuda" or "cpu": the CPU runs the
+same steps, for tests and benchmarks), ``index`` (the CUDA device to use), ``devices`` (how many
+for the NCCL step), ``steps``, ``poison`` (regexes of errors after which the CUDA context is
+unusable: the remaining steps are reported as skipped), ``budget`` (seconds: a native watchdog
+ends the process after it even if Python is stuck), ``memory_mib`` and ``watch_stdin`` (exit when
+stdin reaches end-of-file, i.e. when envdoctor is gone).
+
+Reproduce mode (``envdoctor smoke --reproduce``) runs ``steps`` among import, context, warm-up,
+hold and the ``probe`` step (``gemm-fp32`` or ``conv-forward``): after its own context exists it
+holds device memory until only ``leave_mib`` MiB are free, then runs the probe step once.
+``hold`` says how: ``raw`` takes the memory with the CUDA driver API (cuMemAlloc), outside
+torch's allocator, as another process would; ``torch-cache`` first runs the probe step on the
+main thread (warm-up), fills torch's caching allocator, frees the tensors into its cache (torch
+keeps the memory reserved), then runs the probe step in a new thread, which must create its own
+cuBLAS/cuDNN handle.
 """
 
 from __future__ import annotations
 
-import contextlib
 import faulthandler
 import importlib
 import json
@@ -33,6 +42,7 @@ import sys
 import threading
 import time
 import traceback
+import warnings
 from collections.abc import Callable
 from typing import Any
 
@@ -50,9 +60,18 @@ STEPS = (
     "nccl-allreduce",
 )
 # Largest error accepted, relative to the largest magnitude of the float64 CPU reference that
-# was computed from the very same (rounded) inputs. TF32 is switched off for the fp32 checks.
+# was computed from the very same (rounded) inputs. TF32 is switched off for the fp32 checks;
+# where torch keeps it on anyway (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 in a parent, a patched
+# torch), fp32 GEMMs and convolutions round their inputs to 10 mantissa bits and get the TF32
+# tolerance: their error on these inputs is 2e-4 to 3.3e-4 (float32 inputs rounded to TF32 and
+# multiplied in float64, 50 seeds), a factor of 6 below it.
 TOLERANCE = {"float32": 1e-4, "float16": 5e-3, "bfloat16": 3e-2, "conv": 1e-4}
+TF32_TOLERANCE = 2e-3
 GEMM_N = 256
+GRAIN = 2 * MIB  # the driver hands out device memory in 2 MiB pages
+CUDA_ERROR_OUT_OF_MEMORY = 2
+_PROTOCOL_FD: int | None = None
+_EMIT_LOCK = threading.Lock()
 
 
 class SkipStepError(Exception):
@@ -63,9 +82,24 @@ class MismatchError(Exception):
     """The step ran but its result differs from the CPU reference."""
 
 
-def emit(data: dict[str, Any]) -> None:
-    sys.stdout.write(MARK + json.dumps(data) + "\n")
+def claim_stdout() -> None:
+    """Keep descriptor 1 for the protocol alone; from now on stdout output goes to stderr."""
+    global _PROTOCOL_FD
     sys.stdout.flush()
+    _PROTOCOL_FD = os.dup(1)  # not inherited by grandchildren (PEP 446)
+    os.dup2(2, 1)
+
+
+def emit(data: dict[str, Any]) -> None:
+    line = MARK + json.dumps(data) + "\n"
+    with _EMIT_LOCK:
+        if _PROTOCOL_FD is None:
+            sys.stdout.write(line)
+            sys.stdout.flush()
+            return
+        raw = line.encode("utf-8")
+        while raw:
+            raw = raw[os.write(_PROTOCOL_FD, raw) :]
 
 
 def error_text(exc: BaseException) -> str:
@@ -74,7 +108,7 @@ def error_text(exc: BaseException) -> str:
 
 
 class Context:
-    """What the steps share: the config, torch once imported, the device."""
+    """What the steps share: the config, torch once imported, the device, held memory."""
 
     def __init__(self, config: dict[str, Any]) -> None:
         self.config = config
@@ -83,6 +117,7 @@ class Context:
         self.devices = int(config.get("devices", 1))
         self.torch: Any = None
         self.capability = (0, 0)
+        self.held: Any = None
 
     @property
     def device(self) -> str:
@@ -91,6 +126,9 @@ class Context:
     def sync(self) -> None:
         if not self.cpu:
             self.torch.cuda.synchronize(self.index)
+
+    def free(self) -> int:
+        return int(self.torch.cuda.mem_get_info(self.index)[0])
 
 
 def mapped_libraries(*families: str) -> list[str]:
@@ -114,13 +152,52 @@ def relative_error(torch: Any, got: Any, ref: Any) -> float:
     return float((got.double() - ref).abs().max().item()) / scale
 
 
-def check(name: str, err: float, tol: float) -> str:
+def check(name: str, err: float, tol: float, why: str = "") -> str:
+    reason = f"tolerance {tol:.0e}" + (f", {why}" if why else "")
     if not err <= tol:  # also catches NaN
         raise MismatchError(
             f"{name} differs from the float64 CPU reference: max error {err:.3g} of the largest "
-            f"value (tolerance {tol:.0e})"
+            f"value ({reason})"
         )
-    return f"max error {err:.1e} (tolerance {tol:.0e})"
+    return f"max error {err:.1e} ({reason})"
+
+
+# --- TF32 -----------------------------------------------------------------------------------
+
+
+def _quietly(action: Callable[[], Any]) -> Any:
+    """Run a torch setting or reading; None when this torch refuses it (old or new API)."""
+    with warnings.catch_warnings():
+        # torch >= 2.9 deprecates allow_tf32 in favour of fp32_precision: not the user's concern
+        warnings.simplefilter("ignore")
+        try:
+            return action()
+        except Exception:  # noqa: BLE001 (an API this torch lacks: the read-back says what holds)
+            return None
+
+
+def tf32_state(ctx: Context, owner: Any, flag: str) -> tuple[bool | None, str]:
+    """Switch TF32 off for ``owner`` (torch.backends.cuda.matmul or .cudnn), then say what
+    torch will really do (True: TF32 stays on, None: torch does not say) and why."""
+    if ctx.cpu:
+        return False, "TF32 off"
+    matmul = owner is ctx.torch.backends.cuda.matmul
+    if matmul:
+        _quietly(lambda: ctx.torch.set_float32_matmul_precision("highest"))
+        # torch applies the override inside its cuBLAS calls; recent versions no longer show
+        # it through allow_tf32, so the variable itself is the evidence.
+        if os.environ.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1":
+            return True, "TF32 on: TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 forces it"
+    _quietly(lambda: setattr(owner, "allow_tf32", False))
+    value = _quietly(lambda: bool(owner.allow_tf32))
+    if value is None:
+        return None, f"TF32 state unknown ({flag} unreadable): TF32 tolerance"
+    return value, f"TF32 on: {flag} stayed True" if value else "TF32 off"
+
+
+def fp32_tolerance(key: str, tf32: bool | None) -> float:
+    """float32 GEMMs and convolutions: the TF32 tolerance unless TF32 is known to be off."""
+    return TOLERANCE[key] if tf32 is False else TF32_TOLERANCE
 
 
 # --- steps ----------------------------------------------------------------------------------
@@ -195,8 +272,11 @@ def gemm(ctx: Context, dtype_name: str) -> tuple[str, dict[str, Any]]:
                 *ctx.capability
             )
         )
-    with contextlib.suppress(AttributeError):
-        torch.backends.cuda.matmul.allow_tf32 = False
+    flag = "torch.backends.cuda.matmul.allow_tf32"
+    tf32, state = tf32_state(ctx, torch.backends.cuda.matmul, flag)
+    tol, why = TOLERANCE[dtype_name], ""
+    if dtype_name == "float32":
+        tol, why = fp32_tolerance("float32", tf32), state
     dtype = getattr(torch, dtype_name)
     gen = torch.Generator().manual_seed(1234)
     a = (torch.rand(GEMM_N, GEMM_N, generator=gen) * 2 - 1).to(dtype)
@@ -205,14 +285,17 @@ def gemm(ctx: Context, dtype_name: str) -> tuple[str, dict[str, Any]]:
     out = a.to(ctx.device) @ b.to(ctx.device)  # the first one creates the cuBLAS handle
     ctx.sync()
     err = relative_error(torch, out.cpu(), ref)
-    detail = check(f"{dtype_name} GEMM", err, TOLERANCE[dtype_name])
+    detail = check(f"{dtype_name} GEMM", err, tol, why)
     info: dict[str, Any] = {}
+    if dtype_name == "float32":
+        info["tf32"] = {True: "on", False: "off", None: "unknown"}[tf32]
     if not ctx.cpu:
         info["libraries"] = mapped_libraries("libcublas", "libcublasLt")
     return f"{GEMM_N}x{GEMM_N} {dtype_name}: {detail}", info
 
 
-def conv_inputs(ctx: Context) -> tuple[Any, Any, Any]:
+def conv_inputs(ctx: Context) -> tuple[Any, Any, Any, float, str]:
+    """The inputs, and the tolerance with the TF32 state it follows from."""
     torch = ctx.torch
     if not ctx.cpu:
         cudnn = torch.backends.cudnn
@@ -222,12 +305,14 @@ def conv_inputs(ctx: Context) -> tuple[Any, Any, Any]:
             )
         cudnn.enabled = True
         cudnn.benchmark = False
-        cudnn.allow_tf32 = False
+    owner = None if ctx.cpu else torch.backends.cudnn
+    tf32, why = tf32_state(ctx, owner, "torch.backends.cudnn.allow_tf32")
+    tol = fp32_tolerance("conv", tf32)
     gen = torch.Generator().manual_seed(99)
     x = torch.rand(2, 8, 16, 16, generator=gen) * 2 - 1
     w = torch.rand(16, 8, 3, 3, generator=gen) * 2 - 1
     grad = torch.rand(2, 16, 16, 16, generator=gen) * 2 - 1
-    return x, w, grad
+    return x, w, grad, tol, why
 
 
 def cudnn_info(ctx: Context) -> dict[str, Any]:
@@ -242,11 +327,11 @@ def cudnn_info(ctx: Context) -> dict[str, Any]:
 def step_conv_forward(ctx: Context) -> tuple[str, dict[str, Any]]:
     torch = ctx.torch
     conv2d = torch.nn.functional.conv2d
-    x, w, _ = conv_inputs(ctx)
+    x, w, _, tol, why = conv_inputs(ctx)
     ref = conv2d(x.double(), w.double(), padding=1)
     out = conv2d(x.to(ctx.device), w.to(ctx.device), padding=1)  # the first creates the handle
     ctx.sync()
-    detail = check("conv2d forward", relative_error(torch, out.cpu(), ref), TOLERANCE["conv"])
+    detail = check("conv2d forward", relative_error(torch, out.cpu(), ref), tol, why)
     return "conv2d 2x8x16x16 * 16x8x3x3: " + detail, cudnn_info(ctx)
 
 
@@ -268,7 +353,7 @@ def conv_gradients(ctx: Context, x: Any, w: Any, grad: Any) -> tuple[Any, Any]:
 
 def step_conv_backward(ctx: Context) -> tuple[str, dict[str, Any]]:
     torch = ctx.torch
-    x, w, grad = conv_inputs(ctx)
+    x, w, grad, tol, why = conv_inputs(ctx)
     ref_x, ref_w = conv_gradients(ctx, x.double(), w.double(), grad.double())
     dev = ctx.device
     got_x, got_w = conv_gradients(ctx, x.to(dev), w.to(dev), grad.to(dev))
@@ -277,7 +362,7 @@ def step_conv_backward(ctx: Context) -> tuple[str, dict[str, Any]]:
         relative_error(torch, got_x.cpu(), ref_x),
         relative_error(torch, got_w.cpu(), ref_w),
     ]
-    detail = check("conv2d backward (input and weight gradients)", max(errors), TOLERANCE["conv"])
+    detail = check("conv2d backward (input and weight gradients)", max(errors), tol, why)
     return "input and weight gradients: " + detail, {}
 
 
@@ -330,13 +415,21 @@ STEP_FUNCTIONS: dict[str, Callable[[Context], tuple[str, dict[str, Any]]]] = {
 }
 
 
-def run_step(ctx: Context, name: str) -> dict[str, Any]:
+def run_step(
+    ctx: Context,
+    name: str,
+    function: Callable[[Context], tuple[str, dict[str, Any]]] | None = None,
+    *,
+    measure: bool = False,
+) -> dict[str, Any]:
+    """Run one step and report it; ``measure`` adds the device's free memory after it."""
     emit({"event": "start", "step": name})
     start = time.monotonic()
     result: dict[str, Any] = {"event": "result", "step": name}
+    info: dict[str, Any] = {}
     try:
-        detail, info = STEP_FUNCTIONS[name](ctx)
-        result.update(status="passed", detail=detail, info=info)
+        detail, info = (function or STEP_FUNCTIONS[name])(ctx)
+        result.update(status="passed", detail=detail)
     except SkipStepError as exc:
         result.update(status="skipped", reason=str(exc))
     except MismatchError as exc:
@@ -349,6 +442,12 @@ def run_step(ctx: Context, name: str) -> dict[str, Any]:
             traceback=traceback.format_exc()[-3000:],
         )
     result["seconds"] = round(time.monotonic() - start, 4)
+    if measure and not ctx.cpu:
+        free = _quietly(ctx.free)
+        if free is not None:
+            info = {**info, "free_after": free}
+    if info:
+        result["info"] = info
     emit(result)
     return result
 
@@ -381,46 +480,147 @@ def run_smoke(ctx: Context) -> None:
             return
 
 
-# --- hog mode (reproduction) ----------------------------------------------------------------
+# --- reproduce mode -------------------------------------------------------------------------
 
 
-def hold(ctx: Context, chunks: list[Any], leave: int) -> dict[str, Any]:
-    """Reserve device memory until about ``leave`` bytes are free; release some if below."""
-    torch = ctx.torch
-    free, total = (int(v) for v in torch.cuda.mem_get_info(ctx.index))
-    while free < leave and chunks:
-        chunks.pop()
-        torch.cuda.empty_cache()
-        free = int(torch.cuda.mem_get_info(ctx.index)[0])
-    step = 2 * MIB
-    size = (free - leave) // step * step
-    for _ in range(200):
-        if size < step or free - leave < step:
+class RawMemory:
+    """Device memory taken with the CUDA driver API, outside torch's allocator: torch can
+    neither see nor release it, exactly like memory another process holds."""
+
+    how = "cuMemAlloc (CUDA driver API, outside torch's allocator)"
+
+    def __init__(self, lib: Any = None) -> None:
+        # Imported by name, like torch: native access happens in the target interpreter only.
+        self.ctypes = ctypes = importlib.import_module("ctypes")
+        if lib is None:
+            lib = ctypes.CDLL("libcuda.so.1")  # already loaded by torch: the same library
+            lib.cuMemAlloc_v2.argtypes = [ctypes.POINTER(ctypes.c_uint64), ctypes.c_size_t]
+            lib.cuCtxGetCurrent.argtypes = [ctypes.POINTER(ctypes.c_void_p)]
+        current = ctypes.c_void_p()
+        status = lib.cuCtxGetCurrent(ctypes.byref(current))
+        if status != 0 or not current.value:
+            raise OSError(f"no current CUDA context for the driver API (status {status})")
+        self.lib = lib
+        self.held = 0
+        self.pointers: list[int] = []
+
+    def take(self, nbytes: int) -> bool:
+        ctypes = self.ctypes
+        pointer = ctypes.c_uint64()
+        status = self.lib.cuMemAlloc_v2(ctypes.byref(pointer), ctypes.c_size_t(nbytes))
+        if status == CUDA_ERROR_OUT_OF_MEMORY:
+            return False
+        if status != 0:
+            raise OSError(f"cuMemAlloc of {nbytes} bytes failed with CUDA driver error {status}")
+        self.pointers.append(int(pointer.value))
+        self.held += nbytes
+        return True
+
+
+class TorchMemory:
+    """Device memory taken as torch tensors, through torch's caching allocator."""
+
+    how = "torch tensors (torch's caching allocator)"
+
+    def __init__(self, ctx: Context) -> None:
+        self.ctx = ctx
+        self.held = 0
+        self.tensors: list[Any] = []
+
+    def take(self, nbytes: int) -> bool:
+        torch = self.ctx.torch
+        try:
+            tensor = torch.empty((nbytes,), dtype=torch.uint8, device=self.ctx.device)
+        except Exception as exc:  # out of memory is an answer; anything else is not
+            if "out of memory" in str(exc).lower():
+                return False
+            raise
+        self.tensors.append(tensor)
+        self.held += nbytes
+        return True
+
+    def into_cache(self) -> None:
+        """Free the tensors: torch's allocator keeps their memory reserved in its cache."""
+        self.tensors.clear()
+
+
+def fill(holder: Any, free_now: Callable[[], int], leave: int) -> int:
+    """Take device memory through ``holder`` until less than ``leave`` + 2 MiB is free; the free
+    bytes at the end. Halves the chunk when an allocation is refused."""
+    free = free_now()
+    size = (free - leave) // GRAIN * GRAIN
+    for _ in range(512):
+        room = (free - leave) // GRAIN * GRAIN
+        size = min(size, room)
+        if size < GRAIN:
             break
+        if holder.take(size):
+            free = free_now()
+        else:
+            size = size // 2 // GRAIN * GRAIN
+    return free
+
+
+def step_hold(ctx: Context) -> tuple[str, dict[str, Any]]:
+    torch = ctx.torch
+    leave = int(ctx.config["leave_mib"]) * MIB
+    mode = ctx.config.get("hold", "raw")
+    holder: Any
+    how = ""
+    if mode == "torch-cache":
+        holder = TorchMemory(ctx)
+        how = "torch's cache (tensors allocated, then freed into the cache)"
+    else:
         try:
-            chunks.append(torch.empty((size,), dtype=torch.uint8, device=ctx.device))
-        except Exception:  # noqa: BLE001 (out of memory: try a smaller chunk)
-            size = size // 2 // step * step
-            continue
-        free = int(torch.cuda.mem_get_info(ctx.index)[0])
-        size = min(size, (free - leave) // step * step)
-    held = sum(int(c.numel()) for c in chunks)
-    return {"event": "holding", "free": free, "total": total, "held": held}
+            holder = RawMemory()
+            how = holder.how
+        except (OSError, AttributeError) as exc:
+            holder = TorchMemory(ctx)
+            how = f"{holder.how}; the driver API is unusable here: {exc}"
+    fill(holder, ctx.free, leave)
+    if mode == "torch-cache":
+        holder.into_cache()
+    ctx.held = holder
+    free = ctx.free()
+    info: dict[str, Any] = {"free_held": free, "held": holder.held, "holder": how}
+    reserved = _quietly(lambda: int(torch.cuda.memory_reserved(ctx.index)))
+    if reserved is not None:
+        info["reserved"] = reserved
+    detail = (
+        f"{holder.held / MIB:.0f} MiB held by {how.split(';')[0]}; {free / MIB:.0f} MiB free "
+        f"(asked to leave {leave / MIB:.0f} MiB)"
+    )
+    return detail, info
 
 
-def run_hog(ctx: Context) -> None:
-    for name in ("import", "context"):
-        if run_step(ctx, name)["status"] != "passed":
+def run_in_new_thread(ctx: Context, name: str) -> dict[str, Any]:
+    """Run a step in a thread of its own: torch gives each thread its own cuBLAS/cuDNN handle,
+    so the step creates one while the memory is held."""
+    box: list[dict[str, Any]] = []
+    worker = threading.Thread(target=lambda: box.append(run_step(ctx, name, measure=True)))
+    worker.daemon = True
+    worker.start()
+    worker.join()
+    return box[0] if box else {"status": "failed"}
+
+
+def run_reproduce(ctx: Context) -> None:
+    probe = str(ctx.config.get("probe", "gemm-fp32"))
+    in_thread = ctx.config.get("hold") == "torch-cache"
+    steps = [str(s) for s in ctx.config.get("steps", ["import", "context", probe])]
+    for position, name in enumerate(steps):
+        rest = steps[position + 1 :]
+        if name == "warm-up":
+            result = run_step(ctx, name, STEP_FUNCTIONS[probe], measure=True)
+        elif name == "hold":
+            result = run_step(ctx, name, step_hold)
+        elif name == probe and in_thread:
+            result = run_in_new_thread(ctx, name)
+        else:
+            result = run_step(ctx, name, measure=name == probe)
+        if result["status"] == "failed" and rest:
+            skip_rest(rest, f"`{name}` failed")
             return
-    chunks: list[Any] = []
-    emit({"event": "ready"})
-    for line in sys.stdin:
-        try:
-            command = json.loads(line)
-            reply = hold(ctx, chunks, int(command["leave_mib"]) * MIB)
-        except Exception as exc:  # noqa: BLE001 (reported, the hog keeps what it holds)
-            reply = {"event": "holding", "error": error_text(exc)}
-        emit(reply)
 
 
 # --- entry point ----------------------------------------------------------------------------
@@ -439,18 +639,19 @@ def exit_when_stdin_closes() -> None:
 
 def main(argv: list[str]) -> None:
     config: dict[str, Any] = json.loads(argv[0]) if argv else {}
+    claim_stdout()
     faulthandler.enable()  # a native crash leaves the Python stack on stderr
     budget = float(config.get("budget", 0) or 0)
     if budget > 0:
         # Native watchdog: ends the process even when a CUDA call hangs holding the GIL.
         faulthandler.dump_traceback_later(budget, exit=True)
     ctx = Context(config)
-    if config.get("mode") == "hog":
-        run_hog(ctx)
-        return
     if config.get("watch_stdin"):
         threading.Thread(target=exit_when_stdin_closes, daemon=True).start()
-    run_smoke(ctx)
+    if config.get("mode") == "reproduce":
+        run_reproduce(ctx)
+    else:
+        run_smoke(ctx)
     emit({"event": "done"})
     # Everything is reported: skip the interpreter's (and torch's) teardown, which can take
     # longer than all the steps together. The driver releases the context at exit anyway.

@@ -1,5 +1,9 @@
 """Error text → status code → finding code. The patterns are data: add a row, not a branch.
 
+torch raises ``RuntimeError`` for CUDA errors up to 2.7 and ``torch.AcceleratorError`` (a
+``RuntimeError`` subclass, pytorch/pytorch#152023) from 2.8, ``torch.OutOfMemoryError`` for its
+allocator: the rows match the message, never the class name.
+
 Order matters, first match wins: ``CUBLAS_STATUS_ALLOC_FAILED`` is an allocation failure, but
 it must not be read as a generic CUDA out-of-memory, so the specific rows come first. Rows with
 ``poisons=True`` name errors after which the CUDA context is unusable ("sticky" errors): the
@@ -25,18 +29,40 @@ from envdoctor.smoke.model import (
 
 @record
 class Pattern:
-    """A finding ``code`` for error texts matching ``regex`` (case-insensitive)."""
+    """A finding ``code`` for error texts matching ``regex`` (case-insensitive).
+
+    ``memory``: a shortage of device memory is known to produce this text (the source is in the
+    fixture that carries it); ``--reproduce`` counts such a failure under pressure as memory
+    pressure confirmed, whatever library reported it.
+    """
 
     code: str
     regex: str
     status: str = ""  # the status shown when the text carries no status code of its own
     poisons: bool = False
+    memory: bool = False
 
 
 PATTERNS: tuple[Pattern, ...] = (
-    Pattern("smoke.cublas-alloc-failed", r"CUBLAS_STATUS_ALLOC_FAILED"),
-    Pattern("smoke.cublas-not-initialized", r"CUBLAS_STATUS_NOT_INITIALIZED"),
-    Pattern("smoke.cudnn-not-initialized", r"CUDNN_STATUS_NOT_INITIALIZED"),
+    Pattern("smoke.cublas-alloc-failed", r"CUBLAS_STATUS_ALLOC_FAILED", memory=True),
+    Pattern("smoke.cublas-not-initialized", r"CUBLAS_STATUS_NOT_INITIALIZED", memory=True),
+    Pattern("smoke.cudnn-not-initialized", r"CUDNN_STATUS_NOT_INITIALIZED", memory=True),
+    # cuDNN 8's and cuDNN 9's allocation statuses.
+    Pattern(
+        "smoke.cudnn-failed",
+        r"CUDNN_STATUS_ALLOC_FAILED|CUDNN_STATUS_INTERNAL_ERROR_(HOST|DEVICE)_ALLOCATION_FAILED",
+        memory=True,
+    ),
+    # torch's cuDNN frontend path tries every engine, swallows each one's status (an engine
+    # whose workspace does not fit fails like any other) and reports only this.
+    Pattern(
+        "smoke.cudnn-failed",
+        r"(GET|FIND) was unable to find an engine",
+        status="cuDNN found no engine that could run",
+        memory=True,
+    ),
+    # cuDNN 8 loads its kernels at first use; without device memory for them: internal error.
+    Pattern("smoke.cudnn-failed", r"CUDNN_STATUS_INTERNAL_ERROR\b", memory=True),
     Pattern(
         "smoke.cudnn-version-mismatch",
         r"cuDNN version (incompatibility|mismatch)",
@@ -110,6 +136,7 @@ PATTERNS: tuple[Pattern, ...] = (
         "smoke.out-of-memory",
         r"out of memory|OutOfMemoryError|CUDA_ERROR_OUT_OF_MEMORY|cudaErrorMemoryAllocation",
         status="cudaErrorMemoryAllocation",
+        memory=True,
     ),
     Pattern("smoke.cublas-failed", r"CUBLAS_STATUS_\w+"),
     Pattern(
@@ -157,6 +184,7 @@ class Classification:
     code: str
     status: str
     poisons: bool = False
+    memory: bool = False
 
 
 def classify_text(text: str) -> Classification:
@@ -165,7 +193,7 @@ def classify_text(text: str) -> Classification:
     for pattern, regex in _COMPILED:
         if regex.search(text):
             status = status_match.group(1) if status_match else pattern.status
-            return Classification(pattern.code, status, pattern.poisons)
+            return Classification(pattern.code, status, pattern.poisons, pattern.memory)
     return Classification(UNCLASSIFIED, status_match.group(1) if status_match else "")
 
 

@@ -36,7 +36,7 @@ CODES: dict[str, CodeInfo] = {
         "cuBLAS could not allocate its handle (CUBLAS_STATUS_ALLOC_FAILED)",
         _fix(
             "Find out whether GPU memory was exhausted when cuBLAS started",
-            "envdoctor smoke --reproduce cublas-alloc   # confirms or rules out memory pressure",
+            "envdoctor smoke --reproduce cublas-alloc   # does running out of memory produce it?",
         ),
     ),
     "smoke.cublas-not-initialized": CodeInfo(
@@ -52,7 +52,7 @@ CODES: dict[str, CodeInfo] = {
         "cuDNN failed to initialise (CUDNN_STATUS_NOT_INITIALIZED)",
         _fix(
             "Find out whether GPU memory ran out or a foreign cuDNN was loaded",
-            "envdoctor smoke --reproduce cudnn-init   # confirms or rules out memory pressure",
+            "envdoctor smoke --reproduce cudnn-init   # does running out of memory produce it?",
         ),
     ),
     "smoke.cudnn-version-mismatch": CodeInfo(
@@ -271,6 +271,15 @@ CODES: dict[str, CodeInfo] = {
         Severity.INFO,
         "memory pressure does not reproduce the error",
         _fix("Look for a cause other than memory pressure"),
+    ),
+    "smoke.reproduce-refused": CodeInfo(
+        Severity.WARNING,
+        "the reproduction was not started: the GPU is in use by other processes",
+        _fix(
+            "Reproduce on an idle GPU, or name the GPU and accept the risk",
+            "envdoctor smoke --reproduce <kind> --gpu N --force   # other jobs on GPU N may fail",
+        ),
+        inconclusive=True,
     ),
     "smoke.reproduce-inconclusive": CodeInfo(
         Severity.WARNING,

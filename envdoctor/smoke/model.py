@@ -82,6 +82,8 @@ class ChildRun:
     returncode: int | None = None
     stderr_tail: str = ""
     pid: int | None = None
+    # (PID, /proc state letter) of the child or its descendants still there after SIGKILL
+    survivors: tuple[tuple[int, str], ...] = ()
 
     @property
     def failed(self) -> tuple[StepResult, ...]:

@@ -10,7 +10,7 @@ from envdoctor.model.finding import Finding
 from envdoctor.render.report_json import finding_to_json
 from envdoctor.render.text import UNICODE, Marks, render_text
 from envdoctor.smoke.model import FAILED, PASSED, ChildRun, SmokeRun, StepResult
-from envdoctor.smoke.reproduce import Probe, ReproduceRun
+from envdoctor.smoke.reproduce import TORCH_CACHE, Probe, ReproduceRun
 
 SMOKE_SCHEMA_VERSION = 1
 
@@ -43,6 +43,7 @@ def render_smoke_text(
     marks: Marks = UNICODE,
 ) -> str:
     out = [f"envdoctor smoke — {run.python}  ({run.seconds:.1f} s, GPUs in parallel)", ""]
+    out.extend([*(f"note: {note}" for note in run.notes), *([""] if run.notes else [])])
     for child in run.runs:
         out.extend(run_lines(child, marks))
         out.append("")
@@ -60,9 +61,19 @@ def render_reproduce_text(
     marks: Marks = UNICODE,
 ) -> str:
     label = run.target.label if run.target else "GPU"
-    out = [f"envdoctor smoke --reproduce {run.kind} — {label}  ({run.seconds:.1f} s)", ""]
+    how = (
+        "torch's cache holds the memory, a new thread runs the step"
+        if run.hold == TORCH_CACHE
+        else "memory held outside torch"
+    )
+    out = [f"envdoctor smoke --reproduce {run.kind} — {label}, {how}  ({run.seconds:.1f} s)", ""]
+    out.extend(f"note: {note}" for note in run.notes)
     for probe in run.probes:
-        level = "no pressure" if probe.leave_mib is None else f"{probe.leave_mib} MiB left free"
+        level = (
+            "nothing held"
+            if probe.leave_mib is None
+            else f"asked to leave {probe.leave_mib} MiB free after the context"
+        )
         out.append(f"{level}:")
         out.extend(step_line(step, marks) for step in probe.run.steps)
     if run.problem:
@@ -95,6 +106,7 @@ def child_json(child: ChildRun) -> dict[str, Any]:
         "returncode": child.returncode,
         "steps": [step_json(s) for s in child.steps],
         "stderr_tail": child.stderr_tail,
+        "survivors": [{"pid": pid, "state": state} for pid, state in child.survivors],
     }
 
 
@@ -109,6 +121,7 @@ def smoke_json(facts: Facts, run: SmokeRun, findings: tuple[Finding, ...]) -> di
         "seconds": run.seconds,
         "runs": [child_json(c) for c in run.runs],
         "not_run": [{"label": n.label, "reason": n.reason} for n in run.not_run],
+        "notes": list(run.notes),
         "findings": [finding_to_json(f) for f in findings],
     }
 
@@ -116,10 +129,14 @@ def smoke_json(facts: Facts, run: SmokeRun, findings: tuple[Finding, ...]) -> di
 def _probe_json(probe: Probe) -> dict[str, Any]:
     return {
         "leave_mib": probe.leave_mib,
-        "free_before": probe.free_before,
         "free_in_probe": probe.free_in_probe,
+        "held": probe.held,
+        "free_at_step": probe.free_at_step,
+        "free_after": probe.free_after,
         "passed": probe.passed,
         "code": probe.code,
+        "memory": bool(probe.found and probe.found.memory),
+        "error": probe.failed_step.error if probe.failed_step else "",
         "run": child_json(probe.run),
     }
 
@@ -135,6 +152,12 @@ def reproduce_json(
         "exit_code": exit_code,
         "problem": run.problem,
         "seconds": run.seconds,
+        "hold": run.hold,
+        "refused": run.refused,
+        "nvml_free_before": run.nvml_free,
+        "context_cost": run.context_cost,
+        "first_use_cost": run.first_use_cost,
+        "notes": list(run.notes),
         "probes": [_probe_json(p) for p in run.probes],
         "findings": [finding_to_json(f) for f in findings],
     }

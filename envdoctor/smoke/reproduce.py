@@ -1,80 +1,99 @@
-"""``envdoctor smoke --reproduce cublas-alloc|cudnn-init``: is memory pressure the cause, here?
+"""``envdoctor smoke --reproduce cublas-alloc|cudnn-init``: does running out of GPU memory
+produce this failure, here?
 
-A sacrificial *hog* child creates a context on the GPU and reserves device memory (with torch's
-caching allocator off, so what it frees is really freed) until only ``--leave`` MiB remain; a
-*probe* child then runs the cuBLAS (a GEMM) or cuDNN (a convolution) initialisation on the same
-GPU. Without ``--leave`` the hog walks down a ladder (2048 … 0 MiB) and bisects between the last
-level that passed and the first that failed, so the report says at which threshold the error
-appears — or that it never does. A first probe with no memory held is the baseline.
+Every probe is one child of the target interpreter that imports torch, creates its CUDA context,
+holds device memory *itself* until only ``leave`` MiB are free, then runs the first GEMM (cuBLAS)
+or the first convolution (cuDNN). The memory is held after the context exists, so the context's
+own cost (issue #19 expects 0.4 to 0.6 GiB on a data-centre GPU) never eats into ``leave``; the baseline probe
+measures that cost (NVML's free memory before it, minus the probe's after its context) and what
+the first GEMM or convolution takes (handle, workspace, kernels). The memory is taken with the
+CUDA driver API, outside torch's caching allocator: neither torch nor the library can get it
+back, exactly like memory another process holds.
 
-Both children live in one ``ChildSet``: they are killed when the reproduction ends, times out,
-or is interrupted (Ctrl-C, SIGTERM); the hog also exits by itself when its stdin closes.
+``in_process`` reproduces the commonest real case instead (pytorch/pytorch#128601): the first
+GEMM or convolution runs on the main thread, torch's own cache then holds the memory (tensors
+allocated and freed: torch keeps it reserved), and the step runs again in a new thread, which
+must create its own cuBLAS or cuDNN handle outside torch's allocator.
+
+The search: a baseline with nothing held, then a ladder down (2048 … 64 MiB) to the first
+failure, then the last tens of MiB (48 … 0) where handle creation itself fails, then a
+bisection between the highest level that failed and the lowest above it that passed, down to
+4 MiB. Any failure of the step whose
+text names a memory shortage (``Pattern.memory``: the status asked about, but also torch's
+``OutOfMemoryError`` from the workspace, cuDNN's allocation statuses, "unable to find an
+engine") confirms memory pressure; every level's verbatim text is kept as evidence.
+
+Safety: a GPU NVML shows in use by other processes is never filled unless the user names it
+(``--gpu N --force``); ``CUDA_VISIBLE_DEVICES`` bounds the choice; a GPU in the Prohibited
+compute mode, or in an exclusive mode owned by another process, cannot be probed at all.
 """
 
 from __future__ import annotations
 
 import dataclasses
-import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
-from typing import Any
 
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.facts import Facts
+from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Found, why_missing
+from envdoctor.model.probed import Found, value_or, why_missing
 from envdoctor.model.record import record
+from envdoctor.model.units import GiB, MiB
 from envdoctor.model.units import format_bytes as fmt_bytes
-from envdoctor.platform.processes import ChildProcess, ChildSet, Eof, Timeout, sigterm_raises
-from envdoctor.smoke.attribute import child_findings, gpu_of, memory_picture
-from envdoctor.smoke.classify import classify
+from envdoctor.platform.processes import ChildSet, sigterm_raises
+from envdoctor.smoke.attribute import child_findings, describe_survivors, gpu_of, memory_picture
+from envdoctor.smoke.classify import Classification, classify
 from envdoctor.smoke.codes import CODES, DOCS
-from envdoctor.smoke.model import FAILED, ChildRun, Target
+from envdoctor.smoke.environment import child_environment
+from envdoctor.smoke.model import ChildRun, StepResult, Target
 from envdoctor.smoke.runner import (
-    BACKSTOP_S,
     SmokeOptions,
     monitor,
     not_started,
-    parse_line,
     plan,
     smoke_config,
     start_child,
 )
 
-MiB = 1 << 20
-LADDER_MIB = (2048, 1024, 512, 256, 128, 64, 0)
-REFINE_ROUNDS = 4
-REFINE_GRAIN_MIB = 16
+LADDER_MIB = (2048, 1024, 512, 256, 128, 64)
+GRAIN_MIB = 4
+LOW_MIB = (48, 32, 16, 8, 4, 0)
+BUDGET_S = 300.0
+# More than this in use on a GPU NVML lists no process for: someone else's (another container's
+# processes are invisible from here). It leaves room for the driver's own reservations on an
+# idle GPU (their size on an H100 is still to be read on one: docs/smoke.md).
+IDLE_USED = 1 * GiB
+RAW = "raw"
+TORCH_CACHE = "torch-cache"
 
 
 @record
 class Kind:
     step: str
-    codes: frozenset[str]
     status: str
     what: str
+    library: str
 
 
 KINDS = {
     "cublas-alloc": Kind(
-        "gemm-fp32",
-        frozenset({"smoke.cublas-alloc-failed", "smoke.cublas-not-initialized"}),
-        "CUBLAS_STATUS_ALLOC_FAILED",
-        "cuBLAS initialisation (first GEMM)",
+        "gemm-fp32", "CUBLAS_STATUS_ALLOC_FAILED", "cuBLAS initialisation (first GEMM)", "cuBLAS"
     ),
     "cudnn-init": Kind(
         "conv-forward",
-        frozenset({"smoke.cudnn-not-initialized"}),
         "CUDNN_STATUS_NOT_INITIALIZED",
         "cuDNN initialisation (first convolution)",
+        "cuDNN",
     ),
 }
 
 
 @dataclass(frozen=True)
 class ReproduceOptions:
-    """``timeout`` bounds each child (the hog's set-up, each probe, each hog command)."""
+    """``timeout`` bounds each probe child; ``budget`` the whole search (no probe starts after
+    it); ``force`` allows filling a GPU others use, only with ``gpu`` named."""
 
     python: str
     kind: str
@@ -82,44 +101,83 @@ class ReproduceOptions:
     leave_mib: int | None = None
     timeout: float = 60.0
     env: Mapping[str, str | None] = field(default_factory=dict)
+    force: bool = False
+    in_process: bool = False
+    budget: float = BUDGET_S
     ladder: tuple[int, ...] = LADDER_MIB
-    refine: int = REFINE_ROUNDS
+    grain: int = GRAIN_MIB
+    low: tuple[int, ...] = LOW_MIB
 
     def __post_init__(self) -> None:
         if self.kind not in KINDS:
-            raise EnvdoctorError(
-                f"--reproduce takes {' or '.join(KINDS)}, not {self.kind!r}",
-            )
+            raise EnvdoctorError(f"--reproduce takes {' or '.join(KINDS)}, not {self.kind!r}")
         if self.leave_mib is not None and self.leave_mib < 0:
             raise EnvdoctorError("--leave must be zero or a positive number of MiB")
-        if self.timeout <= 0:
-            raise EnvdoctorError("--timeout must be a positive number of seconds")
+        if self.timeout <= 0 or self.budget <= 0:
+            raise EnvdoctorError("--timeout and --budget must be positive numbers of seconds")
+        if self.force and self.gpu is None:
+            raise EnvdoctorError(
+                "--force needs --gpu N: name the GPU you accept to fill, other jobs on it may fail"
+            )
+
+    @property
+    def hold(self) -> str:
+        return TORCH_CACHE if self.in_process else RAW
 
 
 @record
 class Probe:
-    """One probe run: how much the hog left free (None: no pressure), and what happened."""
+    """One probe: how much it left free after its context (None: the baseline), and its run."""
 
     leave_mib: int | None
-    free_before: int | None
     run: ChildRun
-    code: str = ""
+    found: Classification | None = None  # the failed step's classification
 
     @property
     def passed(self) -> bool:
         return self.run.ok
 
     @property
-    def free_in_probe(self) -> int | None:
-        """Free memory the probe itself measured right after creating its context."""
-        value = self.run.info("free")
-        return int(value) if value and value.isdigit() else None
+    def failed_step(self) -> StepResult | None:
+        failed = self.run.failed
+        return failed[0] if failed else None
+
+    @property
+    def code(self) -> str:
+        return self.found.code if self.found else ""
 
     def first_error(self) -> str:
-        for step in self.run.steps:
-            if step.status == FAILED:
-                return step.first_line
-        return ""
+        step = self.failed_step
+        return step.first_line if step else ""
+
+    def _int(self, key: str) -> int | None:
+        value = self.run.info(key)
+        return int(value) if value and value.isdigit() else None
+
+    @property
+    def free_in_probe(self) -> int | None:
+        """Free memory the probe measured right after creating its own context."""
+        return self._int("free")
+
+    @property
+    def free_held(self) -> int | None:
+        """Free memory once the probe held what it was asked to."""
+        return self._int("free_held")
+
+    @property
+    def held(self) -> int:
+        return self._int("held") or 0
+
+    @property
+    def free_after(self) -> int | None:
+        """Free memory after the step under test (the last step that measured it)."""
+        values = [v for s in self.run.steps if (v := s.get("free_after")) and v.isdigit()]
+        return int(values[-1]) if values else None
+
+    @property
+    def free_at_step(self) -> int | None:
+        """Free memory when the step under test began."""
+        return self.free_held if self.leave_mib is not None else self.free_in_probe
 
 
 @dataclass(frozen=True)
@@ -127,75 +185,172 @@ class ReproduceRun:
     kind: str
     target: Target | None
     probes: tuple[Probe, ...] = ()
-    problem: str = ""  # why the reproduction could not be carried out
+    problem: str = ""  # why the reproduction stopped or could not be carried out
+    refused: bool = False  # the GPU is in use by others: nothing was started
     total: int | None = None
     seconds: float = 0.0
-    hog_pid: int | None = None
+    hold: str = RAW
+    nvml_free: int | None = None  # NVML's free memory on the target before any probe
+    notes: tuple[str, ...] = ()
+    evidence: tuple[tuple[str, str], ...] = ()  # what the choice of GPU was based on
+
+    @property
+    def context_cost(self) -> int | None:
+        """What the probe's own CUDA context took: NVML's free before it minus its own after."""
+        free = self.probes[0].free_in_probe if self.probes else None
+        if self.nvml_free is None or free is None:
+            return None
+        return max(0, self.nvml_free - free)
+
+    @property
+    def first_use_cost(self) -> int | None:
+        """What the first GEMM or convolution kept (handle, workspace, kernels), at baseline."""
+        if not self.probes or not self.probes[0].passed:
+            return None
+        first = self.probes[0]
+        before, after = first.free_in_probe, first.free_after
+        return max(0, before - after) if before is not None and after is not None else None
 
 
-class _HogError(Exception):
-    pass
+class _StopError(Exception):
+    """The search cannot go on (a probe survived SIGKILL, the budget ran out)."""
 
 
-def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
-    """Run the hog and the probes; always leaves no child behind."""
-    started = time.monotonic()
-    kind = KINDS[options.kind]
+# --- choosing the GPU -----------------------------------------------------------------------
+
+
+@record
+class Choice:
+    target: Target | None
+    problem: str = ""
+    refused: bool = False
+    evidence: tuple[tuple[str, str], ...] = ()
+
+
+def choose_gpu(facts: Facts, options: ReproduceOptions) -> Choice:
+    """The GPU to fill: the one named, else the first that CUDA_VISIBLE_DEVICES leaves and that
+    no other process uses. Raises EnvdoctorError for a GPU that does not exist or is hidden."""
     smoke = SmokeOptions(
         python=options.python,
         timeout=options.timeout,
         step_timeout=options.timeout,
         gpus=(options.gpu,) if options.gpu is not None else (),
-        env=options.env,
     )
     targets, not_run = plan(facts, smoke)
     if not targets:
         why = not_run[0].reason if not_run else "no GPU to test"
-        return ReproduceRun(options.kind, None, problem=why)
-    target = targets[0]
-    steps = ("import", "context", kind.step)
-    probes: list[Probe] = []
-    problem = ""
-    total: int | None = None
-    hog_pid: int | None = None
-    with sigterm_raises(), ChildSet() as children:
-        rounds = 2 + len(options.ladder) + options.refine
-        hog_config = {
-            "mode": "hog",
-            "device": target.device,
-            "index": target.index,
-            "budget": options.timeout * rounds * 2 + BACKSTOP_S,
-        }
-        hog_env = {**options.env, "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
-        hog = start_child(children, target, options.python, hog_config, hog_env)
-        if isinstance(hog, str):
-            return ReproduceRun(options.kind, target, problem=f"cannot start the hog: {hog}")
-        hog_pid = hog.pid
-        setup = monitor(
-            hog,
-            target,
-            options.python,
-            ("import", "context"),
-            step_timeout=options.timeout,
-            budget=options.timeout,
-            stop_after="ready",
+        return Choice(None, why, evidence=not_run[0].evidence if not_run else ())
+    blocked: list[tuple[str, str]] = []
+    busy: list[tuple[str, str]] = []
+    for target in targets:
+        gpu = _nvml_gpu(facts, target)
+        mode = _compute_mode_block(gpu)
+        in_use = _in_use(gpu)
+        if mode:
+            blocked.append((target.label, mode))
+        elif in_use and not (options.force and options.gpu is not None):
+            busy.append((target.label, in_use))
+        else:
+            forced = (("filled although in use (--force)", in_use),) if in_use else ()
+            return Choice(target, evidence=forced)
+    if busy:
+        why = "; ".join(f"{label} is in use: {reason}" for label, reason in busy)
+        return Choice(None, why, True, (*busy, *blocked))
+    why = "; ".join(reason for _, reason in blocked)
+    return Choice(None, why, evidence=tuple(blocked))
+
+
+def _nvml_gpu(facts: Facts, target: Target) -> GpuFacts | None:
+    if not isinstance(facts.nvml, Found) or len(target.nvml_indices) != 1:
+        return None
+    return next((g for g in facts.nvml.value.gpus if g.index == target.nvml_indices[0]), None)
+
+
+def _holders(gpu: GpuFacts) -> str:
+    procs = gpu.processes.value if isinstance(gpu.processes, Found) else ()
+    shown = [
+        f"PID {p.pid} `{value_or(p.name, '?')}`"
+        + (f" ({fmt_bytes(used)})" if (used := value_or(p.used_memory, None)) else "")
+        for p in procs[:3]
+    ]
+    return ", ".join(shown) + (f" and {len(procs) - 3} more" if len(procs) > 3 else "")
+
+
+def _compute_mode_block(gpu: GpuFacts | None) -> str:
+    """Why no probe can create a context on this GPU at all (its compute mode), or ""."""
+    if gpu is None:
+        return ""
+    mode = value_or(gpu.compute_mode, "default")
+    if mode == "prohibited":
+        return f"GPU {gpu.index} is in the Prohibited compute mode: no process may create a context"
+    procs = value_or(gpu.processes, ())
+    if mode.startswith("exclusive") and procs:
+        return (
+            f"GPU {gpu.index} is in the {mode} compute mode and {_holders(gpu)} owns it: "
+            "no other process can create a context there"
         )
-        if setup.failed:
-            first = setup.failed[0]
-            return ReproduceRun(
-                options.kind,
-                target,
-                problem=f"the memory-holding child failed in `{first.step}`: {first.first_line}",
-                hog_pid=hog_pid,
-            )
-        total = int(setup.info("total") or 0) or None
+    return ""
+
+
+def _in_use(gpu: GpuFacts | None) -> str:
+    """Why this GPU counts as used by someone else ("" when it does not)."""
+    if gpu is None:
+        return "NVML cannot say whether other processes use it (no NVML reading for this GPU)"
+    if isinstance(gpu.processes, Found) and gpu.processes.value:
+        return f"NVML lists {_holders(gpu)} on it"
+    memory = gpu.memory
+    if isinstance(memory, Found) and memory.value.used > IDLE_USED:
+        return (
+            f"{fmt_bytes(memory.value.used)} of its memory is in use although NVML lists no "
+            "process (processes in other containers are invisible from here)"
+        )
+    if not isinstance(memory, Found) and not isinstance(gpu.processes, Found):
+        return f"NVML can say neither which processes use it nor how much memory is in use ({why_missing(memory)})"
+    return ""
+
+
+# --- running the probes ---------------------------------------------------------------------
+
+
+def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
+    """Choose the GPU, run the baseline and the search; always leaves no child behind."""
+    started = time.monotonic()
+    kind = KINDS[options.kind]
+    choice = choose_gpu(facts, options)
+    environment = child_environment(facts, options.env)
+    base = ReproduceRun(
+        options.kind,
+        choice.target,
+        hold=options.hold,
+        notes=environment.notes,
+        evidence=choice.evidence,
+    )
+    if choice.target is None:
+        return dataclasses.replace(base, problem=choice.problem, refused=choice.refused)
+    target = choice.target
+    gpu = _nvml_gpu(facts, target)
+    nvml_free = gpu.memory.value.free if gpu and isinstance(gpu.memory, Found) else None
+    probes: list[Probe] = []
+    deadline = started + options.budget
+    smoke = SmokeOptions(python=options.python, timeout=options.timeout)
+    env = environment.as_dict()
+
+    with sigterm_raises(), ChildSet() as children:
 
         def probe(leave: int | None) -> Probe:
-            free = None
-            if leave is not None:
-                free = _hold(hog, leave, options.timeout)
-            config = smoke_config(target, smoke, steps)
-            child = start_child(children, target, options.python, config, options.env)
+            if probes and time.monotonic() > deadline:
+                raise _StopError(
+                    f"the time budget of {options.budget:g} s ran out after {len(probes)} probes"
+                )
+            steps = probe_steps(kind, options, leave)
+            config = {
+                **smoke_config(target, smoke, steps),
+                "mode": "reproduce",
+                "probe": kind.step,
+                "leave_mib": leave,
+                "hold": options.hold,
+            }
+            child = start_child(children, target, options.python, config, env)
             if isinstance(child, str):
                 run = not_started(target, options.python, child, steps)
             else:
@@ -208,220 +363,200 @@ def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
                     budget=options.timeout,
                 )
             failed = run.failed
-            code = classify(failed[0]).code if failed else ""
-            result = Probe(leave, free, run, code)
+            result = Probe(leave, run, classify(failed[0]) if failed else None)
             probes.append(result)
+            if run.survivors:
+                raise _StopError(
+                    f"a probe is still there after SIGKILL ({describe_survivors(run.survivors)}):"
+                    " the memory it holds may never come back, so the search stopped"
+                )
             return result
 
         try:
-            baseline = probe(None)
-            if baseline.passed:
-                _search(probe, options, kind, baseline)
-        except _HogError as exc:
+            search(probe, options)
+        except _StopError as exc:
             problem = str(exc)
-        hog.close_stdin()
-    return ReproduceRun(
-        options.kind,
-        target,
-        tuple(probes),
-        problem,
-        total,
-        round(time.monotonic() - started, 3),
-        hog_pid,
+        else:
+            problem = ""
+    total = probes[0].run.info("total") if probes else None
+    return dataclasses.replace(
+        base,
+        probes=tuple(probes),
+        problem=problem,
+        total=int(total) if total and total.isdigit() else None,
+        seconds=round(time.monotonic() - started, 3),
+        nvml_free=nvml_free,
     )
 
 
-def _search(probe: Any, options: ReproduceOptions, kind: Kind, baseline: Probe) -> None:
-    """Walk the ladder down to the first failure, then bisect towards the threshold."""
+def probe_steps(kind: Kind, options: ReproduceOptions, leave: int | None) -> tuple[str, ...]:
+    warm = ("warm-up",) if options.in_process else ()
+    hold = ("hold",) if leave is not None else ()
+    return ("import", "context", *warm, *hold, kind.step)
+
+
+def search(probe: Callable[[int | None], Probe], options: ReproduceOptions) -> None:
+    """Baseline; then ``--leave`` alone, or: down the ladder to the first failure, the last
+    tens of MiB below it, then a bisection between the highest level that failed and the
+    lowest one above it that passed, down to ``grain`` MiB."""
+    baseline = probe(None)
+    if not baseline.passed:
+        return
     if options.leave_mib is not None:
         probe(options.leave_mib)
         return
-    ceiling = baseline.free_in_probe
-    last_pass: int | None = None
-    first_fail: Probe | None = None
+    free = baseline.free_in_probe
+    ceiling = free // MiB if free is not None else None
+    done: dict[int, Probe] = {}
+
+    def at(level: int) -> Probe:
+        if level not in done:
+            done[level] = probe(level)
+        return done[level]
+
     for level in options.ladder:
-        if ceiling is not None and level * MiB >= ceiling:
+        if ceiling is not None and level >= ceiling:
             continue  # the GPU has less free than that already: the baseline covered it
-        result = probe(level)
-        if result.passed:
-            last_pass = level
-            continue
-        first_fail = result
-        break
-    if first_fail is None or first_fail.leave_mib is None:
-        return
-    high = last_pass if last_pass is not None else (ceiling or 0) // MiB
-    low = first_fail.leave_mib
-    found = first_fail.code in kind.codes
-    for _ in range(options.refine):
-        if high - low <= REFINE_GRAIN_MIB:
+        if not at(level).passed:
             break
-        middle = (high + low) // 2 // 8 * 8
-        result = probe(middle)
-        if result.passed:
+    for level in options.low:
+        if not done or level < min(done):
+            at(level)
+    failed = [level for level, result in done.items() if not result.passed]
+    if not failed:
+        return
+    low = max(failed)
+    high = min((lv for lv, r in done.items() if r.passed and lv > low), default=ceiling)
+    while high is not None and high - low > options.grain:
+        middle = (high + low) // 2 // options.grain * options.grain
+        if middle <= low:
+            break
+        if at(middle).passed:
             high = middle
         else:
             low = middle
-            if result.code in kind.codes:
-                found = True
-            elif found:
-                break  # a different failure between two hits: nothing finer to learn
-
-
-def _hold(hog: ChildProcess, leave_mib: int, timeout: float) -> int | None:
-    """Ask the hog to leave ``leave_mib`` MiB free; the free bytes it reports."""
-    if not hog.send(json.dumps({"leave_mib": leave_mib})):
-        raise _HogError(f"the memory-holding child is gone ({_exit_of(hog)})")
-    end = time.monotonic() + timeout
-    while True:
-        event = hog.read(end - time.monotonic())
-        if isinstance(event, Timeout):
-            raise _HogError(f"the memory-holding child did not answer within {timeout:g} s")
-        if isinstance(event, Eof):
-            raise _HogError(f"the memory-holding child exited ({_exit_of(hog)})")
-        message = parse_line(event.text)
-        if message is None or message.get("event") != "holding":
-            continue
-        if message.get("error"):
-            raise _HogError(
-                f"the memory-holding child could not reserve memory: {message['error']}"
-            )
-        free = message.get("free")
-        return int(free) if isinstance(free, int) else None
-
-
-def _exit_of(hog: ChildProcess) -> str:
-    code = hog.wait(1.0)
-    return "still running" if code is None else f"exit status {code}"
 
 
 # --- findings -------------------------------------------------------------------------------
 
 
 def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
-    kind = KINDS[run.kind]
     label = run.target.label if run.target else "GPU"
-    if run.problem and not run.probes:
-        return (_inconclusive(label, run.problem, _gpu_state(facts)),)
+    if run.refused:
+        return (_refused(run),)
     if not run.probes:
-        return (_inconclusive(label, "no probe ran", _gpu_state(facts)),)
-    baseline, pressured = run.probes[0], run.probes[1:]
-    # A level at or above what the GPU has free holds nothing: it is not pressure.
-    idle = [p for p in pressured if not _applies_pressure(p, baseline)]
+        why = run.problem or "no probe ran"
+        return (_inconclusive(label, why, run.evidence or _gpu_state(facts)),)
+    baseline = run.probes[0]
     if not baseline.passed:
-        note = (
-            "reproduce",
-            f"fails with no memory held by envdoctor ({_free(baseline)} free in the probe): "
-            "memory pressure is not needed to trigger it",
-        )
-        return tuple(
-            dataclasses.replace(f, evidence=(*f.evidence, note))
-            for f in child_findings(facts, baseline.run)
-        )
-    levels = ("levels tried", _levels(run.probes))
-    hits = [p for p in pressured if p.code in kind.codes]
+        return _baseline_failure(facts, run, baseline)
+    kind = KINDS[run.kind]
+    pressured = [p for p in run.probes[1:] if p.held > 0]
+    broke = [p for p in pressured if not p.passed]
+    memory = [p for p in broke if p.found and p.found.memory and _in_step(p, kind)]
     findings: list[Finding] = []
     if run.problem:
-        findings.append(_inconclusive(label, run.problem))
-    if hits:
-        findings.append(_reproduced(facts, run, kind, hits, levels))
-    elif any(not p.passed for p in pressured):
-        other = next(p for p in pressured if not p.passed)
-        info = CODES["smoke.pressure-other-error"]
-        findings.append(
-            Finding(
-                code="smoke.pressure-other-error",
-                severity=info.severity,
-                title=(
-                    f"{label}: under memory pressure the {kind.what} fails with "
-                    f"{other.code.split('.', 1)[1]} ({other.first_error()}), not {kind.status}"
-                ),
-                evidence=(levels, ("error under pressure", other.first_error())),
-                remediation=Remediation(
-                    summary=(
-                        f"Memory pressure does not produce {kind.status} with this torch; "
-                        "look for another cause"
-                    ),
-                    steps=("envdoctor smoke   # the full smoke run attributes other causes",),
-                    docs=DOCS,
-                ),
-                subject=label,
-            )
-        )
-    elif applied := [p for p in pressured if p not in idle]:
-        lowest = min(p.leave_mib or 0 for p in applied)
+        findings.append(_inconclusive(label, run.problem, (_levels(run),)))
+    if memory:
+        findings.append(_reproduced(facts, run, kind, memory))
+    elif broke:
+        findings.append(_other_error(run, kind, broke[0]))
+    elif pressured:
+        lowest = min(pressured, key=lambda p: p.free_at_step or 0)
         info = CODES["smoke.pressure-ruled-out"]
         findings.append(
             Finding(
                 code="smoke.pressure-ruled-out",
                 severity=info.severity,
                 title=(
-                    f"{label}: the {kind.what} succeeds even with only {lowest} MiB left free: "
-                    f"memory pressure does not produce {kind.status} here"
+                    f"{label}: the {kind.what} succeeds even with {_free(lowest.free_at_step)} "
+                    f"left free after its context: memory pressure does not make it fail here"
                 ),
-                evidence=(levels,),
+                evidence=(_levels(run), *_costs(run)),
                 remediation=info.fix,
                 subject=label,
             )
         )
-    elif idle:
+    elif not findings:
+        asked = ", ".join(str(p.leave_mib) for p in run.probes[1:]) or "none"
         why = (
-            f"leaving {idle[0].leave_mib} MiB free holds nothing: the GPU has only "
-            f"{_free(baseline)} free in the probe (choose a smaller --leave)"
+            f"nothing could be held: the GPU has only {_free(baseline.free_in_probe)} free "
+            f"after the probe's own context (levels asked: {asked} MiB)"
         )
-        findings.append(_inconclusive(label, why, (levels,)))
-    else:
-        findings.append(_inconclusive(label, "the GPU had too little free memory to vary it"))
-    return tuple(findings)
+        findings.append(_inconclusive(label, why, (_levels(run),)))
+    return tuple(_with_notes(f, run) for f in findings)
 
 
-def _applies_pressure(probe: Probe, baseline: Probe) -> bool:
-    free = baseline.free_in_probe
-    return probe.leave_mib is not None and (free is None or probe.leave_mib * MiB < free)
+def _in_step(probe: Probe, kind: Kind) -> bool:
+    step = probe.failed_step
+    return step is not None and step.step == kind.step
 
 
-def _gpu_state(facts: Facts) -> tuple[tuple[str, str], ...]:
-    """What NVML says of the GPUs: why none could be tested, when none could."""
-    nvml = facts.nvml
-    if isinstance(nvml, Found):
-        return (("GPUs NVML reports", str(len(nvml.value.gpus))),)
-    return (("NVML", why_missing(nvml)),)
+def _baseline_failure(facts: Facts, run: ReproduceRun, baseline: Probe) -> tuple[Finding, ...]:
+    label = run.target.label if run.target else "GPU"
+    if baseline.code == "smoke.device-busy":
+        why = (
+            "the GPU is busy or unavailable to a new process even with nothing held "
+            f"({baseline.first_error()}): another process owns it in an exclusive compute mode, "
+            "or its compute mode is Prohibited"
+        )
+        return (_inconclusive(label, why, _gpu_state(facts, run)),)
+    note = (
+        "reproduce",
+        f"fails with no memory held ({_free(baseline.free_in_probe)} free after the probe's own "
+        "context): memory pressure is not needed to trigger it",
+    )
+    return tuple(
+        dataclasses.replace(f, evidence=(*f.evidence, note))
+        for f in child_findings(facts, baseline.run)
+    )
 
 
-def _reproduced(
-    facts: Facts,
-    run: ReproduceRun,
-    kind: Kind,
-    hits: list[Probe],
-    levels: tuple[str, str],
-) -> Finding:
+def _reproduced(facts: Facts, run: ReproduceRun, kind: Kind, hits: list[Probe]) -> Finding:
     assert run.target is not None
     label = run.target.label
-    worst = max(hits, key=lambda p: p.leave_mib or 0)
-    above = [p for p in run.probes[1:] if p.passed and (p.leave_mib or 0) > (worst.leave_mib or 0)]
-    best_pass = min(above, key=lambda p: p.leave_mib or 0) if above else None
+    top = max(hits, key=lambda p: p.free_at_step or 0)
+    passes = [
+        p
+        for p in run.probes[1:]
+        if p.passed and p.held > 0 and (p.free_at_step or 0) > (top.free_at_step or 0)
+    ]
+    best = min(passes, key=lambda p: p.free_at_step or 0) if passes else None
+    how = "in a new thread while torch's cache holds the memory" if run.hold == TORCH_CACHE else ""
     title = (
-        f"{label}: {kind.status} reproduces under memory pressure — the {kind.what} fails "
-        f"with {worst.leave_mib} MiB left free"
+        f"{label}: memory pressure reproduces the failure — the {kind.what}"
+        f"{' ' + how if how else ''} fails with {_free(top.free_at_step)} free"
     )
-    if best_pass is not None:
-        title += f" and succeeds with {best_pass.leave_mib} MiB"
-    evidence: list[tuple[str, str]] = [levels, ("error", worst.first_error())]
-    if worst.free_in_probe is not None:
-        evidence.append(("free in the probe after its own context", fmt_bytes(worst.free_in_probe)))
+    if best is not None:
+        title += f" and succeeds with {_free(best.free_at_step)}"
+    evidence: list[tuple[str, str]] = [
+        _levels(run),
+        ("failures by free memory", _bands(run, kind)),
+        (
+            f"{kind.status} itself",
+            _where_status(hits, kind)
+            or f"did not appear: under pressure this torch reports the shortage with the "
+            f"texts above (verbatim), which mean the same: {kind.library} ran out of memory",
+        ),
+        *_costs(run),
+    ]
     gpu = gpu_of(facts, run.probes[0].run)
     picture = memory_picture(facts, None, gpu)
     if picture.free is not None:
         evidence.append(("memory before the reproduction (NVML)", picture.line(label)))
-    need = best_pass.leave_mib if best_pass is not None else worst.leave_mib
+    need = _per_process_need(run, best, top)
     steps = [
         f"kill {pid}   # `{name}` holds {fmt_bytes(used or 0)}"
         for pid, name, used in picture.holders[:3]
         if used
     ]
-    steps.append(
-        f"keep more than {need} MiB free on {label} for each process that starts CUDA work"
-    )
+    if run.hold == TORCH_CACHE:
+        steps.append(
+            "leave room outside torch's cache for new threads' handles: create them early "
+            "(run one GEMM/convolution in each worker thread first), or cap the cache with "
+            "torch.cuda.set_per_process_memory_fraction(...)"
+        )
+    steps.append(f"keep more than {need} free on {label} for each process that starts CUDA work")
     steps.append("or give the job a GPU of its own: CUDA_VISIBLE_DEVICES=<idle GPU>")
     info = CODES["smoke.pressure-reproduces"]
     return Finding(
@@ -430,10 +565,74 @@ def _reproduced(
         title=title,
         evidence=tuple(evidence),
         remediation=Remediation(
-            summary=f"On this machine {kind.status} means GPU memory ran out: free memory first",
+            summary=f"On this machine a {kind.library} initialisation failure means GPU memory "
+            "ran out: free memory first",
             steps=tuple(steps),
             docs=DOCS,
         ),
+        subject=label,
+    )
+
+
+def _per_process_need(run: ReproduceRun, best: Probe | None, top: Probe) -> str:
+    """What one process needs free: its context plus the first use's threshold."""
+    threshold = (best or top).free_at_step or 0
+    context = run.context_cost
+    if context is None:
+        return f"{fmt_bytes(threshold)} (after its CUDA context)"
+    return f"{fmt_bytes(threshold + context)} ({fmt_bytes(context)} for its CUDA context)"
+
+
+def _where_status(hits: list[Probe], kind: Kind) -> str:
+    levels = [p for p in hits if kind.status in (p.failed_step.error if p.failed_step else "")]
+    if not levels:
+        return ""
+    top = max(levels, key=lambda p: p.free_at_step or 0)
+    return f"appeared with {_free(top.free_at_step)} free or less"
+
+
+def _other_error(run: ReproduceRun, kind: Kind, other: Probe) -> Finding:
+    label = run.target.label if run.target else "GPU"
+    step = other.failed_step
+    where = f" in `{step.step}`" if step else ""
+    info = CODES["smoke.pressure-other-error"]
+    return Finding(
+        code="smoke.pressure-other-error",
+        severity=info.severity,
+        title=(
+            f"{label}: under memory pressure the {kind.what} fails{where} with "
+            f"{other.code.split('.', 1)[-1]} ({other.first_error()}), a text that does not name "
+            "a memory shortage"
+        ),
+        evidence=(_levels(run), ("error under pressure", other.first_error()), *_costs(run)),
+        remediation=Remediation(
+            summary="Memory pressure does not produce a memory error here; look for another cause",
+            steps=("envdoctor smoke   # the full smoke run attributes other causes",),
+            docs=DOCS,
+        ),
+        subject=label,
+    )
+
+
+def _refused(run: ReproduceRun) -> Finding:
+    info = CODES["smoke.reproduce-refused"]
+    label = run.target.label if run.target else "GPU"
+    return Finding(
+        code="smoke.reproduce-refused",
+        severity=info.severity,
+        title=f"the reproduction was not started — {run.problem}: filling it would starve that "
+        "work into out-of-memory errors",
+        evidence=(("why", run.problem), *run.evidence),
+        remediation=Remediation(
+            summary="Run the reproduction on an idle GPU, or accept the risk for one named GPU",
+            steps=(
+                "nvidia-smi --query-compute-apps=pid,process_name,used_memory --format=csv",
+                f"envdoctor smoke --reproduce {run.kind} --gpu N           # an idle GPU",
+                f"envdoctor smoke --reproduce {run.kind} --gpu N --force   # other jobs on GPU N may fail",
+            ),
+            docs=DOCS,
+        ),
+        inconclusive=True,
         subject=label,
     )
 
@@ -451,24 +650,100 @@ def _inconclusive(label: str, why: str, evidence: tuple[tuple[str, str], ...] = 
     )
 
 
-def _free(probe: Probe) -> str:
-    return fmt_bytes(probe.free_in_probe) if probe.free_in_probe is not None else "unknown"
+def _with_notes(finding: Finding, run: ReproduceRun) -> Finding:
+    """The finding plus how the GPU was chosen (--force) and what the environment lost."""
+    notes = (*run.evidence, *(("children's environment", note) for note in run.notes))
+    return dataclasses.replace(finding, evidence=(*finding.evidence, *notes)) if notes else finding
 
 
-def _levels(probes: tuple[Probe, ...]) -> str:
+def _gpu_state(facts: Facts, run: ReproduceRun | None = None) -> tuple[tuple[str, str], ...]:
+    """What NVML says of the GPUs: why none could be tested, or the target's compute mode."""
+    nvml = facts.nvml
+    if not isinstance(nvml, Found):
+        return (("NVML", why_missing(nvml)),)
+    gpu = _nvml_gpu(facts, run.target) if run and run.target else None
+    if gpu is not None:
+        mode = gpu.compute_mode
+        shown = mode.value if isinstance(mode, Found) else why_missing(mode)
+        return (("compute mode", shown), ("processes", _holders(gpu) or "none listed"))
+    return (("GPUs NVML reports", str(len(nvml.value.gpus))),)
+
+
+def _free(value: int | None) -> str:
+    return fmt_bytes(value) if value is not None else "unknown"
+
+
+def _costs(run: ReproduceRun) -> tuple[tuple[str, str], ...]:
+    out: list[tuple[str, str]] = []
+    if run.context_cost is not None:
+        out.append(
+            (
+                "the probe's own CUDA context",
+                f"{fmt_bytes(run.context_cost)} (NVML's free memory before it minus the probe's "
+                "after it); held memory is counted after it, so it is not in the levels",
+            )
+        )
+    if run.first_use_cost is not None:
+        out.append(
+            (
+                "the first use kept, at baseline",
+                f"{fmt_bytes(run.first_use_cost)} (handle, workspace, kernels)",
+            )
+        )
+    holder = next((p.run.info("holder") for p in run.probes if p.run.info("holder")), None)
+    if holder:
+        out.append(("memory held by", holder))
+    return tuple(out)
+
+
+def _outcome(probe: Probe) -> str:
+    if probe.passed:
+        return "passed"
+    step = probe.failed_step
+    where = f" in `{step.step}`" if step else ""
+    text = probe.first_error()
+    text = text if len(text) <= OUTCOME_CHARS else text[: OUTCOME_CHARS - 1] + "…"
+    return f"{probe.code}{where}: {text}"
+
+
+OUTCOME_CHARS = 120  # per level; the verbatim first lines are under "failures by free memory"
+
+
+def _levels(run: ReproduceRun) -> tuple[str, str]:
+    """The baseline, then every level from the most free memory down."""
     lines = []
+    ordered = sorted(run.probes, key=lambda p: -1 if p.leave_mib is None else -p.leave_mib - 1)
+    for p in sorted(ordered, key=lambda p: p.leave_mib is not None):
+        if p.leave_mib is None:
+            level = f"nothing held ({_free(p.free_in_probe)} free after the context)"
+        else:
+            level = f"{_free(p.free_at_step)} free (asked {p.leave_mib} MiB)"
+        lines.append(f"{level}: {_outcome(p)}")
+    return ("levels tried", "\n".join(lines))
+
+
+def _bands(run: ReproduceRun, kind: Kind) -> str:
+    """Consecutive levels that failed with the same text, from the most free memory down."""
     ordered = sorted(
-        probes, key=lambda p: float("inf") if p.leave_mib is None else p.leave_mib, reverse=True
+        (p for p in run.probes[1:] if p.held > 0 and not p.passed),
+        key=lambda p: -(p.free_at_step or 0),
     )
+    bands: list[tuple[Probe, Probe]] = []
     for p in ordered:
-        level = "no pressure" if p.leave_mib is None else f"{p.leave_mib} MiB left"
-        outcome = "passed" if p.passed else f"{p.code}: {p.first_error()}"
-        lines.append(f"{level} ({_free(p)} free in the probe): {outcome}")
-    return "\n".join(lines)
+        if bands and bands[-1][0].first_error() == p.first_error():
+            bands[-1] = (bands[-1][0], p)
+        else:
+            bands.append((p, p))
+    return "\n".join(
+        f"{_free(low.free_at_step)}–{_free(high.free_at_step)} free: {high.first_error()}"
+        if high is not low
+        else f"{_free(high.free_at_step)} free: {high.first_error()}"
+        for high, low in bands
+    )
 
 
 def reproduce_exit_code(findings: tuple[Finding, ...]) -> int:
-    """1: the error reproduced (or fails even without pressure); 0: it did not; 2: unknown."""
+    """1: the failure reproduced (or fails even without pressure); 0: it did not; 2: unknown."""
     codes = {f.code for f in findings}
     if "smoke.pressure-reproduces" in codes or any(f.severity >= Severity.ERROR for f in findings):
         return 1

@@ -32,6 +32,7 @@ from envdoctor.platform.processes import (
 )
 from envdoctor.smoke.child import MARK as MARK  # the child prints it: one definition
 from envdoctor.smoke.classify import POISON_REGEXES, poisons
+from envdoctor.smoke.environment import child_environment
 from envdoctor.smoke.model import (
     FAILED,
     GPU_STEPS,
@@ -47,6 +48,7 @@ from envdoctor.smoke.model import (
     StepResult,
     Target,
 )
+from envdoctor.smoke.visible import visible_gpus
 
 # The child's own native watchdog fires this long after the runner should have killed it.
 BACKSTOP_S = 5.0
@@ -112,7 +114,8 @@ def smoke_config(target: Target, options: SmokeOptions, steps: tuple[str, ...]) 
 
 
 def plan(facts: Facts, options: SmokeOptions) -> tuple[list[Target], list[NotRun]]:
-    """The GPUs to test: NVML's (each pinned by UUID), else the devices torch sees."""
+    """The GPUs to test: NVML's that CUDA_VISIBLE_DEVICES leaves to CUDA (each pinned by UUID),
+    else the devices torch sees."""
     if options.device == "cpu":
         return [Target("CPU", device="cpu")], []
     if isinstance(facts.nvml, Found) and facts.nvml.value.gpus:
@@ -136,9 +139,21 @@ def _nvml_targets(facts: Facts, options: SmokeOptions) -> tuple[list[Target], li
     if missing:
         have = ", ".join(map(str, sorted(known)))
         raise EnvdoctorError(f"no GPU {', '.join(map(str, missing))}: NVML sees GPU(s) {have}")
+    visible = visible_gpus(facts, gpus)
+    if visible.problem:
+        evidence = (("CUDA_VISIBLE_DEVICES", repr(visible.value)),)
+        return [], [NotRun("GPU", visible.problem, evidence)]
+    allowed = {g.index for g in visible.gpus}
+    hidden = sorted(set(options.gpus) - allowed)
+    if hidden:
+        raise EnvdoctorError(
+            f"GPU {', '.join(map(str, hidden))} is hidden by CUDA_VISIBLE_DEVICES="
+            f"{visible.value!r}, which leaves CUDA GPU(s) "
+            f"{', '.join(str(g.index) for g in visible.gpus)}"
+        )
     targets: list[Target] = []
     not_run: list[NotRun] = []
-    for gpu in gpus:
+    for gpu in visible.gpus:
         if options.gpus and gpu.index not in options.gpus:
             continue
         label = f"GPU {gpu.index}"
@@ -209,12 +224,9 @@ def monitor(
     *,
     step_timeout: float,
     budget: float,
-    stop_after: str | None = None,
 ) -> ChildRun:
-    """Read the child's protocol lines until it is done, hangs, or dies.
-
-    ``stop_after``: return as soon as that event arrives, leaving the child running (the hog).
-    """
+    """Read the child's protocol lines until it is done, hangs, or dies; a killed child's
+    survivors are re-checked and kept in the result."""
     results: dict[str, StepResult] = {}
     current: str | None = None
     mark = child.started
@@ -256,8 +268,6 @@ def monitor(
             current, mark = None, time.monotonic()
         elif kind == "done":
             done = True
-        if stop_after is not None and kind == stop_after:
-            return _child_run(target, python, steps, results, child, "completed", None)
         if done:
             break
     ending = "timeout" if hung else "completed"
@@ -265,6 +275,7 @@ def monitor(
     if returncode is None:
         child.kill()
         returncode = child.returncode
+    survivors = child.survivors()
     if not hung and not done and (_next_step(steps, results) is not None or returncode):
         died_in = current or _next_step(steps, results) or "exit"
         how = describe_exit(returncode if returncode is not None else -9)
@@ -280,7 +291,7 @@ def monitor(
         )
         ending = "crashed"
     child.close_stdin()
-    return _child_run(target, python, steps, results, child, ending, returncode)
+    return _child_run(target, python, steps, results, child, ending, returncode, survivors)
 
 
 def _child_run(
@@ -291,6 +302,7 @@ def _child_run(
     child: ChildProcess,
     ending: str,
     returncode: int | None,
+    survivors: tuple[tuple[int, str], ...] = (),
 ) -> ChildRun:
     ordered = [results[s] for s in steps if s in results]
     extra = [r for name, r in results.items() if name not in steps]
@@ -308,6 +320,7 @@ def _child_run(
         if ending != "completed" or any(r.status == FAILED for r in ordered)
         else "",
         pid=child.pid,
+        survivors=survivors,
     )
 
 
@@ -338,12 +351,17 @@ def _next_step(steps: tuple[str, ...], results: Mapping[str, StepResult]) -> str
     return None
 
 
+_DECODER = json.JSONDecoder()
+
+
 def parse_line(text: str) -> dict[str, Any] | None:
-    """A protocol line's JSON object, or None for any other output."""
-    if not text.startswith(MARK):
+    """The JSON object after the protocol marker, wherever the marker is in the line (output a
+    library wrote without a newline may precede it), or None for any other output."""
+    at = text.find(MARK)
+    if at < 0:
         return None
     try:
-        data = json.loads(text[len(MARK) :])
+        data, _ = _DECODER.raw_decode(text, at + len(MARK))
     except json.JSONDecodeError:
         return None
     return data if isinstance(data, dict) else None
@@ -372,6 +390,8 @@ def run_smoke(facts: Facts, options: SmokeOptions) -> SmokeRun:
     """Every planned GPU in parallel, then NCCL across the GPUs whose context came up."""
     started = time.monotonic()
     targets, not_run = plan(facts, options)
+    environment = child_environment(facts, options.env)
+    env = environment.as_dict()
     runs: list[ChildRun] = []
     with (
         ThreadPoolExecutor(max_workers=max(1, len(targets))) as pool,
@@ -381,7 +401,7 @@ def run_smoke(facts: Facts, options: SmokeOptions) -> SmokeRun:
         pending = []
         for target in targets:
             config = smoke_config(target, options, options.steps)
-            child = start_child(children, target, options.python, config, options.env)
+            child = start_child(children, target, options.python, config, env)
             if isinstance(child, str):
                 runs.append(not_started(target, options.python, child, options.steps))
                 continue
@@ -401,7 +421,7 @@ def run_smoke(facts: Facts, options: SmokeOptions) -> SmokeRun:
         nccl = _nccl_target(runs, options)
         if nccl is not None:
             config = smoke_config(nccl, options, NCCL_STEPS)
-            child = start_child(children, nccl, options.python, config, options.env)
+            child = start_child(children, nccl, options.python, config, env)
             if isinstance(child, str):
                 runs.append(not_started(nccl, options.python, child, NCCL_STEPS))
             else:
@@ -420,6 +440,7 @@ def run_smoke(facts: Facts, options: SmokeOptions) -> SmokeRun:
         runs=tuple(runs),
         not_run=tuple(not_run),
         seconds=round(time.monotonic() - started, 3),
+        notes=environment.notes,
     )
 
 

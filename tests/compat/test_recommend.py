@@ -24,7 +24,7 @@ from envdoctor.compat.recommend import (
 )
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
-from envdoctor.model.probed import Absent
+from envdoctor.model.probed import Absent, Found
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as f
 from tests.compat.machines import MACHINES, machine, named
@@ -95,6 +95,51 @@ def test_a_driver_that_cannot_run_the_gpu_blocks() -> None:
     assert any("open NVIDIA kernel modules" in b for b in rec.blockers)
 
 
+def test_gh200_on_the_proprietary_modules_is_a_blocker_h100_is_not() -> None:
+    gh200 = rec_for(machine("NVIDIA GH200 480GB", "9.0", "580.105.08", "13.0", "proprietary"))
+    assert gh200.status == "blocked" and gh200.exit_code == 1
+    assert gh200.blockers == (
+        "GPU 0 (NVIDIA GH200 480GB, Grace Hopper sm_90): Grace Hopper runs only with the open "
+        "NVIDIA kernel modules",
+    )
+    h100 = rec_for(machine("NVIDIA H100 80GB HBM3", "9.0", "580.105.08", "13.0", "proprietary"))
+    assert h100.status == "ok" and not h100.blockers
+    assert gh200.choice is not None and h100.choice is not None  # same wheel; fix the driver
+    assert gh200.choice.command == h100.choice.command
+
+
+def test_v100_on_an_old_driver_gets_2_7_1_cu118() -> None:
+    """R470 runs CUDA 11.8 wheels through minor-version compatibility; 2.8+ ship no CUDA 11."""
+    rec = rec_for(machine("Tesla V100-SXM2-32GB", "7.0", "470.82.01", "11.4", "proprietary"))
+    assert rec.choice is not None
+    assert (rec.choice.version, rec.choice.variant.name) == ("2.7.1", "cu118")
+    assert rec.choice.command.endswith(
+        "torch==2.7.1 --index-url https://download.pytorch.org/whl/cu118"
+    )
+
+
+@pytest.mark.parametrize(
+    ("name", "pin", "variant"),
+    [
+        # RELEASE.md: 2.10's stable CUDA is 12.6 and 12.8, 13.0 is experimental
+        pytest.param("h100-580", "2.10", "cu128", id="2.10-stable-cu128-over-experimental-cu130"),
+        # 2.7: stable 11.8 and 12.6, experimental 12.8 (the driver runs all three natively)
+        pytest.param("h100-580", "2.7", "cu126", id="2.7-stable-cu126-over-experimental-cu128"),
+        # Blackwell has kernels only in 2.7's experimental cu128: it is the one that works
+        pytest.param("rtx5090-570", "2.7", "cu128", id="2.7-experimental-when-only-it-works"),
+        # 2.4: stable 11.8 and 12.1, experimental 12.4
+        pytest.param("a100-535", "2.4", "cu121", id="2.4-stable-cu121-over-experimental-cu124"),
+    ],
+)
+def test_a_stable_variant_beats_an_experimental_one_in_a_pinned_release(
+    name: str, pin: str, variant: str
+) -> None:
+    rec = rec_for(named(name), pin=pin)
+    assert rec.choice is not None and rec.choice.variant.name == variant
+    experimental = f"{variant} is an experimental variant of torch {pin}"
+    assert (experimental in rec.choice.notes) is rec.choice.variant.experimental
+
+
 def test_pinned_release() -> None:
     rec = rec_for(named("h100-580"), pin="2.11")
     assert rec.choice is not None and rec.choice.command.endswith(
@@ -116,28 +161,42 @@ def test_pin_errors() -> None:
 
 def test_torch_1x_uses_local_versions() -> None:
     rec = rec_for(named("v100-580"), pin="1.13")
-    assert rec.choice is not None
+    assert rec.choice is not None  # 1.13's stable CUDA is 11.6; 11.7 is its experimental one
     assert rec.choice.command == (
-        "pip install torch==1.13.1+cu117 --extra-index-url https://download.pytorch.org/whl/cu117"
+        "pip install torch==1.13.1+cu116 --extra-index-url https://download.pytorch.org/whl/cu116"
     )
 
 
 def test_no_driver_means_the_cpu_build() -> None:
-    facts = f.facts(
-        nvml=Absent("libnvidia-ml.so.1 not found"),
-        kernel=f.kernel(driver=Absent("/proc/driver/nvidia/version does not exist")),
-        host=f.host(nvidia_pci=Absent("no NVIDIA PCI device")),
-    )
-    rec = rec_for(facts)
+    cpu = f.cpu_machine(torch=f.torch(Absent("torch is not installed")))
+    rec = rec_for(cpu)
     assert rec.status == "cpu-only" and rec.exit_code == 0
     assert (
         rec.cpu_command
         == "pip install torch==2.14.1 --index-url https://download.pytorch.org/whl/cpu"
     )
+    kept = rec_for(f.cpu_machine())  # torch 2.13.0+cpu installed: its version is kept
+    assert kept.cpu_command == (
+        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+    )
     with_gpu = rec_for(
         f.facts(nvml=Absent("NVML: driver not loaded"), kernel=f.kernel(driver=Absent("no module")))
     )
     assert with_gpu.status == "none" and with_gpu.blockers
+
+
+def test_installed_version_is_kept_in_the_variant_that_fits() -> None:
+    """2.13.0+cpu on an H100 → 2.13.0 from a CUDA index, not a newer release (issue 12)."""
+    cpu_wheel = f.facts(
+        torch=f.torch(Found(f.torch_build(version="2.13.0+cpu", cuda="", arch_list=())))
+    )
+    rec = rec_for(cpu_wheel)
+    assert rec.choice is not None and rec.kept_installed
+    assert rec.choice.version == "2.13.0" and rec.choice.variant.name.startswith("cu")
+    assert any("keeps the installed torch 2.13.0" in n for n in rec.notes)
+    assert any("newest release is torch 2.14.1" in n for n in rec.notes)
+    pinned = rec_for(cpu_wheel, pin="2.14")
+    assert pinned.choice is not None and pinned.choice.version == "2.14.1"
 
 
 def test_unknown_compute_capability_is_noted_not_guessed() -> None:
@@ -201,8 +260,8 @@ def test_cli_recommend_live_through_the_host_seam() -> None:
         cli(), ["recommend"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
     )
     assert result.exit_code == 0, result.output
-    assert (
-        "pip install torch==2.14.1 --index-url https://download.pytorch.org/whl/cu130"
+    assert (  # the installed torch 2.11.0+cu130 fits: its version is kept
+        "pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130"
         in result.output
     )
 

@@ -150,6 +150,34 @@ def test_rtx_5090_on_the_proprietary_modules_needs_the_open_ones() -> None:
     assert "driver.gpu-unsupported" not in codes(facts)
 
 
+def test_gh200_on_the_proprietary_modules_needs_the_open_ones() -> None:
+    facts = machine("NVIDIA GH200 480GB", "9.0", "580.105.08", "13.0", "proprietary")
+    finding = only(facts, "driver.open-modules-required")
+    assert finding.severity is Severity.ERROR
+    assert "Grace Hopper, which runs only with the open NVIDIA kernel modules" in finding.title
+    assert finding.remediation is not None
+    assert any("nvidia-driver-580-open" in s for s in finding.remediation.steps)
+    assert "driver.gpu-unsupported" not in codes(facts)
+
+
+def test_h100_may_use_either_kernel_module_flavour() -> None:
+    for flavor in ("proprietary", "open"):
+        facts = machine("NVIDIA H100 80GB HBM3", "9.0", "580.105.08", "13.0", flavor)
+        assert "driver.open-modules-required" not in codes(facts), flavor
+    gh200_open = machine("NVIDIA GH200 480GB", "9.0", "580.105.08", "13.0", "open")
+    assert "driver.open-modules-required" not in codes(gh200_open)
+
+
+def test_hgx_b200_on_the_cuda_12_8_ga_driver_is_too_old() -> None:
+    """NVIDIA's GPU Operator requires >= 570.133.20 for HGX B200, later than CUDA 12.8's 570.26."""
+    facts = machine("NVIDIA B200", "10.0", "570.124.06", "12.8", "open")
+    finding = only(facts, "driver.gpu-unsupported")
+    assert "needs ≥ 570.133.20" in finding.title
+    assert "driver.gpu-unsupported" not in codes(
+        machine("NVIDIA B200", "10.0", "570.133.20", "12.8", "open")
+    )
+
+
 def test_pascal_on_r590_is_no_longer_supported() -> None:
     facts = machine("NVIDIA GeForce GTX 1080", "6.1", "590.44.01", "13.1", "proprietary")
     finding = only(facts, "driver.gpu-unsupported")

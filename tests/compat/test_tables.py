@@ -52,7 +52,7 @@ def test_every_row_has_a_source_with_a_url_or_repo_path() -> None:
         assert all("https://" in s or "/" in s for s in source), row
 
 
-def test_cuda_releases_cover_10_0_to_13_3_and_drivers_never_go_back() -> None:
+def test_cuda_releases_cover_10_0_to_13_4_and_drivers_never_go_back() -> None:
     versions = {parse_cuda(r.cuda) for r in TABLES.cuda_releases}
     for want in [
         (10, 0),
@@ -60,7 +60,7 @@ def test_cuda_releases_cover_10_0_to_13_3_and_drivers_never_go_back() -> None:
         (10, 2),
         *((11, m) for m in range(9)),
         *((12, m) for m in (0, 1, 2, 3, 4, 5, 6, 8, 9)),
-        *((13, m) for m in range(4)),
+        *((13, m) for m in range(5)),
     ]:
         assert want in versions, want
     linux = [r.linux_driver for r in TABLES.cuda_releases if r.linux_driver]
@@ -95,17 +95,70 @@ def test_torch_variant_facts_from_the_build_scripts() -> None:
     r211 = TABLES.torch_release("2.11.0+cu130")
     assert r211 is not None and [v.name for v in r211.variants] == ["cu126", "cu128", "cu130"]
     cu130 = r211.variant("cu130")
-    assert (
-        cu130 is not None
-        and cu130.arch_list[-1] == "compute_120"
-        and "sm_70" not in cu130.arch_list
-    )
+    assert cu130 is not None and "sm_70" not in cu130.arch_list
+    assert cu130.arch_list[-1] == "sm_120"  # release wheels: +PTX stripped (PR #175567)
     assert cu130.index_url == "https://download.pytorch.org/whl/cu130"
     cu128 = r211.variant("cu128")
     assert cu128 is not None and "sm_70" not in cu128.arch_list  # Volta dropped in 2.11
     r210 = TABLES.torch_release("2.10")
     assert r210 is not None and "sm_70" in (r210.variant("cu128") or cu128).arch_list
     assert TABLES.torch_variant("2.11.0", "12.8") == cu128
+
+
+def test_release_wheels_have_ptx_only_where_it_was_seen() -> None:
+    """Release builds strip +PTX; 2.7 cu128 and 2.10 cu130 kept it (their wheels report it)."""
+    for version in ("2.11", "2.12", "2.13", "2.14"):
+        release = TABLES.torch_release(version)
+        assert release is not None
+        for variant in release.variants:
+            if variant.cuda_version >= (13, 0):
+                assert not any(a.startswith("compute_") for a in variant.arch_list), variant
+    for wheel in ("2.7.1+cu128", "2.10.0+cu130"):
+        kept = TABLES.torch_variant(wheel)
+        assert kept is not None and kept.arch_list[-1] == "compute_120", wheel
+
+
+# RELEASE.md, "Release Compatibility Matrix", the "Experimental CUDA" column
+RELEASE_MD_EXPERIMENTAL = {
+    "2.14": set(),
+    "2.13": {"cu132"},
+    "2.12": {"cu132"},
+    "2.11": set(),
+    "2.10": {"cu130"},
+    "2.9": {"cu130"},
+    "2.8": {"cu129"},
+    "2.7": {"cu128"},
+    "2.6": {"cu126"},
+    "2.5": set(),
+    "2.4": {"cu124"},
+    "2.3": {"cu121"},
+    "2.2": {"cu121"},
+    "2.1": {"cu121"},
+    "2.0": {"cu118"},
+    "1.13": {"cu117"},
+    "1.12": {"cu116"},
+}
+
+
+def test_experimental_flags_follow_release_md() -> None:
+    flagged = {
+        r.torch: {v.name for v in r.variants if v.experimental} for r in TABLES.torch_releases
+    }
+    assert flagged == RELEASE_MD_EXPERIMENTAL
+
+
+def test_every_bundled_cudnn_has_a_row_that_covers_the_wheels_cuda() -> None:
+    """Else `check` says nothing about it, or calls an official wheel's own cuDNN incompatible."""
+    for release in TABLES.torch_releases:
+        for variant in release.variants:
+            assert variant.cudnn, (release.torch, variant.name)
+            row = TABLES.cudnn_release(variant.cudnn)
+            assert row is not None, (release.torch, variant.name, variant.cudnn)
+            assert row.package_for(variant.cuda_version) is not None, (
+                release.torch,
+                variant.name,
+                row.cudnn,
+            )
 
 
 def test_driver_branches_report_cuda_versions() -> None:
@@ -124,12 +177,43 @@ def test_architectures() -> None:
     )
     pascal = TABLES.architecture("6.1")
     assert pascal is not None and pascal.last_driver_branch == 580 and pascal.last_cuda == "12.9"
+    b200 = TABLES.architecture("10.0")
+    assert b200 is not None and b200.first_driver == "570.133.20"  # GPU Operator: HGX B200
 
 
-def test_unconfirmed_rows_are_marked() -> None:
-    r26 = TABLES.torch_release("2.6")
-    assert r26 is not None and not any(v.confirmed for v in r26.variants)
+def test_gh200_needs_the_open_modules_h100_does_not() -> None:
+    gh200 = TABLES.architecture_for("9.0", "NVIDIA GH200 480GB")
+    h100 = TABLES.architecture_for("9.0", "NVIDIA H100 80GB HBM3")
+    assert gh200 is not None and h100 is not None
+    assert (gh200.arch, gh200.kernel_modules) == ("Grace Hopper", "open")
+    assert (h100.arch, h100.kernel_modules) == ("Hopper", "any")
+    assert any("open-source-gpu-kernel-modules" in s for s in gh200.source)
+    # a product matches only its own compute capability, case-insensitively
+    assert TABLES.architecture_for("9.0", "nvidia gh200 480gb") == gh200
+    assert TABLES.architecture_for("8.0", "GH200 lookalike") == TABLES.architecture("8.0")
+
+
+def test_every_unconfirmed_row_says_what_is_missing() -> None:
+    marks = [
+        (row, getattr(row, "confirmed"), getattr(row, "missing"))  # noqa: B009 (any row type)
+        for row in all_rows()
+        if hasattr(row, "confirmed")
+    ]
+    assert any(not confirmed for _, confirmed, _ in marks)
+    for row, confirmed, missing in marks:
+        assert bool(missing.strip()) is (not confirmed), row
     assert not next(b for b in TABLES.driver_branches if b.branch == 620).confirmed
+    update1 = next(r for r in TABLES.cuda_releases if r.cuda == "13.4.2")
+    assert (update1.label, update1.confirmed) == ("13.4 Update 1", False)
+    assert "minimum Linux driver" in update1.missing
+
+
+def test_the_2_6_and_2_7_wheels_are_confirmed() -> None:
+    for version in ("2.6", "2.7"):
+        release = TABLES.torch_release(version)
+        assert release is not None and all(v.confirmed for v in release.variants), version
+    cu118 = TABLES.torch_variant("2.7.1+cu118")
+    assert cu118 is not None and "sm_70" in cu118.arch_list and "sm_37" in cu118.arch_list
 
 
 # --- malformed tables -----------------------------------------------------------------------
@@ -196,6 +280,25 @@ branches:
             id="inconsistent",
         ),
         pytest.param(
+            '  - {branch: 999, cuda: "14.0", example: "999.1", source: site, confirmed: false}\n',
+            6,
+            "needs missing:",
+            id="unconfirmed-without-missing",
+        ),
+        pytest.param(
+            '  - {branch: 999, cuda: "14.0", example: "999.1", source: site, missing: "x"}\n',
+            6,
+            "only for rows marked confirmed: false",
+            id="missing-on-a-confirmed-row",
+        ),
+        pytest.param(
+            '  - {branch: 999, cuda: "14.0", example: "999.1", source: site, confirmed: false,'
+            ' missing: ""}\n',
+            6,
+            "expected text",
+            id="empty-missing",
+        ),
+        pytest.param(
             '  - {branch: 999, cuda: "14.0", example: "999.1", source: site\n',
             7,
             "invalid YAML",
@@ -211,6 +314,41 @@ def test_malformed_tables_name_file_and_line(
         load_tables(str(tmp_path))
     assert err.value.where == f"{tmp_path / 'extra.yaml'}:{line}"
     assert message in err.value.message
+
+
+PRODUCTS = """
+    schema: 1
+    table: architectures
+    sources:
+      site: {title: "Our site notes", url: "https://example.org/notes"}
+    products:
+      - {product: Test Hopper, cc: "CC", names: ["TH100"], kernel_modules: MODULES, source: site}
+"""
+
+
+def test_user_products_override_by_gpu_name(tmp_path: Path) -> None:
+    write(tmp_path, PRODUCTS.replace('"CC"', '"8.0"').replace("MODULES", "open"))
+    tables = load_tables(str(tmp_path))
+    arch = tables.architecture_for("8.0", "NVIDIA TH100-SXM")
+    assert arch is not None and (arch.arch, arch.kernel_modules) == ("Test Hopper", "open")
+    assert tables.architecture_for("8.0", "NVIDIA A100-SXM4-80GB") == tables.architecture("8.0")
+    gh200 = tables.architecture_for("9.0", "NVIDIA GH200 480GB")  # the shipped product stays
+    assert gh200 is not None and gh200.kernel_modules == "open"
+
+
+@pytest.mark.parametrize(
+    ("cc", "modules", "message"),
+    [
+        pytest.param("4.2", "open", "no architectures row for compute capability 4.2", id="cc"),
+        pytest.param("8.0", "closed", "kernel_modules: one of open, proprietary, any", id="mod"),
+    ],
+)
+def test_bad_products_are_rejected(tmp_path: Path, cc: str, modules: str, message: str) -> None:
+    write(tmp_path, PRODUCTS.replace('"CC"', f'"{cc}"').replace("MODULES", modules))
+    with pytest.raises(EnvdoctorError) as err:
+        load_tables(str(tmp_path))
+    assert message in err.value.message
+    assert err.value.where == f"{tmp_path / 'extra.yaml'}:6"
 
 
 def test_overlapping_cudnn_ranges_are_rejected(tmp_path: Path) -> None:

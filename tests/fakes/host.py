@@ -12,7 +12,7 @@ import yaml
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.commands import CommandResult
-from envdoctor.platform.host import MAX_READ_BYTES, FileInfo, Identity
+from envdoctor.platform.host import MAX_KMSG_BYTES, MAX_READ_BYTES, FileInfo, Identity
 from envdoctor.platform.nvml import NvmlError, NvmlSession
 from envdoctor.probes.torch_build import MARK
 from tests.fakes.ldcache import build_ld_cache
@@ -89,6 +89,12 @@ class FakeHost:
         text = self.read_text(path, limit=limit)
         return Found(text.value.encode()) if isinstance(text, Found) else text
 
+    def read_kmsg(self, *, limit: int = MAX_KMSG_BYTES) -> Probed[str]:
+        if "/dev/kmsg" in self.unreadable:
+            return ProbeFailed("permission denied reading /dev/kmsg")
+        kmsg = self.data.get("kmsg")
+        return Absent("/dev/kmsg does not exist") if kmsg is None else Found(str(kmsg)[:limit])
+
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
         if path in self.unreadable:
             return ProbeFailed(f"permission denied listing {path}")
@@ -115,6 +121,8 @@ class FakeHost:
                     mode=int(str(node.get("mode", "0666")), 8),
                     readable=bool(node.get("readable", True)),
                     writable=bool(node.get("writable", True)),
+                    uid=int(node.get("uid", 0)),
+                    gid=int(node.get("gid", 0)),
                 )
             )
         if path in self.files or path in self.links:
@@ -152,14 +160,26 @@ class FakeHost:
     ) -> CommandResult:
         args = tuple(argv)
         self.ran.append(args)
-        if len(args) >= 2 and args[1] == "-c" and "ENVDOCTOR-TORCH-JSON" in args[2]:
+        at = args.index("-c", 1, 3) if "-c" in args[1:3] else 0  # python [-P] -c SRC
+        code = args[at + 1] if 0 < at < len(args) - 1 else ""
+        if "ENVDOCTOR-TORCH-JSON" in code:
             return self._torch(args, timeout)
+        if args[1:] == ("-P", "-V") and self.data.get("torch") is not None:
+            return self._python_version(args)
         program = args[0].rsplit("/", 1)[-1]
         for spec in self.commands:
             want = spec["argv"]
             if want[0].rsplit("/", 1)[-1] == program and list(args[1:]) == want[1:]:
                 return self._result(args, spec, timeout)
         return CommandResult(args, "not-found", error=f"{args[0]}: not found")
+
+    def _python_version(self, args: tuple[str, ...]) -> CommandResult:
+        """`python -P -V` as CPython answers it: 3.11+ prints its version, older ones refuse -P."""
+        version = str(self.data["torch"].get("python_version", "3.12.3"))
+        if tuple(int(p) for p in version.split(".")[:2]) >= (3, 11):
+            return CommandResult(args, "ok", stdout=f"Python {version}\n")
+        usage = f"Unknown option: -P\nusage: {args[0]} [option] ... [-c cmd | -m mod | file | -]\n"
+        return CommandResult(args, "ok", returncode=2, stderr=usage)
 
     def _result(self, args: tuple[str, ...], spec: dict[str, Any], timeout: float) -> CommandResult:
         status = spec.get("status", "ok")

@@ -28,6 +28,13 @@ DEFAULT_GPU: dict[str, Any] = {
     "processes": [],
     "throttle_reasons": ["gpu-idle"],
     "pcie_link": [5, 16, 5, 16],
+    "temperature": 34,
+    "power_draw": 71234,
+    "power_limit": 700000,
+    "utilization": [0, 0],
+    "ecc_corrected": [0, 0],
+    "retired_pages": "NotSupported",
+    "fabric_info": ["not-supported", "Success", 0],
 }
 
 
@@ -117,6 +124,31 @@ class FakeNvml:
     def pcie_link(self, index: int) -> tuple[int, int, int, int]:
         gen, width, max_gen, max_width = self._gpu(index, "pcie_link")
         return int(gen), int(width), int(max_gen), int(max_width)
+
+    def temperature(self, index: int) -> int:
+        return int(self._gpu(index, "temperature"))
+
+    def power_draw(self, index: int) -> int:
+        return int(self._gpu(index, "power_draw"))
+
+    def power_limit(self, index: int) -> int:
+        return int(self._gpu(index, "power_limit"))
+
+    def utilization(self, index: int) -> tuple[int, int]:
+        gpu, memory = self._gpu(index, "utilization")
+        return int(gpu), int(memory)
+
+    def ecc_corrected(self, index: int) -> tuple[int, int]:
+        volatile, aggregate = self._gpu(index, "ecc_corrected")
+        return int(volatile), int(aggregate)
+
+    def retired_pages(self, index: int) -> tuple[int, int]:
+        single, double = self._gpu(index, "retired_pages")
+        return int(single), int(double)
+
+    def fabric_info(self, index: int) -> tuple[str, str, int]:
+        state, status, clique = self._gpu(index, "fabric_info")
+        return str(state), str(status), int(clique)
 
     def close(self) -> None:
         self.closed = True

@@ -8,9 +8,10 @@ import tracemalloc
 
 import pytest
 
-from envdoctor.kb import Scanner, load_default_kb, scan_bytes, scan_stream
+from envdoctor.kb import Scanner, decor, load_default_kb, scan_bytes, scan_stream
 from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
+from envdoctor.kb.model import Pattern
 
 OOM = (
     "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total "
@@ -173,18 +174,28 @@ def test_context_rules_raise_the_specific_cause() -> None:
 
 
 def _reference(data: bytes) -> list[tuple[str, int, int]]:
-    """The obvious, slow matcher: every line against every pattern (anchor, then regex)."""
+    """The obvious, slow matcher: every line against every pattern (anchor, then regex), and a
+    line that holds a pattern's key literal but is cut short, joined with the lines after it."""
     kb = load_default_kb()
     found: dict[str, list[int]] = {}
-    for number, raw in enumerate(data.split(b"\n"), start=1):
-        for segment in raw.split(b"\r"):
-            text = segment.decode("utf-8", errors="replace")
+    lines = [line.decode("utf-8", errors="replace") for line in data.split(b"\n")]
+    for number, raw in enumerate(lines, start=1):
+        for text in raw.split("\r"):
+            joined = decor.continued(text, lines[number:]) if decor.looks_cut(text) else ()
             for signature in kb.signatures:
                 if number in found.get(signature.id, []):
                     continue
-                if any(p.anchor in text and p.regex.search(text) for p in signature.patterns):
+                if any(_reference_match(p, text, joined) for p in signature.patterns):
                     found.setdefault(signature.id, []).append(number)
     return sorted((sid, len(lines), lines[0]) for sid, lines in found.items())
+
+
+def _reference_match(pattern: Pattern, text: str, joined: tuple[str, ...]) -> bool:
+    if pattern.anchor in text and pattern.regex.search(text):
+        return True
+    if pattern.anchor not in text or pattern.literals[0] not in text:
+        return False
+    return any((m := pattern.regex.search(v)) is not None and m.start() < len(text) for v in joined)
 
 
 def _mixed_log(seed: int) -> bytes:

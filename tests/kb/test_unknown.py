@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import random
+from pathlib import Path
 
 from tests.kb.helpers import run
 
@@ -75,3 +76,24 @@ def test_prose_about_errors_is_not_confident() -> None:
         "NVIDIA released a new driver. NCCL is the library for collectives.\n"
     )
     assert run(text).status == "no-signature"
+
+
+HEALTHY_CORPUS = Path(__file__).parents[1] / "data" / "healthy"
+
+
+def healthy_logs(directory: Path) -> list[tuple[str, bytes]]:
+    """(name, log) of real logs of runs that did not fail, without their header."""
+    return [
+        (p.name, p.read_bytes().partition(b"# ---\n")[2]) for p in sorted(directory.glob("*.txt"))
+    ]
+
+
+def test_real_healthy_logs_have_no_signature() -> None:
+    """Training logs, nvidia-smi tables, NCCL INFO lines and benign warnings from real runs
+    (each file names its source): nothing to explain, exit code 0."""
+    logs = healthy_logs(HEALTHY_CORPUS)
+    assert len(logs) >= 5
+    for name, log in logs:
+        explanation = run(log)
+        assert explanation.causes == (), (name, [c.id for c in explanation.causes])
+        assert explanation.exit_code == 0

@@ -17,12 +17,14 @@ from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.probes.holders import Container, FixFacts, GpuHolder
 from envdoctor.remedy import Plan, PlanOptions, build_plan
 from tests import factories as f
-from tests.remedy.sandbox import Sandbox
+from tests.remedy.sandbox import SESSION_CGROUP, START_TIME, Sandbox
 
 PYTHON_PID = 5_000_001
 DOCKER_PID = 5_000_002
 PERSISTENCED_PID = 5_000_003
 CONTAINER_ID = "c0ffee" + "0" * 58
+CONTAINER_CGROUP = f"/system.slice/docker-{CONTAINER_ID}.scope"
+PERSISTENCED_CGROUP = "/system.slice/nvidia-persistenced.service"
 UBUNTU: Probed[tuple[str, ...]] = Found(("ubuntu", "debian"))
 
 LOADED = (
@@ -73,7 +75,14 @@ PERSISTENCED_ARGV = ("/usr/bin/nvidia-persistenced", "--user", "nvidia-persisten
 def mismatch_holders() -> tuple[GpuHolder, ...]:
     return (
         GpuHolder(
-            PYTHON_PID, "python", PYTHON_ARGV, 1000, "alice", ("/dev/nvidia0", "/dev/nvidia-uvm")
+            PYTHON_PID,
+            "python",
+            PYTHON_ARGV,
+            1000,
+            "alice",
+            ("/dev/nvidia0", "/dev/nvidia-uvm"),
+            start_time=START_TIME,
+            cgroup=SESSION_CGROUP,
         ),
         GpuHolder(
             DOCKER_PID,
@@ -82,7 +91,9 @@ def mismatch_holders() -> tuple[GpuHolder, ...]:
             0,
             "root",
             ("/dev/nvidia0",),
-            container=Container("docker", CONTAINER_ID, "vllm"),
+            container=Container("docker", CONTAINER_ID, "vllm", CONTAINER_CGROUP),
+            start_time=START_TIME,
+            cgroup=CONTAINER_CGROUP,
         ),
         GpuHolder(
             PERSISTENCED_PID,
@@ -92,6 +103,8 @@ def mismatch_holders() -> tuple[GpuHolder, ...]:
             "nvidia-persistenced",
             ("/dev/nvidiactl", "/dev/nvidia0"),
             unit="nvidia-persistenced.service",
+            start_time=START_TIME,
+            cgroup=PERSISTENCED_CGROUP,
         ),
     )
 
@@ -123,10 +136,16 @@ def mismatch_machine(box: Sandbox, *, python_stubborn: bool = True) -> None:
     box.modules(LOADED)
     box.loaded_driver("580.95.05")
     box.state("installed", "580.159.04")
-    box.process(PYTHON_PID, PYTHON_ARGV, stubborn=python_stubborn)
-    box.process(DOCKER_PID, DOCKER_ARGV)
-    box.process(PERSISTENCED_PID, PERSISTENCED_ARGV, devices=("/dev/nvidiactl",))
-    box.service("nvidia-persistenced", pids=(PERSISTENCED_PID,))
+    box.process(PYTHON_PID, PYTHON_ARGV, stubborn=python_stubborn, uid=1000)
+    box.process(DOCKER_PID, DOCKER_ARGV, cgroup=CONTAINER_CGROUP)
+    box.process(
+        PERSISTENCED_PID,
+        PERSISTENCED_ARGV,
+        devices=("/dev/nvidiactl",),
+        uid=112,
+        cgroup=PERSISTENCED_CGROUP,
+    )
+    box.service("nvidia-persistenced", pids=(PERSISTENCED_PID,), cgroup=PERSISTENCED_CGROUP)
     box.container(CONTAINER_ID, pids=(DOCKER_PID,))
 
 

@@ -7,9 +7,12 @@ know is "command not found", never the real one. Shims record their argv exactly
 one file per call) and act on a small simulated machine:
 
 - ``root/`` stands in for ``/`` (``ENVDOCTOR_FIX_ROOT``): ``proc/modules``,
-  ``proc/driver/nvidia/version``, ``proc/PID/{cmdline,fd/N -> /dev/nvidia0}``, ``etc/``;
-- ``world/`` holds the simulation state: services, containers, which PIDs ignore SIGTERM, the
-  installed driver version, the uid ``id -u`` reports, the torch version pip reports.
+  ``proc/driver/nvidia/version``, ``proc/PID/{cmdline,stat,status,cgroup,fd/N -> /dev/nvidia0}``,
+  ``etc/``;
+- ``world/`` holds the simulation state: services (state, PIDs, cgroup), containers (state,
+  PIDs; the first is the main PID ``inspect`` reports), which PIDs ignore SIGTERM, the installed
+  driver version, the uid ``id -u`` reports, the torch version pip reports, whether the python
+  shim accepts ``-P``.
 """
 
 from __future__ import annotations
@@ -88,6 +91,8 @@ case "$1" in
 is-active)
     unit=${!#}
     [ "$(cat "$SANDBOX/world/services/$unit" 2>/dev/null)" = active ] || rc=3 ;;
+show)
+    cat "$SANDBOX/world/services/${!#}.cgroup" 2>/dev/null || echo ;;
 stop)
     echo inactive >"$SANDBOX/world/services/$2"
     for pid in $(cat "$SANDBOX/world/services/$2.pids" 2>/dev/null); do
@@ -101,7 +106,9 @@ esac
 case "$1" in
 inspect)
     state=$(cat "$SANDBOX/world/containers/${!#}" 2>/dev/null) || { rc=1; state=; }
-    [ -n "$state" ] && echo "$state" ;;
+    read -r main _ <"$SANDBOX/world/containers/${!#}.pids" 2>/dev/null || main=0
+    out=${3//'{{.State.Running}}'/$state}
+    [ -n "$state" ] && echo "${out//'{{.State.Pid}}'/${main:-0}}" ;;
 stop)
     echo false >"$SANDBOX/world/containers/$2"
     for pid in $(cat "$SANDBOX/world/containers/$2.pids" 2>/dev/null); do
@@ -113,7 +120,11 @@ esac
     "rmmod": r"""
 mods="$ROOT/proc/modules"
 users=$(awk -v m="$1" '$1 == m { print $4 }' "$mods")
-held=$(find "$ROOT"/proc/[0-9]*/fd -lname '/dev/nvidia*' 2>/dev/null | head -n1)
+fds=("$ROOT"/proc/[0-9]*/fd)  # nullglob: empty when no process is left (never find's ".")
+held=
+if [ "${#fds[@]}" -gt 0 ]; then
+    held=$(find "${fds[@]}" -lname '/dev/nvidia*' 2>/dev/null | head -n1)
+fi
 if [ -n "$users" ] && [ "$users" != "-" ]; then
     echo "rmmod: ERROR: Module $1 is in use by: ${users%,}" >&2
     rc=1
@@ -149,10 +160,22 @@ cat "$SANDBOX/world/installed"
 cat "$SANDBOX/world/uid"
 """,
     "python": r"""
+# `-P -V`: a Python 3.11+ prints its version; an older one refuses -P (world/python_safe_path).
+if [ "$*" = "-P -V" ]; then
+    if [ "$(cat "$SANDBOX/world/python_safe_path")" = yes ]; then
+        echo "Python 3.12.3"
+    else
+        echo "Unknown option: -P" >&2
+        rc=2
+    fi
+    set --
+elif [ "${1:-}" = -P ]; then
+    shift
+fi
 if [ "$*" = "-m pip show torch" ]; then
     echo "Name: torch"
     echo "Version: $(cat "$SANDBOX/world/torch")"
-elif [ "$1 $2 $3" = "-m pip install" ]; then
+elif [ "${1:-} ${2:-} ${3:-}" = "-m pip install" ]; then
     cat "$SANDBOX/world/torch_after" >"$SANDBOX/world/torch" 2>/dev/null || true
 fi
 """,
@@ -163,6 +186,17 @@ rc=$(cat "$SANDBOX/world/verify_rc" 2>/dev/null || echo 0)
 chmod "$@" || rc=$?
 """,
 }
+
+
+START_TIME = 4_242_000  # clock ticks after boot: field 22 of every sandbox process's stat
+SESSION_CGROUP = "/user.slice/user-1000.slice/session-2.scope"
+
+
+def stat_line(pid: int, comm: str, start_time: int) -> str:
+    """A /proc/PID/stat line as the kernel writes it (52 fields; field 22 the start time)."""
+    fields = ["S", "1", str(pid), str(pid), "0", "-1", "4194560", *["0"] * 8, "20", "0", "1", "0"]
+    fields += [str(start_time), "1000000", "1000", *["0"] * 28]
+    return f"{pid} ({comm}) {' '.join(fields)}\n"
 
 
 @dataclass
@@ -207,6 +241,7 @@ class Sandbox:
         self.state("uid", "0")
         self.state("installed", "580.159.04")
         self.state("torch", "2.13.0+cpu")
+        self.state("python_safe_path", "yes")
         self.modules(())
         self.python = str(self.bin / "python")
         self.verify = (str(self.bin / "envdoctor"), "check")
@@ -235,19 +270,35 @@ class Sandbox:
         *,
         devices: Sequence[str] = ("/dev/nvidia0", "/dev/nvidiactl"),
         stubborn: bool = False,
+        uid: int = 0,
+        start_time: int = START_TIME,
+        cgroup: str = SESSION_CGROUP,
+        comm: str = "",
     ) -> None:
-        """A process holding ``devices``; ``stubborn`` ones ignore SIGTERM."""
+        """A process holding ``devices``; ``stubborn`` ones ignore SIGTERM.
+
+        ``stat`` carries ``comm`` (default: argv[0]'s base name, cut to 15 characters as the
+        kernel does) and ``start_time`` as field 22; ``status`` the real ``uid``.
+        """
         proc = self.root / "proc" / str(pid)
         (proc / "fd").mkdir(parents=True, exist_ok=True)
         (proc / "cmdline").write_bytes(b"".join(a.encode() + b"\0" for a in argv))
+        name = comm or (argv[0].rsplit("/", 1)[-1][:15] if argv else "")
+        (proc / "stat").write_bytes(stat_line(pid, name, start_time).encode())
+        (proc / "status").write_text(f"Name:\t{name}\nUid:\t{uid}\t{uid}\t{uid}\t{uid}\n")
+        (proc / "cgroup").write_text(f"0::{cgroup}\n")
         for n, dev in enumerate(devices, start=3):
             os.symlink(dev, proc / "fd" / str(n))
         if stubborn:
             (self.world / "stubborn" / str(pid)).touch()
 
-    def service(self, unit: str, *, active: bool = True, pids: Sequence[int] = ()) -> None:
+    def service(
+        self, unit: str, *, active: bool = True, pids: Sequence[int] = (), cgroup: str = ""
+    ) -> None:
+        """A unit; ``cgroup`` is what `systemctl show -p ControlGroup --value` prints."""
         (self.world / "services" / unit).write_text("active\n" if active else "inactive\n")
         (self.world / "services" / f"{unit}.pids").write_text(" ".join(map(str, pids)) + "\n")
+        (self.world / "services" / f"{unit}.cgroup").write_text(cgroup + "\n")
 
     def container(self, cid: str, *, running: bool = True, pids: Sequence[int] = ()) -> None:
         (self.world / "containers" / cid).write_text("true\n" if running else "false\n")

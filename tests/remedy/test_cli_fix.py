@@ -15,7 +15,7 @@ from envdoctor.cli.common import AppContext
 from envdoctor.probes.holders import GPU_SERVICES
 from tests.conftest import PYTHON, SCENARIO_NAMES
 from tests.fakes.host import FakeHost
-from tests.remedy.sandbox import shellcheck
+from tests.remedy.sandbox import shellcheck, stat_line
 
 # driver_mismatch, plus what `fix` looks at: holders of /dev/nvidia*, an active persistenced.
 HOLDERS: dict[str, Any] = {
@@ -26,6 +26,9 @@ HOLDERS: dict[str, Any] = {
     },
     "files": {
         "/proc/4242/status": "Name:\tpython\nUid:\t1000\t1000\t1000\t1000\n",
+        "/proc/4242/stat": stat_line(4242, "python", 777_000),
+        "/proc/1234/status": "Name:\tnvidia-persiste\nUid:\t112\t112\t112\t112\n",
+        "/proc/1234/stat": stat_line(1234, "nvidia-persiste", 1_500),
         "/proc/1234/cgroup": "0::/system.slice/nvidia-persistenced.service\n",
         "/etc/passwd": "root:x:0:0::/root:/bin/bash\nalice:x:1000:1000::/home/alice:/bin/bash\n",
     },
@@ -35,7 +38,17 @@ HOLDERS: dict[str, Any] = {
             "argv": ["systemctl", "is-active", *GPU_SERVICES],
             "stdout": "inactive\n" * (len(GPU_SERVICES) - 1) + "active\n",
             "returncode": 3,
-        }
+        },
+        {
+            "argv": [
+                "systemctl",
+                "show",
+                "--property=User,ControlGroup",
+                "--",
+                "nvidia-persistenced.service",
+            ],
+            "stdout": "User=\nControlGroup=/system.slice/nvidia-persistenced.service\n",
+        },
     ],
 }
 

@@ -18,8 +18,20 @@ from envdoctor.probes.holders import (
     unit_of,
 )
 from tests.fakes.host import FakeHost
+from tests.remedy.sandbox import stat_line
 
 DOCKER_ID = "4f" * 32
+DOCKER_CGROUP = f"/system.slice/docker-{DOCKER_ID}.scope"
+
+
+def show(*units: tuple[str, str, str]) -> dict[str, Any]:
+    """`systemctl show --property=User,ControlGroup -- UNIT…` answering (unit, User, cgroup)."""
+    return {
+        "argv": ["systemctl", "show", "--property=User,ControlGroup", "--", *(u[0] for u in units)],
+        "stdout": "\n".join(f"User={user}\nControlGroup={group}\n" for _, user, group in units),
+    }
+
+
 NODES = ("/dev/nvidia-uvm", "/dev/nvidia0", "/dev/nvidiactl")
 
 
@@ -31,14 +43,17 @@ def machine(**over: Any) -> FakeHost:
             # a training job of alice
             "/proc/4242/cmdline": "python\0train.py\0--lr\x000.1\0",
             "/proc/4242/status": "Name:\tpython\nUid:\t1000\t1000\t1000\t1000\n",
+            "/proc/4242/stat": stat_line(4242, "python", 9_000),
             "/proc/4242/cgroup": "0::/user.slice/user-1000.slice/session-3.scope\n",
             # a container process
             "/proc/5151/cmdline": "python3\0serve.py\0",
             "/proc/5151/status": "Name:\tpython3\nUid:\t0\t0\t0\t0\n",
+            "/proc/5151/stat": stat_line(5151, "python3", 9_100),
             "/proc/5151/cgroup": f"0::/system.slice/docker-{DOCKER_ID}.scope\n",
             # persistenced under its unit
             "/proc/1234/cmdline": "/usr/bin/nvidia-persistenced\0--user\0nvidia-persistenced\0",
             "/proc/1234/status": "Name:\tnvidia-persistenc\nUid:\t0\t0\t0\t0\n",
+            "/proc/1234/stat": stat_line(1234, "nvidia-persiste", 1_500),
             "/proc/1234/cgroup": "0::/system.slice/nvidia-persistenced.service\n",
             # not a GPU process
             "/proc/1/cmdline": "/sbin/init\0",
@@ -71,6 +86,7 @@ def machine(**over: Any) -> FakeHost:
                 "argv": ["docker", "inspect", "--format", "{{.Name}}", DOCKER_ID],
                 "stdout": "/vllm\n",
             },
+            show(("nvidia-persistenced.service", "", "/system.slice/nvidia-persistenced.service")),
         ],
     }
     data.update(over)
@@ -89,8 +105,10 @@ def test_holders_from_the_fd_scan() -> None:
     assert job.devices == ("/dev/nvidia0", "/dev/nvidia-uvm")
     assert job.container is None and job.unit == ""
     assert job.seen_by == ("proc", "lsof")
-    assert by_pid[5151].container == Container("docker", DOCKER_ID, "vllm")
+    assert by_pid[5151].container == Container("docker", DOCKER_ID, "vllm", DOCKER_CGROUP)
     assert by_pid[1234].unit == "nvidia-persistenced.service"
+    assert (job.start_time, by_pid[5151].start_time, by_pid[1234].start_time) == (9000, 9100, 1500)
+    assert by_pid[5151].cgroup == DOCKER_CGROUP
     assert facts.active_services == Found(("nvidia-persistenced",))
     assert facts.os_ids == Found(("ubuntu", "debian"))
     assert facts.notes == ()
@@ -138,23 +156,38 @@ def test_services_probe_failure_keeps_its_reason() -> None:
     assert isinstance(probe_services(host, deadline=Deadline(5)), ProbeFailed)
 
 
+K8S_POD = "/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b_3c4d.slice"
+
+
 @pytest.mark.parametrize(
-    ("cgroup", "runtime"),
+    ("cgroup", "runtime", "own"),
     [
-        (f"12:memory:/docker/{DOCKER_ID}\n", "docker"),
-        (f"0::/system.slice/docker-{DOCKER_ID}.scope\n", "docker"),
-        (f"0::/machine.slice/libpod-{DOCKER_ID}.scope/container\n", "podman"),
+        (f"12:memory:/docker/{DOCKER_ID}\n", "docker", f"/docker/{DOCKER_ID}"),
+        (f"0::{DOCKER_CGROUP}\n", "docker", DOCKER_CGROUP),
         (
-            "0::/kubepods.slice/kubepods-burstable.slice/kubepods-burstable-pod1a2b_3c4d.slice/"
-            f"cri-containerd-{DOCKER_ID}.scope\n",
-            "kubernetes",
+            f"0::/machine.slice/libpod-{DOCKER_ID}.scope/container\n",
+            "podman",
+            f"/machine.slice/libpod-{DOCKER_ID}.scope",
         ),
-        (f"11:devices:/kubepods/besteffort/pod1a2b-3c4d/{DOCKER_ID}\n", "kubernetes"),
-        (f"0::/system.slice/crio-{DOCKER_ID}.scope\n", "cri-o"),
+        (
+            f"0::{K8S_POD}/cri-containerd-{DOCKER_ID}.scope\n",
+            "kubernetes",
+            f"{K8S_POD}/cri-containerd-{DOCKER_ID}.scope",
+        ),
+        (
+            f"11:devices:/kubepods/besteffort/pod1a2b-3c4d/{DOCKER_ID}\n",
+            "kubernetes",
+            f"/kubepods/besteffort/pod1a2b-3c4d/{DOCKER_ID}",
+        ),
+        (
+            f"0::/system.slice/crio-{DOCKER_ID}.scope\n",
+            "cri-o",
+            f"/system.slice/crio-{DOCKER_ID}.scope",
+        ),
     ],
 )
-def test_container_of(cgroup: str, runtime: str) -> None:
-    assert container_of(cgroup) == Container(runtime, DOCKER_ID)
+def test_container_of(cgroup: str, runtime: str, own: str) -> None:
+    assert container_of(cgroup) == Container(runtime, DOCKER_ID, cgroup=own)
 
 
 def test_not_a_container() -> None:

@@ -17,6 +17,7 @@ from envdoctor.remedy import build_plan, plan_to_json, render_steps
 from envdoctor.remedy.distro import driver_install_commands, family, initramfs_command
 from envdoctor.remedy.model import (
     CreateNodes,
+    HolderRef,
     Note,
     Plan,
     RebootRequired,
@@ -35,7 +36,7 @@ from envdoctor.remedy.quoting import display, sh_quote
 from envdoctor.remedy.wheel import newest_variant_for
 from tests import factories as f
 from tests.remedy import cases
-from tests.remedy.sandbox import Sandbox
+from tests.remedy.sandbox import START_TIME, Sandbox
 
 T = TypeVar("T")
 
@@ -153,6 +154,7 @@ def test_a_plain_containerd_holder_is_terminated(box: Sandbox) -> None:
         "root",
         ("/dev/nvidia0",),
         container=Container("containerd", "b" * 64),
+        start_time=START_TIME,
     )
     plan = build_plan(cases.mismatch_report(), cases.fix_facts([job]), cases.options(box))
     assert [a.pid for a in actions(plan, Terminate)] == [7100]
@@ -160,8 +162,9 @@ def test_a_plain_containerd_holder_is_terminated(box: Sandbox) -> None:
     assert not actions(plan, StopContainer)
 
 
-def test_a_holders_systemd_unit_is_stopped_and_started_again(box: Sandbox) -> None:
-    ollama = GpuHolder(
+def ollama(start_time: int = START_TIME) -> GpuHolder:
+    """ollama serve, as its own user, in its confirmed system unit."""
+    return GpuHolder(
         8000,
         "ollama",
         ("/usr/bin/ollama", "serve"),
@@ -169,10 +172,39 @@ def test_a_holders_systemd_unit_is_stopped_and_started_again(box: Sandbox) -> No
         "ollama",
         ("/dev/nvidia0",),
         unit="ollama.service",
+        start_time=start_time,
+        cgroup="/system.slice/ollama.service",
     )
-    plan = build_plan(cases.mismatch_report(), cases.fix_facts([ollama]), cases.options(box))
-    assert [a.unit for a in actions(plan, StopService)] == ["ollama.service"]
+
+
+def test_a_holders_systemd_unit_is_stopped_and_started_again(box: Sandbox) -> None:
+    plan = build_plan(cases.mismatch_report(), cases.fix_facts([ollama()]), cases.options(box))
+    (stop,) = actions(plan, StopService)
+    assert stop.unit == "ollama.service"
+    assert stop.holders == (HolderRef(8000, 998, START_TIME),)  # what the script re-checks
     assert "start-service" in kinds(plan) and not actions(plan, Terminate)
+
+
+def test_a_holder_that_cannot_be_re_identified_is_left_to_a_person(box: Sandbox) -> None:
+    """Without its start time the script could not tell the process from a reused PID: no
+    signal and no unit stop is planned for it, a note asks a person to stop it."""
+    box_holder = GpuHolder(
+        8001,
+        "python",
+        ("python", "serve.py"),
+        0,
+        "root",
+        ("/dev/nvidia0",),
+        container=Container("docker", "d" * 64, "", "/system.slice/docker-" + "d" * 64 + ".scope"),
+    )
+    plan = build_plan(
+        cases.mismatch_report(), cases.fix_facts([ollama(-1), box_holder]), cases.options(box)
+    )
+    assert not actions(plan, StopService) and not actions(plan, StopContainer)
+    assert not actions(plan, Terminate)
+    notes = [a.text for a in actions(plan, Note)]
+    assert any("stop PID 8000" in n for n in notes) and any("stop PID 8001" in n for n in notes)
+    assert actions(plan, RequireNoHolders)  # and the script stops while they hold the GPU
 
 
 def test_a_snapshot_plan_checks_holders_at_run_time(box: Sandbox) -> None:
@@ -227,7 +259,7 @@ def test_nouveau_and_no_driver_install_the_driver_then_reboot(box: Sandbox) -> N
 
 
 def test_no_driver_install_without_an_nvidia_gpu(box: Sandbox) -> None:
-    facts = f.facts(host=f.host(nvidia_pci=Found(())), nvml=Absent("no NVML"))
+    facts = f.cpu_machine()
     plan = build_plan(
         cases.report(facts, cases.finding("driver.not-installed")),
         cases.fix_facts(),
@@ -285,8 +317,12 @@ def test_memory_held_stops_only_the_holders_named(box: Sandbox) -> None:
     facts = f.facts(nvml=f.nvml(gpus=(gpu0,)))
     finding = Finding("gpu.memory-held", Severity.ERROR, "held", subject="0")
     holders = [
-        GpuHolder(4242, "python", ("python", "train.py"), 1000, "alice", ("/dev/nvidia0",)),
-        GpuHolder(5555, "python", ("python", "mine.py"), 1000, "bob", ("/dev/nvidia0",)),
+        GpuHolder(
+            4242, "python", ("python", "train.py"), 1000, "alice", ("/dev/nvidia0",), start_time=1
+        ),
+        GpuHolder(
+            5555, "python", ("python", "mine.py"), 1000, "bob", ("/dev/nvidia0",), start_time=2
+        ),
     ]
     plan = build_plan(cases.report(facts, finding), cases.fix_facts(holders), cases.options(box))
     assert [a.pid for a in actions(plan, Terminate)] == [4242]

@@ -13,8 +13,8 @@ from envdoctor.probes.holders import Container, GpuHolder
 from envdoctor.remedy import Plan, build_plan, render_script
 from envdoctor.remedy.model import RequireNoHolders, Step, Terminate, Verify
 from tests.remedy import cases
-from tests.remedy.cases import CONTAINER_ID, PYTHON_ARGV, PYTHON_PID
-from tests.remedy.sandbox import Sandbox, shellcheck
+from tests.remedy.cases import CONTAINER_CGROUP, CONTAINER_ID, PYTHON_ARGV, PYTHON_PID
+from tests.remedy.sandbox import START_TIME, Sandbox, shellcheck
 
 
 def test_apply_refuses_without_root(box: Sandbox) -> None:
@@ -67,7 +67,9 @@ def test_a_reused_pid_is_not_signalled(box: Sandbox) -> None:
     assert run.returncode == 1
     assert not any(c[0] == "kill" for c in run.calls)
     assert not any(c[0] == "rmmod" for c in run.calls)
-    assert f"PID {PYTHON_PID} now runs another command" in run.stderr
+    assert f"PID {PYTHON_PID} is not the process this plan saw: it now runs another command" in (
+        run.stderr
+    )
     assert "FAILED at step" in run.stderr
     assert "processes still hold /dev/nvidia*" in run.stderr
     assert "already done:" in run.stderr
@@ -88,7 +90,7 @@ def test_a_pid_that_let_go_is_left_alone(box: Sandbox) -> None:
 def _terminate_plan(box: Sandbox, pid: int) -> Plan:
     return Plan(
         steps=(
-            Step("Terminate it", Terminate(pid, PYTHON_ARGV)),
+            Step("Terminate it", Terminate(pid, PYTHON_ARGV, 0, START_TIME)),
             Step("Verify", Verify(box.verify)),
         ),
         source="test",
@@ -148,7 +150,8 @@ def _hostile_plan(box: Sandbox, argv: tuple[str, ...], name: str = "$(reboot)") 
         0,
         "$(reboot)",
         ("/dev/nvidia0",),
-        container=Container("docker", CONTAINER_ID, name),
+        container=Container("docker", CONTAINER_ID, name, CONTAINER_CGROUP),
+        start_time=START_TIME,
     )
     report = cases.mismatch_report()
     return build_plan(report, cases.fix_facts([holder]), cases.options(box))
@@ -193,13 +196,15 @@ def test_any_process_name_is_only_data(
     argv: list[str], name: str, tmp_path_factory: pytest.TempPathFactory
 ) -> None:
     """For arbitrary argv and names: shellcheck-clean, and the shims see exactly the plan."""
-    holder = GpuHolder(PYTHON_PID, name, tuple(argv), 0, name, ("/dev/nvidia0",))
+    holder = GpuHolder(
+        PYTHON_PID, name, tuple(argv), 0, name, ("/dev/nvidia0",), start_time=START_TIME
+    )
     assume(not holder.is_display_server)  # a display server makes the plan "reboot", by design
     base = tmp_path_factory.mktemp("prop")
     box = Sandbox(base / "sandbox")
     box.modules(cases.LOADED)
     box.loaded_driver("580.95.05")
-    box.process(PYTHON_PID, argv)
+    box.process(PYTHON_PID, argv, comm=name[:15])  # its stat's name field is hostile too
     box.container(CONTAINER_ID, running=False)
     plan = build_plan(
         cases.mismatch_report(),

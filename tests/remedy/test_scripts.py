@@ -53,7 +53,7 @@ def test_version_mismatch_with_holders(box: Sandbox) -> None:
         ("modinfo", "-F", "version", "nvidia"),
         ("systemctl", "is-active", "--quiet", "nvidia-persistenced"),
         ("systemctl", "stop", "nvidia-persistenced"),
-        ("docker", "inspect", "--format", "{{.State.Running}}", CONTAINER_ID),
+        ("docker", "inspect", "--format", "{{.State.Running}} {{.State.Pid}}", CONTAINER_ID),
         ("docker", "stop", CONTAINER_ID),
         ("kill", "-s", "TERM", str(PYTHON_PID)),
         ("sleep", "1"),
@@ -129,6 +129,16 @@ def test_uvm_node_missing(box: Sandbox) -> None:
     assert run.calls == [("id", "-u"), ("nvidia-modprobe", "-u", "-c", "0"), VERIFY]
 
 
+def pip_calls(index: str, *, safe: bool = True) -> list[tuple[str, ...]]:
+    """A torch reinstall: ask whether python takes -P (runs no code), pip show, pip install."""
+    python = ("python", "-P") if safe else ("python",)
+    return [
+        ("python", "-P", "-V"),
+        (*python, "-m", "pip", "show", "torch"),
+        (*python, "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
+    ]
+
+
 def test_cpu_only_wheel(box: Sandbox) -> None:
     box.state("torch", "2.13.0+cpu")
     box.state("torch_after", "2.13.0+cu130")
@@ -136,24 +146,26 @@ def test_cpu_only_wheel(box: Sandbox) -> None:
     run = box.run(script, "--apply", "--yes")
     assert run.returncode == 0, run.stderr
     index = "https://download.pytorch.org/whl/cu130"
-    assert run.calls == [
-        ("python", "-m", "pip", "show", "torch"),
-        ("python", "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
-        VERIFY,
-    ]  # no `id -u`: nothing here needs root
+    assert run.calls == [*pip_calls(index), VERIFY]  # no `id -u`: nothing here needs root
     again = box.run(script, "--apply", "--yes")
-    assert again.calls == [("python", "-m", "pip", "show", "torch"), VERIFY]
+    assert again.calls == [*pip_calls(index)[:2], VERIFY]
+
+
+def test_an_interpreter_without_safe_path_runs_pip_from_root_dir(box: Sandbox) -> None:
+    """Python 3.10 refuses -P: pip runs without it (from /, as everything in the script)."""
+    box.state("python_safe_path", "no")
+    box.state("torch", "2.13.0+cpu")
+    run = box.run(script_for(cases.cpu_wheel_plan(box)), "--apply", "--yes")
+    assert run.returncode == 0, run.stderr
+    index = "https://download.pytorch.org/whl/cu130"
+    assert [c for c in run.calls if c[0] == "python"] == pip_calls(index, safe=False)
 
 
 def test_driver_too_old_reinstalls_a_wheel_the_driver_runs(box: Sandbox) -> None:
     run = box.run(script_for(cases.too_old_plan(box)), "--apply", "--yes")
     assert run.returncode == 0, run.stderr
     index = "https://download.pytorch.org/whl/cu121"  # CUDA 12.2 driver: the newest ≤ 12.2
-    assert run.calls == [
-        ("python", "-m", "pip", "show", "torch"),
-        ("python", "-m", "pip", "install", "--force-reinstall", "torch", "--index-url", index),
-        VERIFY,
-    ]
+    assert run.calls == [*pip_calls(index), VERIFY]
 
 
 def test_driver_too_old_can_upgrade_the_driver_instead(box: Sandbox) -> None:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 import json
 import os
+import subprocess
 import sys
 import time
 from collections.abc import Callable
@@ -15,6 +16,7 @@ import pytest
 
 from envdoctor.model.facts import Facts, GpuProcess, MemoryInfo
 from envdoctor.model.probed import Found
+from envdoctor.smoke.runner import child_source, parse_line
 from tests import factories
 
 FAKE_TORCH = str(Path(__file__).resolve().parents[1] / "fake_torch")
@@ -109,3 +111,19 @@ def wait_dead(pid: int, timeout: float = 5.0) -> bool:
 
 def fake_pids(state: Path) -> list[int]:
     return [int(p.name.split("-", 1)[1]) for p in state.glob("pid-*")]
+
+
+def child_events(config: dict[str, Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
+    """Run the smoke child by hand (not through the runner) and return its protocol events;
+    its stdout must carry nothing else (library output goes to stderr)."""
+    out = subprocess.run(
+        [PYTHON, "-c", child_source(), json.dumps(config)],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env={**os.environ, **(env or {})},
+        check=True,
+    ).stdout
+    events = [parse_line(line) for line in out.splitlines()]
+    assert None not in events, f"stdout carries more than the protocol: {out[:500]!r}"
+    return [e for e in events if e is not None]

@@ -74,8 +74,9 @@ def test_cudnn_not_initialized_with_memory_held_by_another_process() -> None:
         "kill 4242   # `python train.py` holds 79.1 GiB",
         "kill 77   # `jupyter` holds 300 MiB",
     )
+    # not on GPU 0, which others fill: --reproduce would refuse it and pick an idle GPU
     assert finding.remediation.steps[-1].startswith(
-        "envdoctor smoke --reproduce cudnn-init --gpu 0"
+        "envdoctor smoke --reproduce cudnn-init   # on an idle GPU"
     )
 
 

@@ -2,13 +2,10 @@
 
 from __future__ import annotations
 
-import json
-import subprocess
-
 from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
 from envdoctor.smoke.model import PASSED, SKIPPED
-from envdoctor.smoke.runner import MARK, child_source, parse_line
-from tests.smoke.conftest import PYTHON, gpu_facts
+from envdoctor.smoke.runner import MARK, parse_line
+from tests.smoke.conftest import PYTHON, child_events, gpu_facts
 
 
 def test_every_step_passes_on_the_cpu_with_real_torch() -> None:
@@ -44,15 +41,8 @@ def test_real_cpu_torch_on_a_gpu_says_it_was_built_without_cuda() -> None:
 
 def test_protocol_lines_are_marked_json_one_per_event() -> None:
     config = {"device": "cpu", "steps": ["import", "gemm-fp32", "nccl-allreduce"], "memory_mib": 1}
-    out = subprocess.run(
-        [PYTHON, "-c", child_source(), json.dumps(config)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=True,
-    ).stdout
-    events = [parse_line(line) for line in out.splitlines() if line.startswith(MARK)]
-    assert [(e or {}).get("event") for e in events] == [
+    events = child_events(config)
+    assert [e["event"] for e in events] == [
         "start",
         "result",
         "start",
@@ -61,7 +51,7 @@ def test_protocol_lines_are_marked_json_one_per_event() -> None:
         "result",
         "done",
     ]
-    results = [e for e in events if e and e["event"] == "result"]
+    results = [e for e in events if e["event"] == "result"]
     assert [r["status"] for r in results] == ["passed", "passed", "skipped"]
     assert results[2]["reason"] == "NCCL needs CUDA devices"
     assert parse_line("NCCL INFO Bootstrap : Using eth0") is None

@@ -82,3 +82,47 @@ def test_how_a_step_failed_beats_its_text() -> None:
     assert classify(step(kind=KIND_MISMATCH)).code == "smoke.wrong-result"
     imported = StepResult("import", FAILED, error="ImportError: libcudnn.so.9: cannot open")
     assert classify(imported).code == "smoke.torch-import-failed"
+
+
+def test_every_memory_row_cites_a_text_a_shortage_produced() -> None:
+    """A row marked ``memory`` confirms pressure under --reproduce: each needs a fixture that
+    says where a shortage of device memory was shown to produce that text."""
+    for pattern in (p for p in PATTERNS if p.memory):
+        regex = re.compile(pattern.regex, re.IGNORECASE)
+        cited = [
+            name
+            for name, entry in FIXTURES.items()
+            if regex.search(entry["message"]) and entry.get("memory")
+        ]
+        assert cited, pattern.regex
+
+
+@pytest.mark.parametrize("name", sorted(FIXTURES))
+def test_the_memory_flag_follows_the_fixtures(name: str) -> None:
+    entry = FIXTURES[name]
+    found = classify_text(f"{entry['type']}: {entry['message']}")
+    assert found.memory == bool(entry.get("memory")), name
+
+
+def test_torch_28_accelerator_error_is_read_by_its_message() -> None:
+    entry = FIXTURES["accelerator-out-of-memory"]
+    assert entry["type"] == "AcceleratorError"
+    found = classify_text(f"AcceleratorError: {entry['message']}")
+    assert (found.code, found.memory) == ("smoke.out-of-memory", True)
+
+
+def test_cudnn_9_allocation_statuses() -> None:
+    """No public report quotes these yet: the names are cuDNN 9.0's cudnnStatus_t (4003, 4004)."""
+    for status in (
+        "CUDNN_STATUS_INTERNAL_ERROR_HOST_ALLOCATION_FAILED",
+        "CUDNN_STATUS_INTERNAL_ERROR_DEVICE_ALLOCATION_FAILED",
+    ):
+        found = classify_text(f"RuntimeError: cuDNN error: {status}")
+        assert (found.code, found.status, found.memory) == ("smoke.cudnn-failed", status, True)
+    other = classify_text("RuntimeError: cuDNN error: CUDNN_STATUS_EXECUTION_FAILED")
+    assert (other.code, other.memory) == ("smoke.cudnn-failed", False)
+
+
+def test_no_engine_has_a_status_of_its_own() -> None:
+    found = classify_text(FIXTURES["cudnn-get-no-engine"]["message"])
+    assert found.status == "cuDNN found no engine that could run"

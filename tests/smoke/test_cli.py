@@ -113,14 +113,48 @@ def test_reproduce_json(cli) -> None:  # type: ignore[no-untyped-def]
 def test_reproduce_text_reports_the_threshold(cli) -> None:  # type: ignore[no-untyped-def]
     result = cli("--reproduce", "cudnn-init", "--gpu", "0", CONTEXT_MIB="500", CUDNN_MIB="300")
     assert result.exit_code == 1, result.output
-    assert "512 MiB left free:" in result.output
+    assert "asked to leave 512 MiB free after the context:" in result.output
     assert "[smoke.pressure-reproduces]" in result.output
+
+
+def test_reproduce_refuses_a_busy_gpu_with_exit_2(cli) -> None:  # type: ignore[no-untyped-def]
+    facts = gpu_facts(1, processes=((4242, "python train.py", 30000),))
+    result = cli("--reproduce", "cublas-alloc", facts=facts)
+    assert result.exit_code == 2, result.output
+    assert "[smoke.reproduce-refused]" in result.output
+    forced = cli(
+        "--reproduce", "cublas-alloc", "--gpu", "0", "--force", "--leave", "1000", facts=facts
+    )
+    assert forced.exit_code == 0, forced.output
+    assert "[smoke.pressure-ruled-out]" in forced.output
+
+
+def test_help_warns_that_reproduce_fills_the_gpu() -> None:
+    result = CliRunner().invoke(make_app(), ["smoke", "--help"], env={"COLUMNS": "200"})
+    text = " ".join(result.output.split())
+    assert "WARNING: it fills the GPU's memory to the last MiB" in text
+    assert "--gpu N --force" in text
+
+
+def test_the_tf32_override_is_removed_and_reported(cli, monkeypatch: pytest.MonkeyPatch) -> None:  # type: ignore[no-untyped-def]
+    monkeypatch.setenv("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE", "1")
+    facts = gpu_facts(1, env={"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"})
+    result = cli("--json", facts=facts)
+    assert result.exit_code == 0, result.output
+    data = json.loads(result.output)
+    (note,) = data["notes"]
+    assert note.startswith("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 was removed from the smoke children")
+    gemm = next(s for s in data["runs"][0]["steps"] if s["step"] == "gemm-fp32")
+    assert gemm["info"]["tf32"] == "off"
 
 
 @pytest.mark.parametrize(
     ("args", "message"),
     [
         (("--leave", "100"), "--leave only applies with --reproduce"),
+        (("--force",), "--force only applies with --reproduce"),
+        (("--in-process",), "--in-process only applies with --reproduce"),
+        (("--reproduce", "cudnn-init", "--force"), "--force needs --gpu N"),
         (("--gpu", "7"), "no GPU 7: NVML sees GPU(s) 0"),
         (("--reproduce", "cudnn-init", "--gpu", "0", "--gpu", "1"), "works on one GPU"),
         (("--timeout", "0"), "must be positive"),

@@ -14,10 +14,13 @@ from envdoctor.platform.processes import (
     SpawnError,
     Terminated,
     Timeout,
+    descendants,
     describe_exit,
+    process_state,
     signal_name,
     sigterm_raises,
     spawn,
+    survivors,
 )
 from tests.smoke.conftest import PYTHON, alive, wait_dead
 
@@ -102,3 +105,37 @@ def test_exit_descriptions() -> None:
     assert describe_exit(-6) == "was killed by SIGABRT"
     assert describe_exit(3) == "exited with status 3"
     assert signal_name(200) == "signal 200"
+
+
+ESCAPED = (
+    "import subprocess, sys, time\n"
+    "p = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
+    "print(p.pid, flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_kill_reaches_a_descendant_that_left_the_group() -> None:
+    child = spawn([PYTHON, "-c", ESCAPED])
+    line = child.read(10)
+    assert isinstance(line, Line)
+    escaped = int(line.text)
+    assert escaped in descendants(child.pid)
+    child.kill()
+    assert wait_dead(escaped)
+    assert child.survivors(grace=0.5) == ()
+
+
+def test_survivors_are_re_checked_and_kept_with_their_state() -> None:
+    states = {101: "D", 102: None, 103: "S"}
+    assert survivors((101, 102, 103), grace=0.1, state_of=states.get) == ((101, "D"), (103, "S"))
+    assert survivors((102,), grace=5.0, state_of=states.get) == ()  # returns at once
+
+
+def test_process_state_of_a_live_a_dead_and_a_missing_process() -> None:
+    child = spawn([PYTHON, "-c", "import time; time.sleep(60)"])
+    assert process_state(child.pid) in {"R", "S"}
+    child.kill()
+    assert process_state(child.pid) is None
+    assert process_state(2**22 + 12345) is None
+    assert child.survivors(grace=0.2) == ()

@@ -6,10 +6,21 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
-from envdoctor.model.finding import Severity
+from envdoctor.model.finding import Finding, Severity
+from envdoctor.model.probed import Found
 from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
-from envdoctor.smoke.model import FAILED, PASSED, SKIPPED, SmokeRun
-from tests.smoke.conftest import PYTHON, alive, fake_pids, gpu_facts, uuid, wait_dead
+from envdoctor.smoke.model import FAILED, PASSED, SKIPPED, ChildRun, SmokeRun, StepResult, Target
+from envdoctor.smoke.runner import parse_line
+from tests.smoke.conftest import (
+    FAKE_TORCH,
+    PYTHON,
+    alive,
+    child_events,
+    fake_pids,
+    gpu_facts,
+    uuid,
+    wait_dead,
+)
 
 EnvMaker = Callable[..., dict[str, str | None]]
 
@@ -78,7 +89,11 @@ def test_cublas_alloc_failure_is_classified_and_attributed(fake_env: EnvMaker) -
     )
     assert finding.remediation is not None
     assert finding.remediation.steps[0].startswith("kill 4242")
-    assert any("--reproduce cublas-alloc --gpu 0" in s for s in finding.remediation.steps)
+    # no --gpu 0: the GPU others fill would be refused; envdoctor picks an idle one
+    assert any(
+        s.startswith("envdoctor smoke --reproduce cublas-alloc   # on an idle GPU")
+        for s in finding.remediation.steps
+    )
 
 
 def test_hung_step_is_killed_and_named(fake_env: EnvMaker, tmp_path: Path) -> None:
@@ -222,3 +237,140 @@ def test_no_child_outlives_a_run(fake_env: EnvMaker, tmp_path: Path) -> None:
     pids = fake_pids(tmp_path)
     assert len(pids) == 3  # two GPUs and the NCCL child
     assert not any(alive(pid) for pid in pids)
+
+
+# --- issue 19 item 1: TF32 ------------------------------------------------------------------
+
+
+def test_the_tf32_override_is_taken_out_of_the_childrens_environment(fake_env: EnvMaker) -> None:
+    """TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 keeps TF32 on: a healthy GPU's fp32 GEMM would miss
+    the fp32 tolerance (2.8e-4 > 1e-4) and be reported as a wrong result."""
+    facts = gpu_facts(1, env={"TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"})
+    env = {**fake_env(), "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1"}
+    result = run_smoke(facts, SmokeOptions(python=PYTHON, env=env, timeout=10))
+    gemm = result.runs[0].step("gemm-fp32")
+    assert gemm is not None and gemm.status == PASSED, gemm
+    assert gemm.detail == "256x256 float32: max error 0.0e+00 (tolerance 1e-04, TF32 off)"
+    (finding,) = smoke_findings(facts, result)
+    assert finding.code == "smoke.passed"
+    assert dict(finding.evidence)["children's environment"].startswith(
+        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 was removed from the smoke children's environment: "
+        "it forces TF32 for float32 GEMMs"
+    )
+
+
+def test_tf32_that_stays_on_gets_the_tf32_tolerance_and_says_why(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env(TF32="stuck"))
+    gemm = result.runs[0].step("gemm-fp32")
+    assert gemm is not None and gemm.status == PASSED
+    assert gemm.detail == (
+        "256x256 float32: max error 2.8e-04 (tolerance 2e-03, TF32 on: "
+        "torch.backends.cuda.matmul.allow_tf32 stayed True)"
+    )
+    assert gemm.get("tf32") == "on"
+
+
+def test_a_wrong_result_under_tf32_names_the_tolerance_it_missed(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env("matmul.float32=wrong", TF32="stuck"))
+    (finding,) = smoke_findings(gpu_facts(1), result)
+    assert finding.code == "smoke.wrong-result"
+    assert dict(finding.evidence)["error"] == (
+        "float32 GEMM differs from the float64 CPU reference: max error 1 of the largest value "
+        "(tolerance 2e-03, TF32 on: torch.backends.cuda.matmul.allow_tf32 stayed True)"
+    )
+
+
+# --- issue 19 item 6: libraries writing to stdout -------------------------------------------
+
+
+def test_nccl_output_glued_to_a_result_line_does_not_lose_the_result(fake_env: EnvMaker) -> None:
+    """NCCL_DEBUG=INFO output without a newline on descriptor 1 (NCCL's unflushed stdio)."""
+    result = run(2, fake_env("nccl=chatter"))
+    nccl = result.runs[2]
+    step = nccl.step("nccl-allreduce")
+    assert step is not None and step.status == PASSED, step
+    assert nccl.ok
+
+
+def test_the_marker_is_found_anywhere_in_a_line() -> None:
+    glued = (
+        "678c7278cb2d:26023:26023 [0] NCCL INFO Bootstrap : Using eth0:172.17.2.7<0>"
+        '@@envdoctor-smoke@@ {"event": "result", "step": "nccl-allreduce", "status": "passed"}'
+    )
+    assert parse_line(glued) == {"event": "result", "step": "nccl-allreduce", "status": "passed"}
+    assert parse_line('@@envdoctor-smoke@@ {"event": "done"} trailing NCCL text') == {
+        "event": "done"
+    }
+    assert parse_line("@@envdoctor-smoke@@ [1, 2]") is None
+
+
+# --- issue 19 item 7: persistence mode, survivors -------------------------------------------
+
+
+def hung_without_persistence(env: dict[str, str | None]) -> Finding:
+    """The one finding of a run that hangs (per ``env``) on a GPU with persistence mode off."""
+    facts = gpu_facts(1, persistence_mode=Found(False))
+    options = SmokeOptions(python=PYTHON, env=env, timeout=5, step_timeout=1.0)
+    (finding,) = smoke_findings(facts, run_smoke(facts, options))
+    return finding
+
+
+def test_a_hung_import_never_blames_persistence_mode(fake_env: EnvMaker) -> None:
+    finding = hung_without_persistence(fake_env("import=hang"))
+    assert finding.code == "smoke.timeout"
+    assert "persistence" not in finding.title.lower()
+    assert "importing never touches the GPU" in finding.title
+    assert finding.remediation is not None
+    assert "sudo nvidia-smi -pm 1" not in finding.remediation.steps
+
+
+def test_a_hung_context_with_persistence_off_still_names_it(fake_env: EnvMaker) -> None:
+    finding = hung_without_persistence(fake_env("init=hang"))
+    assert "persistence mode is off" in finding.title
+
+
+def test_a_grandchild_that_left_the_group_is_killed_too(fake_env: EnvMaker, tmp_path: Path) -> None:
+    result = run(1, fake_env("conv=hang-with-escaped-child"), step_timeout=1.0, timeout=5.0)
+    assert result.runs[0].ending == "timeout"
+    assert wait_dead(int((tmp_path / "grandchild").read_text()))
+    assert result.runs[0].survivors == ()
+
+
+def test_a_process_stuck_in_the_driver_after_sigkill_is_reported() -> None:
+    """State D cannot be produced here without a wedged driver: the run is built by hand."""
+    child = ChildRun(
+        Target("GPU 0", (0,), visible=uuid(0)),
+        PYTHON,
+        (
+            StepResult("import", PASSED),
+            StepResult("context", PASSED),
+            StepResult("memory", FAILED, seconds=30.0, error="no result", kind="timeout"),
+        ),
+        "timeout",
+        31.0,
+        survivors=((4242, "D"),),
+    )
+    (finding,) = smoke_findings(gpu_facts(1), SmokeRun(PYTHON, runs=(child,)))
+    assert finding.code == "smoke.timeout"
+    assert "PID 4242 is stuck in the kernel (state D) even after SIGKILL" in finding.title
+    assert dict(finding.evidence)["still there after SIGKILL"].startswith(
+        "PID 4242 in state D (uninterruptible sleep: stuck inside a kernel call"
+    )
+
+
+def test_a_child_that_still_sees_the_override_uses_the_tf32_tolerance(tmp_path: Path) -> None:
+    """Started by hand (not through the runner, which removes it): recent torch no longer shows
+    the override through allow_tf32, so the child reads the variable itself."""
+    config = {"device": "cuda", "steps": ["import", "context", "gemm-fp32"]}
+    env = {
+        "PYTHONPATH": FAKE_TORCH,
+        "ENVDOCTOR_FAKE_STATE": str(tmp_path),
+        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE": "1",
+    }
+    results = [e for e in child_events(config, env) if e["event"] == "result"]
+    gemm = results[-1]
+    assert gemm["status"] == "passed", gemm
+    assert gemm["detail"] == (
+        "256x256 float32: max error 2.8e-04 (tolerance 2e-03, TF32 on: "
+        "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 forces it)"
+    )

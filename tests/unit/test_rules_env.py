@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 
 from envdoctor.model.finding import Severity
-from envdoctor.rules.env import split_alloc_conf, visible_devices
+from envdoctor.rules.env import visible_devices
 from tests import factories as f
 from tests.conftest import report_of
 
@@ -79,28 +79,6 @@ def test_launch_blocking_left_on_warns() -> None:
     codes = [x.code for x in _env_report({"CUDA_LAUNCH_BLOCKING": "1"}).findings]
     assert codes == ["env.cuda-launch-blocking"]
     assert _env_report({"CUDA_LAUNCH_BLOCKING": "0"}).findings == ()
-
-
-def test_alloc_conf_brackets_do_not_split() -> None:
-    assert split_alloc_conf(
-        "roundup_power2_divisions:[256:1,512:2,>:1],expandable_segments:True"
-    ) == [
-        "roundup_power2_divisions:[256:1,512:2,>:1]",
-        "expandable_segments:True",
-    ]
-
-
-@pytest.mark.parametrize(
-    ("value", "severity"),
-    [
-        pytest.param("expandable_segments:True,max_split_size_mb:512", None, id="valid"),
-        pytest.param("expandable_segments=True", Severity.ERROR, id="equals-sign"),
-        pytest.param("max_split_sz_mb:512", Severity.WARNING, id="typo-key"),
-    ],
-)
-def test_alloc_conf(value: str, severity: Severity | None) -> None:
-    findings = _env_report({"PYTORCH_CUDA_ALLOC_CONF": value}).findings
-    assert [x.severity for x in findings] == ([severity] if severity else [])
 
 
 def test_nvidia_visible_devices_void_in_a_container() -> None:

@@ -23,6 +23,28 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "memory_held": ("unhealthy", {"gpu.memory-held"}),
     "torch_import_fails": ("unhealthy", {"torch.import-failed"}),
     "torch_probe_hangs": ("unknown", {"torch.probe-failed"}),
+    "cpu_only": ("healthy", {"machine.cpu-only"}),
+    "container_no_gpu": ("healthy", {"container.no-gpu-access"}),
+    "builtin_modules": ("healthy", set()),
+    "mismatch_old_module": ("unhealthy", {"driver.version-mismatch", "torch.cuda-unavailable"}),
+    "nouveau_builtin": ("unhealthy", {"driver.nouveau-loaded", "torch.cuda-unavailable"}),
+    "memory_held_elsewhere": ("unhealthy", {"gpu.memory-held"}),
+    "memory_held_some_gpus": ("unhealthy", {"gpu.memory-held"}),
+    "nodes_root_only": (
+        "unhealthy",
+        {"device.permission-denied", "gpu.nvml-failed", "torch.cuda-unavailable"},
+    ),
+    "xid_reboot_required": ("unhealthy", {"gpu.lost", "gpu.xid-events"}),
+    "xid_app_faults": ("healthy", {"gpu.xid-events"}),
+    "xid_in_journal": ("healthy", {"gpu.xid-events"}),
+    "kernel_log_unreadable": ("healthy", {"gpu.xid-unchecked"}),
+    "fabric_manager_stopped": ("unhealthy", {"fabric.not-ready", "torch.cuda-unavailable"}),
+    "fabric_manager_mismatch": (
+        "unhealthy",
+        {"fabric.not-ready", "fabric.manager-version", "torch.cuda-unavailable"},
+    ),
+    "persistence_off": ("healthy", {"gpu.persistence-off"}),
+    "nvcc_mismatch": ("unhealthy", {"cuda.nvcc-torch-mismatch"}),
 }
 
 
@@ -95,23 +117,12 @@ def test_lost_gpu_is_named_and_the_healthy_one_is_not(
     assert "0000:18:00.0" not in finding.title
 
 
-def test_cpu_build_is_only_a_warning_without_any_gpu(
+def test_cpu_build_is_right_on_a_machine_without_nvidia_hardware(
     scenario_report: Callable[..., Report],
 ) -> None:
-    report = scenario_report(
-        "cpu_wheel_on_gpu",
-        files={
-            "/sys/bus/pci/devices/0000:18:00.0/vendor": "0x8086\n",
-            "/proc/driver/nvidia/version": None,
-            "/proc/modules": "ecc 45056 0 - Live 0x0\n",
-        },
-        nvml={"error": "LibraryNotFound"},
-        links={
-            "/lib/x86_64-linux-gnu/libcuda.so.1": None,
-            "/lib/x86_64-linux-gnu/libcuda.so": None,
-            "/lib/x86_64-linux-gnu/libnvidia-ml.so.1": None,
-        },
-        ld_cache="",
-    )
-    cpu = next(f for f in report.findings if f.code == "torch.cpu-build")
-    assert cpu.severity.label == "warning"
+    report = scenario_report("cpu_only")
+    assert report.exit_code == 0
+    assert [f.code for f in report.findings] == ["machine.cpu-only"]
+    outcome = {c.rule.name: c.outcome.value for c in report.checks}
+    assert outcome["torch.cuda-build"] == "not-applicable"
+    assert outcome["driver.installed"] == "not-applicable"

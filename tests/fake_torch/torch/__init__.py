@@ -9,15 +9,28 @@ ENVDOCTOR_FAKE_TORCH   comma-separated ``op=behaviour`` (``op@VISIBLE=behaviour`
                        nccl, sync. Behaviours: raise:<fixture name> (the verbatim text from
                        tests/smoke/fixtures/cuda_errors.json), hang, sleep:<seconds>, segv,
                        abort, exit:<status>, wrong (a wrong result), hang-with-child (starts a
-                       grandchild `sleep`, records its PID, hangs).
-ENVDOCTOR_FAKE_STATE   a directory: every fake process writes pid-<pid> there; the hog (the
-                       child run with PYTORCH_NO_CUDA_MEMORY_CACHING=1) publishes what it holds
-                       in hog.json so that probes see less free memory while it lives.
+                       grandchild `sleep`, records its PID, hangs), hang-with-escaped-child (the
+                       same, the grandchild in a session of its own), chatter (writes NCCL's
+                       verbatim INFO line to descriptor 1, without a newline, as NCCL's
+                       unflushed stdio does).
+ENVDOCTOR_FAKE_STATE   a directory: every fake process writes pid-<pid> there.
 ENVDOCTOR_FAKE_TOTAL_MIB / _USED_MIB (held by others) / _CONTEXT_MIB (a context's own cost)
-ENVDOCTOR_FAKE_CUBLAS_MIB / _CUDNN_MIB  free memory cuBLAS / cuDNN need at their first use,
-                       below which they raise the cublas-alloc-failed / cudnn-not-initialized
-                       fixtures (override with ENVDOCTOR_FAKE_CUBLAS_ERROR / _CUDNN_ERROR).
+ENVDOCTOR_FAKE_CUBLAS_MIB / _CUDNN_MIB  device memory a new handle takes from the driver (each
+                       thread creates its own), below which they raise the cublas-alloc-failed /
+                       cudnn-not-initialized fixtures (override with _CUBLAS_ERROR / _CUDNN_ERROR).
+ENVDOCTOR_FAKE_CUBLAS_WORKSPACE_MIB / _CUDNN_WORKSPACE_MIB  a handle's workspace, taken through
+                       the caching allocator (its cache first): torch-oom-32mib / cudnn-get-no-
+                       engine when it does not fit.
+ENVDOCTOR_FAKE_CUBLAS_MODULE_MIB / _CUDNN_MODULE_MIB  kernels loaded once per process from the
+                       driver: cuda-error-out-of-memory / cudnn-internal-error when they do not fit.
+ENVDOCTOR_FAKE_COMPUTE_MODE  "exclusive-process": a second process's context fails (device-busy)
+                       while another live fake process owns the GPU.
+ENVDOCTOR_FAKE_TF32    "stuck": allow_tf32 cannot be switched off (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1
+                       does the same, as in torch).
 ENVDOCTOR_FAKE_CAPABILITY ("9.0"), ENVDOCTOR_FAKE_NAME, ENVDOCTOR_FAKE_CUDNN_AVAILABLE ("1").
+
+Freed tensors stay in the fake caching allocator's cache (reserved) unless
+PYTORCH_NO_CUDA_MEMORY_CACHING=1, as in torch.
 """
 
 import json
@@ -25,6 +38,7 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 import types
 
@@ -32,6 +46,9 @@ MIB = 1 << 20
 _HERE = os.path.dirname(os.path.abspath(__file__))
 _FIXTURES = os.path.join(_HERE, "..", "..", "smoke", "fixtures", "cuda_errors.json")
 _ENV = os.environ
+# The error of a 256x256 float32 GEMM of the smoke child's inputs when they are rounded to TF32
+# (measured on the CPU: float32 inputs rounded to 10 mantissa bits, multiplied in float64).
+TF32_GEMM_ERROR = 2.78e-4
 
 __version__ = "2.11.0+cu130"
 __file__ = os.path.abspath(__file__)
@@ -39,6 +56,10 @@ version = types.SimpleNamespace(cuda="13.0")
 
 
 class OutOfMemoryError(RuntimeError):
+    pass
+
+
+class AcceleratorError(RuntimeError):
     pass
 
 
@@ -50,13 +71,18 @@ _TYPES = {
     "RuntimeError": RuntimeError,
     "AssertionError": AssertionError,
     "OutOfMemoryError": OutOfMemoryError,
+    "AcceleratorError": AcceleratorError,
     "DistBackendError": DistBackendError,
 }
 
 
-def _fixture(name):
+def _fixtures():
     with open(_FIXTURES) as handle:
-        entry = json.load(handle)["errors"][name]
+        return json.load(handle)
+
+
+def _fixture(name):
+    entry = _fixtures()["errors"][name]
     return _TYPES[entry["type"]](entry["message"])
 
 
@@ -98,77 +124,110 @@ def _misbehave(op):
         os.abort()
     if kind == "exit":
         os._exit(int(arg))
-    if kind == "hang-with-child":
-        grandchild = subprocess.Popen(["sleep", "300"])
+    if kind in ("hang-with-child", "hang-with-escaped-child"):
+        escaped = kind == "hang-with-escaped-child"
+        grandchild = subprocess.Popen(["sleep", "300"], start_new_session=escaped)
         _note("grandchild", str(grandchild.pid))
         time.sleep(3600)
+    if kind == "chatter":
+        os.write(1, _fixtures()["stdout"]["nccl-debug-info"]["text"].encode())
     return kind == "wrong"
 
 
-_note(f"pid-{os.getpid()}", "hog" if _ENV.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1" else "child")
+_note(f"pid-{os.getpid()}", "child")
 _misbehave("import")
 
 
 # --- simulated device memory ----------------------------------------------------------------
 
 
-class _Memory:
-    def __init__(self):
-        self.total = int(_ENV.get("ENVDOCTOR_FAKE_TOTAL_MIB", "81559")) * MIB
-        self.used = int(_ENV.get("ENVDOCTOR_FAKE_USED_MIB", "0")) * MIB
-        self.own = 0
-        self.context = False
-        self.cublas = False
-        self.cudnn = False
-        self.hog = _ENV.get("PYTORCH_NO_CUDA_MEMORY_CACHING") == "1"
+def _mib(name, default="0"):
+    return int(_ENV.get(f"ENVDOCTOR_FAKE_{name}", default)) * MIB
 
-    def others(self):
-        if not _STATE:
-            return 0
-        try:
-            with open(os.path.join(_STATE, "hog.json")) as handle:
-                data = json.load(handle)
-            if data["pid"] == os.getpid():
-                return 0
-            os.kill(data["pid"], 0)
-        except (OSError, ValueError, KeyError):
-            return 0
-        return int(data["bytes"])
+
+class _Memory:
+    """One process's view of one device: what others use, what this process took from the
+    driver (``own``, the caching allocator's cache included), and the cache itself."""
+
+    def __init__(self):
+        self.total = _mib("TOTAL_MIB", "81559")
+        self.used = _mib("USED_MIB")
+        self.own = 0
+        self.cached = 0
+        self.context = False
+        self.handles = {"cublas": set(), "cudnn": set()}
+        self.modules = set()
+        self.caching = _ENV.get("PYTORCH_NO_CUDA_MEMORY_CACHING") != "1"
+        self.lock = threading.Lock()
 
     def free(self):
-        return max(0, self.total - self.used - self.others() - self.own)
+        return max(0, self.total - self.used - self.own)
 
-    def take(self, nbytes):
+    def driver(self, nbytes, error):
+        """Take ``nbytes`` straight from the driver (cudaMalloc), or raise ``error``."""
+        if nbytes > self.free():
+            raise _fixture(error)
         self.own += nbytes
-        self.publish()
 
-    def give(self, nbytes):
-        self.own -= nbytes
-        self.publish()
+    def allocator(self, nbytes, error):
+        """Take ``nbytes`` through the caching allocator: its cache first, then the driver."""
+        if nbytes <= self.cached:
+            self.cached -= nbytes
+            return
+        self.driver(nbytes, error)
 
-    def publish(self):
-        if self.hog:
-            _note("hog.json", json.dumps({"pid": os.getpid(), "bytes": self.own}))
+    def release(self, nbytes):
+        if self.caching:
+            self.cached += nbytes
+        else:
+            self.own -= nbytes
 
     def ensure_context(self):
         if self.context:
             return
         _misbehave("context")
-        need = int(_ENV.get("ENVDOCTOR_FAKE_CONTEXT_MIB", "500")) * MIB
-        if self.free() < need:
-            raise _fixture("cuda-error-out-of-memory")
+        _claim_exclusive()
+        self.driver(_mib("CONTEXT_MIB", "500"), "cuda-error-out-of-memory")
         self.context = True
-        self.take(need)
 
     def first_use(self, library):
-        if getattr(self, library):
-            return
-        need = int(_ENV.get(f"ENVDOCTOR_FAKE_{library.upper()}_MIB", "0")) * MIB
-        if self.free() < need:
-            default = "cublas-alloc-failed" if library == "cublas" else "cudnn-not-initialized"
-            raise _fixture(_ENV.get(f"ENVDOCTOR_FAKE_{library.upper()}_ERROR", default))
-        setattr(self, library, True)
-        self.take(need)
+        """A library's first use on this thread: a handle (driver), its workspace (caching
+        allocator), its kernels (driver, once per process)."""
+        with self.lock:
+            thread = threading.get_ident()
+            upper = library.upper()
+            if thread not in self.handles[library]:
+                default = "cublas-alloc-failed" if library == "cublas" else "cudnn-not-initialized"
+                self.driver(
+                    _mib(f"{upper}_MIB"), _ENV.get(f"ENVDOCTOR_FAKE_{upper}_ERROR", default)
+                )
+                self.handles[library].add(thread)
+                workspace = "torch-oom-32mib" if library == "cublas" else "cudnn-get-no-engine"
+                self.allocator(_mib(f"{upper}_WORKSPACE_MIB"), workspace)
+            if library not in self.modules:
+                module = (
+                    "cuda-error-out-of-memory" if library == "cublas" else "cudnn-internal-error"
+                )
+                self.driver(_mib(f"{upper}_MODULE_MIB"), module)
+                self.modules.add(library)
+
+
+def _claim_exclusive():
+    """Exclusive-process compute mode: one live process's context per GPU."""
+    if _ENV.get("ENVDOCTOR_FAKE_COMPUTE_MODE") != "exclusive-process" or not _STATE:
+        return
+    owner_file = os.path.join(_STATE, "context-owner")
+    try:
+        with open(owner_file) as handle:
+            owner = int(handle.read())
+        if owner != os.getpid():
+            os.kill(owner, 0)
+            with open(f"/proc/{owner}/stat") as handle:
+                if handle.read().rpartition(")")[2].split()[0] != "Z":
+                    raise _fixture("device-busy")
+    except (OSError, ValueError):
+        pass
+    _note("context-owner", str(os.getpid()))
 
 
 _MEMORY = _Memory()
@@ -200,21 +259,22 @@ def _device_of(value):
 
 
 class Tensor:
-    def __init__(self, device="cpu", dt=float32, wrong=False, nbytes=0, owned=False):
+    def __init__(self, device="cpu", dt=float32, wrong=False, nbytes=0, owned=False, error=0.0):
         self.device = device
         self.dtype = dt
         self.wrong = wrong
         self.nbytes = nbytes
         self.owned = owned
+        self.error = error
 
     def _new(self, **changes):
-        fields = {"device": self.device, "dt": self.dtype, "wrong": self.wrong}
+        fields = {"device": self.device, "dt": self.dtype, "wrong": self.wrong, "error": self.error}
         fields.update(changes)
         return Tensor(**fields)
 
     def __del__(self):
         if self.owned:
-            _MEMORY.give(self.nbytes)
+            _MEMORY.release(self.nbytes)
 
     def to(self, *args, **kwargs):
         result = self._new()
@@ -236,18 +296,22 @@ class Tensor:
 
     def _combine(self, other):
         wrong = self.wrong or (isinstance(other, Tensor) and other.wrong)
-        return self._new(wrong=wrong)
+        error = max(self.error, other.error if isinstance(other, Tensor) else 0.0)
+        return self._new(wrong=wrong, error=error)
 
     __add__ = __radd__ = __sub__ = __rsub__ = __mul__ = __rmul__ = __truediv__ = _combine
     __eq__ = _combine
     __hash__ = object.__hash__
 
     def __matmul__(self, other):
-        wrong = False
+        wrong, error = False, 0.0
         if self.device == "cuda":
             _MEMORY.first_use("cublas")
             wrong = _misbehave("matmul") | _misbehave(f"matmul.{self.dtype.name}")
-        return self._combine(other)._new(wrong=self.wrong or other.wrong or wrong)
+            if self.dtype is float32 and backends.cuda.matmul.allow_tf32:
+                error = TF32_GEMM_ERROR
+        combined = self._combine(other)
+        return combined._new(wrong=combined.wrong or wrong, error=max(combined.error, error))
 
     def abs(self):
         return self._new()
@@ -259,7 +323,7 @@ class Tensor:
         return self._new()
 
     def item(self):
-        return 1.0 if self.wrong else 0.0
+        return 1.0 if self.wrong else self.error
 
     def __bool__(self):
         return not self.wrong
@@ -294,9 +358,7 @@ def empty(shape, dtype=float32, device="cpu"):
     nbytes = _size(shape) * dtype.itemsize
     if nbytes > 4096:
         nbytes = -(-nbytes // (2 * MIB)) * 2 * MIB
-        if nbytes > _MEMORY.free():
-            raise _fixture("torch-out-of-memory")
-        _MEMORY.take(nbytes)
+        _MEMORY.allocator(nbytes, "torch-out-of-memory")
         return Tensor("cuda", dtype, nbytes=nbytes, owned=True)
     return Tensor("cuda", dtype)
 
@@ -326,6 +388,10 @@ def equal(a, b):
 class Generator:
     def manual_seed(self, seed):
         return self
+
+
+def set_float32_matmul_precision(precision):
+    backends.cuda.matmul.allow_tf32 = precision != "highest"
 
 
 # --- torch.cuda, torch.backends, torch.nn ---------------------------------------------------
@@ -361,6 +427,11 @@ def _all_reduce(tensors):
         tensors[0].wrong = True
 
 
+def _empty_cache():
+    _MEMORY.own -= _MEMORY.cached
+    _MEMORY.cached = 0
+
+
 nccl = types.ModuleType("torch.cuda.nccl")
 nccl.is_available = lambda tensors: True
 nccl.all_reduce = _all_reduce
@@ -375,13 +446,34 @@ cuda.set_device = lambda index: None
 cuda.synchronize = _synchronize
 cuda.get_device_properties = _properties
 cuda.mem_get_info = lambda index=0: (_MEMORY.free(), _MEMORY.total)
-cuda.empty_cache = lambda: None
+cuda.memory_reserved = lambda index=0: (
+    _MEMORY.own - (_mib("CONTEXT_MIB", "500") if _MEMORY.context else 0)
+)
+cuda.empty_cache = _empty_cache
 cuda.nccl = nccl
 sys.modules["torch.cuda"] = cuda
 sys.modules["torch.cuda.nccl"] = nccl
 
+
+class _Matmul:
+    """torch.backends.cuda.matmul: TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 keeps TF32 on, as in
+    torch (Context::allowTF32CuBLAS)."""
+
+    def __init__(self):
+        self._tf32 = False
+
+    @property
+    def allow_tf32(self):
+        forced = _ENV.get("TORCH_ALLOW_TF32_CUBLAS_OVERRIDE") == "1"
+        return self._tf32 or forced or _ENV.get("ENVDOCTOR_FAKE_TF32") == "stuck"
+
+    @allow_tf32.setter
+    def allow_tf32(self, value):
+        self._tf32 = bool(value)
+
+
 backends = types.SimpleNamespace(
-    cuda=types.SimpleNamespace(matmul=types.SimpleNamespace(allow_tf32=True)),
+    cuda=types.SimpleNamespace(matmul=_Matmul()),
     cudnn=types.SimpleNamespace(
         is_available=lambda: _ENV.get("ENVDOCTOR_FAKE_CUDNN_AVAILABLE", "1") == "1",
         version=lambda: 91500,
