@@ -205,3 +205,18 @@ def _first_lines(signature: Signature, per_pattern: int) -> list[str]:
         gen = hostile_lines(pattern.regex.pattern, pattern.literals, pattern.examples)
         out += [line for _, line in zip(range(per_pattern), gen, strict=False)]
     return out
+
+
+def test_the_oom_analyzer_reads_a_hostile_message_in_linear_time() -> None:
+    """The analyzer's size regexes run on a captured message (up to a whole line): a long run
+    of digits must not make each of them try every digit as a start (1.1 s each on 8 KB)."""
+    from envdoctor.kb.analyzers import oom_numbers
+
+    detail = "Tried to allocate " + "1" * 8000 + " total capacity of " + "9." * 2000
+    start = time.thread_time()
+    oom_numbers({"detail": detail})
+    assert (time.thread_time() - start) * 1024 < BUDGET_PER_KIB * len(detail) * 4
+    assert oom_numbers({"detail": "GPU 0 has a total capacity of 79.10 GiB of which"}) == {
+        "gpu": "0",
+        "total": "79.10 GiB",
+    }
