@@ -323,7 +323,9 @@ def hostile(workdir: Path, size: int, zeros: int, rounds: int) -> int:
         "explain normal log": ([*EXPLAIN, str(normal)], None),
         "explain NUL bytes": ([*EXPLAIN, str(nul)], None),
         "explain zero gzip": ([*EXPLAIN, str(bomb)], None),
+        "explain normal log (RE2=0)": ([*EXPLAIN, str(normal)], WITHOUT_RE2),
         "explain NUL bytes (RE2=0)": ([*EXPLAIN, str(nul)], WITHOUT_RE2),
+        "explain zero gzip (RE2=0)": ([*EXPLAIN, str(bomb)], WITHOUT_RE2),
     }
     mib = dict.fromkeys(commands, size / (1 << 20))
     mib["explain zero gzip"] = zeros / (1 << 20)
