@@ -11,11 +11,14 @@ from pathlib import Path
 from typing import Any
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.inputfile import read_input
 from envdoctor.model import codec
 from envdoctor.model.facts import SNAPSHOT_SCHEMA_VERSION, Facts
 from envdoctor.render.redact import Redactor
+from envdoctor.terminal import json_document
 
 KIND = "envdoctor-snapshot"
+MAX_SNAPSHOT_BYTES = 64 << 20  # a real one is well under 1 MiB, even with thousands of processes
 
 
 def snapshot_data(facts: Facts, *, redact: bool = True) -> dict[str, Any]:
@@ -31,7 +34,7 @@ def snapshot_data(facts: Facts, *, redact: bool = True) -> dict[str, Any]:
 
 
 def dump_snapshot(facts: Facts, *, redact: bool = True) -> str:
-    return json.dumps(snapshot_data(facts, redact=redact), indent=2, ensure_ascii=False) + "\n"
+    return json_document(snapshot_data(facts, redact=redact))
 
 
 def parse_snapshot(text: str, *, where: str) -> Facts:
@@ -40,6 +43,10 @@ def parse_snapshot(text: str, *, where: str) -> Facts:
         data = json.loads(text)
     except json.JSONDecodeError as exc:
         raise EnvdoctorError(f"not valid JSON: {exc.msg}", where=f"{where}:{exc.lineno}") from None
+    except ValueError as exc:  # a number of thousands of digits (int() refuses it)
+        raise EnvdoctorError(f"not a snapshot: {exc}", where=where) from None
+    except RecursionError:  # [[[[… far deeper than any snapshot
+        raise EnvdoctorError("not a snapshot: nested far too deeply", where=where) from None
     if not isinstance(data, dict) or data.get("kind") != KIND:
         raise EnvdoctorError(
             f'not an envdoctor snapshot (expected "kind": "{KIND}")',
@@ -60,12 +67,5 @@ def parse_snapshot(text: str, *, where: str) -> Facts:
 
 
 def load_snapshot(path: Path) -> Facts:
-    try:
-        text = path.read_text(encoding="utf-8")
-    except OSError as exc:
-        raise EnvdoctorError(
-            f"cannot read snapshot: {exc.strerror or exc}", where=str(path)
-        ) from None
-    except UnicodeDecodeError:
-        raise EnvdoctorError("snapshot is not UTF-8 text", where=str(path)) from None
-    return parse_snapshot(text, where=str(path))
+    """A snapshot file: a regular file of at most ``MAX_SNAPSHOT_BYTES`` (see ``read_input``)."""
+    return parse_snapshot(read_input(path, limit=MAX_SNAPSHOT_BYTES), where=str(path))

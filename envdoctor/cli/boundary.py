@@ -17,6 +17,7 @@ import sys
 from collections.abc import Iterator
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.terminal import safe_line
 
 EXIT_OK = 0
 EXIT_UNHEALTHY = 1
@@ -74,12 +75,15 @@ def report_error(exc: EnvdoctorError) -> None:
 
 
 def say(line: str) -> None:
-    """One line on stderr, if there is a stderr that still takes it (``2>&-`` leaves none)."""
+    """One line on stderr, if there is a stderr that still takes it (``2>&-`` leaves none).
+
+    Terminal-safe: error messages name files, commands and values that anyone may have written.
+    """
     stream = sys.stderr
     if stream is None:
         return
     with contextlib.suppress(OSError, ValueError):  # a broken stderr: nothing left to tell
-        stream.write(line + "\n")
+        stream.write(safe_line(line) + "\n")
         stream.flush()
 
 

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import enum
-import json
 import shutil
 import sys
 import time
@@ -147,8 +146,9 @@ def _emit(text: str, output: Path | None) -> None:
 def _render(report: Report, fmt: Format, *, verbose: bool = False) -> str:
     if fmt is Format.json:
         from envdoctor.render.report_json import report_to_json
+        from envdoctor.terminal import json_document
 
-        return json.dumps(report_to_json(report), indent=2, ensure_ascii=False) + "\n"
+        return json_document(report_to_json(report))
     if fmt is Format.markdown:
         from envdoctor.render.markdown import render_markdown
 

@@ -29,6 +29,7 @@ def collect(
     """Probe this machine and write all facts as JSON (see docs/snapshot.md)."""
     with boundary():
         from envdoctor.snapshot import dump_snapshot
+        from envdoctor.terminal import safe_line
 
         facts = facts_for(ctx, python=python, timeout=timeout)
         text = dump_snapshot(facts, redact=not no_redact)
@@ -37,8 +38,8 @@ def collect(
             return
         from envdoctor.render.files import write_atomic
 
-        write_atomic(output, text)
-        typer.echo(f"wrote {output}", err=True)
+        write_atomic(output, text, private=no_redact)  # unredacted: 0600
+        typer.echo(safe_line(f"wrote {output}"), err=True)
 
 
 def register(app: typer.Typer) -> None:

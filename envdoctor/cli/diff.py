@@ -7,13 +7,13 @@ Facts that change between any two runs (free memory, processes, timestamps) are 
 
 from __future__ import annotations
 
-import json
 from pathlib import Path
 from typing import TYPE_CHECKING, Annotated
 
 import typer
 
 from envdoctor.cli.boundary import boundary
+from envdoctor.terminal import json_document, safe_text
 
 if TYPE_CHECKING:
     from collections.abc import Sequence
@@ -49,9 +49,11 @@ def diff(
                     for d in differences
                 ],
             }
-            typer.echo(json.dumps(data, indent=2, ensure_ascii=False))
+            typer.echo(json_document(data), nl=False)
         else:
-            typer.echo(_table(a.name, b.name, shown, hidden=len(differences) - len(shown)))
+            typer.echo(
+                safe_text(_table(a.name, b.name, shown, hidden=len(differences) - len(shown)))
+            )
         raise typer.Exit(1 if shown else 0)
 
 

@@ -12,10 +12,12 @@ at the budget.
 
 from __future__ import annotations
 
+import contextlib
 import sys
 
 
 def main() -> None:
+    _replace_unencodable()
     if sys.argv[1:2] == ["probe"]:
         import gc
 
@@ -26,6 +28,19 @@ def main() -> None:
     from envdoctor.cli.app import main as app_main
 
     app_main()
+
+
+def _replace_unencodable() -> None:
+    """Text that the terminal's encoding cannot show becomes ``?``, not an error.
+
+    With ``PYTHONIOENCODING=latin-1`` (or a C locale on an old Python) the em dash of every
+    report raised UnicodeEncodeError. Escapes are no use here: a replacement keeps JSON valid.
+    """
+    for stream in (sys.stdout, sys.stderr):
+        reconfigure = getattr(stream, "reconfigure", None)
+        if reconfigure is not None:
+            with contextlib.suppress(ValueError, OSError):  # closed, or not ours to change
+                reconfigure(errors="replace")
 
 
 if __name__ == "__main__":

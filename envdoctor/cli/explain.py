@@ -6,7 +6,6 @@ from __future__ import annotations
 import contextlib
 import dataclasses
 import enum
-import json
 import sys
 from collections.abc import Callable
 from pathlib import Path
@@ -17,6 +16,7 @@ import typer
 from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import facts_for
 from envdoctor.errors import EnvdoctorError
+from envdoctor.terminal import json_document, safe_line
 
 if TYPE_CHECKING:
     from envdoctor.kb.matcher import ByteSource, Scanner
@@ -99,7 +99,7 @@ def explain_cmd(
 
 
 def _warn(message: str) -> None:
-    typer.echo(f"envdoctor: warning: {message}", err=True)
+    typer.echo(f"envdoctor: warning: {safe_line(message)}", err=True)
 
 
 def _open_source(source: str) -> tuple[str, ByteSource, bool]:
@@ -225,7 +225,7 @@ class _Tee:
             return
         lead = "\n" if self._partial["stderr"] else ""
         try:
-            typer.echo(f"{lead}envdoctor: warning: {message}", err=True)
+            typer.echo(f"{lead}envdoctor: warning: {safe_line(message)}", err=True)
         except (ValueError, OSError):
             self._closed.add("stderr")
 
@@ -281,7 +281,7 @@ def run_cmd(
             if save_log is not None:
                 save_log.close(tee.warn)
         if not result.started:
-            typer.echo(f"envdoctor: {result.error}", err=True)
+            typer.echo(f"envdoctor: {safe_line(result.error)}", err=True)
             raise typer.Exit(result.returncode)
         if result.returncode == 0:
             raise typer.Exit(0)
@@ -296,7 +296,7 @@ def run_cmd(
         if output_format is Format.json:
             data = to_data(explanation, stderr_tail=tail)
             data.update(command=command, returncode=result.returncode, blocking=blocking)
-            typer.echo(json.dumps(data, indent=2, ensure_ascii=False), err=True)
+            typer.echo(json_document(data), err=True, nl=False)
         else:
             typer.echo(f"\nenvdoctor: the command {how}.", err=True)
             typer.echo(
@@ -312,17 +312,18 @@ def run_cmd(
                     err=True,
                 )
             if save_log is not None and not save_log.failed:
-                typer.echo(f"full log: {save} (line numbers above refer to it)", err=True)
+                typer.echo(
+                    safe_line(f"full log: {save} (line numbers above refer to it)"), err=True
+                )
         raise typer.Exit(result.returncode)
 
 
 def _open_save(save: Path | None) -> _SaveLog | None:
     if save is None:
         return None
-    try:
-        return _SaveLog(save, save.open("wb"))
-    except OSError as exc:
-        raise EnvdoctorError(f"cannot write: {exc.strerror or exc}", where=str(save)) from None
+    from envdoctor.render.files import open_log
+
+    return _SaveLog(save, open_log(save))
 
 
 def register(app: typer.Typer) -> None:

@@ -6,7 +6,6 @@ The script is a dry run unless started with ``--apply``; see docs/fix.md.
 from __future__ import annotations
 
 import enum
-import json
 import sys
 from pathlib import Path
 from typing import Annotated
@@ -81,6 +80,7 @@ def fix_command(
             render_steps,
         )
         from envdoctor.rules import ALL_RULES
+        from envdoctor.terminal import json_document, safe_line
 
         check_budget(timeout)  # before anything reads the machine: also bounds probe_fix_facts
         app = app_context(ctx)
@@ -111,7 +111,7 @@ def fix_command(
             ),
         )
         if fmt is FixFormat.json:
-            text = json.dumps(plan_to_json(plan), indent=2, ensure_ascii=False) + "\n"
+            text = json_document(plan_to_json(plan))
         elif fmt is FixFormat.steps:
             text = render_steps(plan)
         else:
@@ -128,7 +128,7 @@ def fix_command(
                 else "review it"
             )
             steps = f"{len(plan.steps)} step{'' if len(plan.steps) == 1 else 's'}"
-            typer.echo(f"envdoctor fix: wrote {output} ({steps}); {how}", err=True)
+            typer.echo(safe_line(f"envdoctor fix: wrote {output} ({steps}); {how}"), err=True)
 
 
 def verify_command(*, live: bool, python: str | None) -> tuple[str, ...]:

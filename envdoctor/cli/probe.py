@@ -37,6 +37,7 @@ from envdoctor.platform.host import (
     Host,
     Identity,
 )
+from envdoctor.terminal import json_document, safe_text
 
 if TYPE_CHECKING:
     import typer
@@ -223,16 +224,12 @@ def _render(
 
         return verdict, render_prometheus(report, duration, command="probe")
     if fmt == "json":
-        import json
-
-        return verdict, json.dumps(
-            _json(report, verdict, duration, requirements, args), indent=2, ensure_ascii=False
-        ) + "\n"
+        return verdict, json_document(_json(report, verdict, duration, requirements, args))
     lines = [verdict]
     if args.verbose:
         lines += [f"  {f.severity.label:<7} {f.code}: {one_line(f.title)}" for f in report.findings]
         lines += _requirement_lines(report, requirements)
-    return verdict, "\n".join(lines) + "\n"
+    return verdict, safe_text("\n".join(lines) + "\n")
 
 
 def _json(
@@ -377,6 +374,10 @@ class TracedHost:
         session = self._host.open_nvml(timeout=timeout)
         self.doing = "querying NVML"
         return session
+
+    def open_device(self, path: str, *, timeout: float) -> str:
+        self.doing = f"opening {path}"
+        return self._host.open_device(path, timeout=timeout)
 
     def identity(self) -> Identity:
         self.doing = "looking up the current user"  # NSS: LDAP or sssd can block

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import json
+import re
 from pathlib import Path
 from typing import Annotated
 
@@ -12,6 +12,8 @@ from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import Expect, app_context, expect_option, facts_for, intent_for
 from envdoctor.compat import load_tables
 from envdoctor.compat.recommend import machine_from_facts, recommend, render_text, to_json
+from envdoctor.errors import EnvdoctorError
+from envdoctor.terminal import json_document, safe_text
 
 
 def recommend_command(
@@ -39,16 +41,34 @@ def recommend_command(
     does or the driver must be fixed first (NVML cannot list the GPUs), 2 on errors.
     """
     with boundary():
+        if torch is not None:
+            _check_pin(torch)
         env = app_context(ctx).get_host().env()
         tables = load_tables(str(tables_dir) if tables_dir else None, env)
         intent = intent_for(ctx, expect)
         facts = facts_for(ctx, snapshot=snapshot, torch_version_only=True)
         rec = recommend(tables, machine_from_facts(facts, tables, intent), pin=torch)
         if as_json:
-            typer.echo(json.dumps(to_json(tables, rec), indent=2, ensure_ascii=False))
+            typer.echo(json_document(to_json(tables, rec)), nl=False)
         else:
-            typer.echo(render_text(tables, rec), nl=False)
+            typer.echo(safe_text(render_text(tables, rec)), nl=False)
     raise typer.Exit(rec.exit_code)
+
+
+# 2.11, 2.11.0, 2.11.0+cu128, 2.12.0rc1: a torch release as pip spells it, with numbers of a
+# sane size (a 5000-digit "release" is a usage error, not an internal one).
+_PIN = re.compile(
+    r"[0-9]{1,4}\.[0-9]{1,4}(\.[0-9]{1,6})?((a|b|rc)[0-9]{1,6})?(\+[A-Za-z0-9.]{1,32})?"
+)
+
+
+def _check_pin(pin: str) -> None:
+    if not _PIN.fullmatch(pin):
+        shown = pin if len(pin) <= 40 else pin[:40] + "…"
+        raise EnvdoctorError(
+            f"--torch {shown!r} is not a torch release",
+            hint="write 2.11, 2.11.0 or 2.11.0+cu128",
+        )
 
 
 def register(app: typer.Typer) -> None:

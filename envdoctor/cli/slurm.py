@@ -23,6 +23,7 @@ import typer
 from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import Expect, app_context, expect_option, intent_for, resolve_python
 from envdoctor.cli.watchdog import check_budget
+from envdoctor.terminal import safe_line
 
 # ruff: noqa: UP045  (Typer reads Optional[...] at runtime)
 
@@ -140,14 +141,14 @@ def slurm_healthcheck(
         except slurm.SlurmError as exc:
             if watchdog.claim():
                 typer.echo(verdict)
-                typer.echo(f"envdoctor: error: slurm: {exc.one_line()}", err=True)
+                typer.echo(f"envdoctor: error: slurm: {safe_line(exc.one_line())}", err=True)
             raise typer.Exit(report.exit_code) from None
         if not watchdog.claim():
             raise typer.Exit(2)
         typer.echo(verdict)
-        typer.echo(f"slurm: node {name}: {action.why}")
+        typer.echo(safe_line(f"slurm: node {name}: {action.why}"))
         if argv is not None:
-            typer.echo(f"slurm: {'would run' if dry_run else 'ran'}: {_shell(argv)}")
+            typer.echo(safe_line(f"slurm: {'would run' if dry_run else 'ran'}: {_shell(argv)}"))
         raise typer.Exit(report.exit_code)
 
 

@@ -16,6 +16,7 @@ import typer
 
 from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import facts_for
+from envdoctor.terminal import safe_line
 
 # ruff: noqa: UP045  (Typer reads Optional[...] at runtime)
 
@@ -68,14 +69,14 @@ def init(
         hostname = facts.host.hostname.value if isinstance(facts.host.hostname, Found) else ""
         text = dump_spec(spec, hostname=hostname, created=facts.collected_at, notes=notes)
         for note in notes:
-            typer.echo(f"envdoctor: not recorded: {note}", err=True)
+            typer.echo(safe_line(f"envdoctor: not recorded: {note}"), err=True)
         if output is None:
             typer.echo(text, nl=False)
             return
         from envdoctor.render.files import write_atomic
 
         write_atomic(output, text)
-        typer.echo(f"wrote {output}", err=True)
+        typer.echo(safe_line(f"wrote {output}"), err=True)
 
 
 @spec_app.command("validate")
@@ -92,7 +93,7 @@ def validate(
             for f in dataclasses.fields(spec)
             if f.name != "source" and getattr(spec, f.name) is not None
         ]
-        typer.echo(f"{path}: valid; checks {', '.join(checked) or 'nothing'}")
+        typer.echo(safe_line(f"{path}: valid; checks {', '.join(checked) or 'nothing'}"))
 
 
 def register(app: typer.Typer) -> None:

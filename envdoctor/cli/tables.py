@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import json
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -13,6 +12,7 @@ from envdoctor.cli.boundary import boundary
 from envdoctor.cli.common import app_context
 from envdoctor.compat import TABLE_NAMES, CompatTables, load_tables, shipped_dir, validate_dir
 from envdoctor.errors import EnvdoctorError
+from envdoctor.terminal import json_document, safe_line, safe_text
 
 tables_app = typer.Typer(
     name="tables",
@@ -56,7 +56,7 @@ def validate(
         tables = validate_dir(str(directory)) if directory is not None else load_tables()
         where = str(directory) if directory is not None else str(shipped_dir())
         counts = count_rows(tables)
-        typer.echo(f"ok: {where}")
+        typer.echo(safe_line(f"ok: {where}"))
         for name in TABLE_NAMES:
             typer.echo(f"  {name}: {counts[name]} rows")
 
@@ -81,10 +81,10 @@ def show(
         data = {field: [_plain(row) for row in getattr(tables, field)] for field in SECTIONS[key]}
         if as_json:
             typer.echo(
-                json.dumps({"table": key, "origins": list(tables.origins), **data}, indent=2)
+                json_document({"table": key, "origins": list(tables.origins), **data}), nl=False
             )
             return
-        typer.echo(render(key, tables))
+        typer.echo(safe_text(render(key, tables)))
 
 
 def _plain(row: object) -> dict[str, Any]:

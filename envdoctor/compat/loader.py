@@ -11,15 +11,14 @@ from __future__ import annotations
 
 import functools
 import importlib.resources
-from collections.abc import Callable, Iterable, Mapping
-from dataclasses import dataclass
+from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
 
 from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import Version
 
-from envdoctor.compat import yamlnodes as y
+from envdoctor import yamlsource as y
 from envdoctor.compat.tables import (
     DEFAULT_INDEX_URL,
     Architecture,
@@ -45,6 +44,7 @@ from envdoctor.compat.versions import (
 )
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.record import record
+from envdoctor.yamlsource import Reader, shown
 
 SCHEMA_VERSION = 1
 ENV_VAR = "ENVDOCTOR_TABLES"
@@ -166,12 +166,8 @@ def _merge(base: _Sections, over: _Sections) -> _Sections:
 
 def _read_file(file: Path) -> tuple[str, _Sections]:
     where = str(file)
-    try:
-        text = file.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EnvdoctorError(f"cannot read: {exc}", where=where) from None
-    root = y.load(text, where)
-    ctx = _Ctx(file=where, sources={})
+    root = y.load(file)
+    ctx = _Ctx(where)
     top = ctx.mapping(root, "the file")
     schema = ctx.integer(ctx.required(top, "schema", "the file"), "schema")
     if schema != SCHEMA_VERSION:
@@ -198,83 +194,18 @@ def _read_file(file: Path) -> tuple[str, _Sections]:
 # --- the schema helpers ----------------------------------------------------------------------
 
 
-@dataclass
-class _Ctx:
-    file: str
-    sources: dict[str, str]
+class _Ctx(Reader):
+    """The shared reader plus the tables' own vocabulary: driver, CUDA and other versions,
+    version ranges, and the ``source:`` of every row (a name from the file's ``sources:``)."""
 
-    def error(self, node: y.Node | None, message: str, line: int | None = None) -> EnvdoctorError:
-        at = line if line is not None else (node.line if node is not None else 0)
-        return EnvdoctorError(message, where=f"{self.file}:{at}" if at else self.file)
+    def __init__(self, file: str) -> None:
+        super().__init__(file)
+        self.sources: dict[str, str] = {}
 
-    def where(self, node: y.Node) -> str:
-        return f"{self.file}:{node.line}"
-
-    def mapping(self, node: y.Node, what: str) -> y.Map:
-        if not isinstance(node, y.Map):
-            raise self.error(node, f"{what}: expected a mapping")
-        return node
-
-    def sequence(self, node: y.Node, what: str) -> tuple[y.Node, ...]:
-        if not isinstance(node, y.Seq):
-            raise self.error(node, f"{what}: expected a list")
-        return node.items
-
-    def keys(
-        self, node: y.Map, what: str, *, required: Iterable[str], optional: Iterable[str]
-    ) -> None:
-        allowed = set(required) | set(optional)
-        for key in node.items:
-            if key not in allowed:
-                raise self.error(
-                    node,
-                    f"{what}: unknown key {key!r} (allowed: {', '.join(sorted(allowed))})",
-                    line=node.key_lines[key],
-                )
-        for key in required:
-            if key not in node.items:
-                if key == "source":
-                    raise self.error(node, f"{what}: every row needs a source (title and URL)")
-                raise self.error(node, f"{what}: missing key {key!r}")
-
-    def required(self, node: y.Map, key: str, what: str) -> y.Node:
-        if key not in node.items:
-            raise self.error(node, f"{what}: missing key {key!r}")
-        return node.items[key]
-
-    def scalar(self, node: y.Node, what: str) -> y.Scalar:
-        if not isinstance(node, y.Scalar):
-            raise self.error(node, f"{what}: expected a single value")
-        return node
-
-    def text(self, node: y.Node, what: str) -> str:
-        value = self.scalar(node, what)
-        if value.kind in ("null", "bool") or not value.text.strip():
-            raise self.error(node, f"{what}: expected text, got {value.text or 'nothing'!r}")
-        return value.text.strip()
-
-    def optional_text(self, node: y.Map, key: str, what: str) -> str | None:
-        if key not in node.items:
-            return None
-        value = self.scalar(node.items[key], f"{what}.{key}")
-        if value.kind == "null":
-            return None
-        return self.text(value, f"{what}.{key}")
-
-    def integer(self, node: y.Node, what: str) -> int:
-        value = self.scalar(node, what)
-        if value.kind != "int":
-            raise self.error(node, f"{what}: expected a whole number, got {value.text!r}")
-        return int(value.text)
-
-    def boolean(self, node: y.Node, what: str) -> bool:
-        value = self.scalar(node, what)
-        if value.kind != "bool":
-            raise self.error(node, f"{what}: expected true or false, got {value.text!r}")
-        return value.text.lower() in ("true", "yes", "on")
-
-    def flag(self, node: y.Map, key: str, what: str, default: bool) -> bool:
-        return self.boolean(node.items[key], f"{what}.{key}") if key in node.items else default
+    def missing(self, node: y.Map, key: str, what: str) -> EnvdoctorError:
+        if key == "source":
+            return self.error(node, f"{what}: every row needs a source (title and URL)")
+        return super().missing(node, key, what)
 
     def confirmation(self, node: y.Map, what: str) -> dict[str, Any]:
         """``confirmed`` and ``missing``: a row no readable source confirmed says what is missing."""
@@ -292,14 +223,11 @@ class _Ctx:
             )
         return {"confirmed": confirmed, "missing": missing}
 
-    def text_list(self, node: y.Node, what: str) -> tuple[str, ...]:
-        return tuple(self.text(item, what) for item in self.sequence(node, what))
-
     def driver(self, node: y.Node, what: str) -> str:
         value = self.text(node, what)
         parsed = parse_driver(value)
         if parsed is None or len(parsed) < 2:
-            raise self.error(node, f"{what}: {value!r} is not a driver version like 580.65.06")
+            raise self.error(node, f"{what}: {shown(value)} is not a driver version like 580.65.06")
         return value
 
     def optional_driver(self, node: y.Map, key: str, what: str) -> str | None:
@@ -311,19 +239,21 @@ class _Ctx:
         value = self.text(node, what)
         ok = is_version(value) and value.count(".") >= 1 and (not full or value.count(".") <= 2)
         if not ok or parse_cuda(value) is None:
-            raise self.error(node, f"{what}: {value!r} is not a CUDA version like 12.8 or 12.8.1")
+            raise self.error(
+                node, f"{what}: {shown(value)} is not a CUDA version like 12.8 or 12.8.1"
+            )
         return value
 
     def cc(self, node: y.Node, what: str) -> str:
         value = self.text(node, what)
         if parse_cc(value) is None:
-            raise self.error(node, f"{what}: {value!r} is not a compute capability like 9.0")
+            raise self.error(node, f"{what}: {shown(value)} is not a compute capability like 9.0")
         return value
 
     def version(self, node: y.Node, what: str) -> str:
         value = self.text(node, what)
         if not is_version(value):
-            raise self.error(node, f"{what}: {value!r} is not a version like 2.11.0")
+            raise self.error(node, f"{what}: {shown(value)} is not a version like 2.11.0")
         return value
 
     def interval(self, node: y.Node, what: str) -> str:
@@ -332,10 +262,11 @@ class _Ctx:
         try:
             spec = SpecifierSet(value)
         except InvalidSpecifier:
-            raise self.error(node, f"{what}: {value!r} is not a version specifier") from None
+            raise self.error(node, f"{what}: {shown(value)} is not a version specifier") from None
         if _interval(spec) is None:
             raise self.error(
-                node, f"{what}: {value!r} must be a range '>=A,<B' (or '==A') of plain versions"
+                node,
+                f"{what}: {shown(value)} must be a range '>=A,<B' (or '==A') of plain versions",
             )
         return value
 
@@ -358,7 +289,8 @@ class _Ctx:
                 out.append(name)  # a literal URL or repo/path
             else:
                 raise self.error(
-                    raw, f"{what}: source {name!r} is neither in this file's sources: nor a URL"
+                    raw,
+                    f"{what}: source {shown(name)} is neither in this file's sources: nor a URL",
                 )
         return tuple(out)
 
@@ -426,13 +358,10 @@ def _rows(ctx: _Ctx, body: dict[str, y.Node], key: str, what: str) -> tuple[y.Ma
 
 
 def _only(ctx: _Ctx, top: y.Map, body: dict[str, y.Node], allowed: tuple[str, ...]) -> None:
+    known = (*sorted(_HEADER_KEYS), *allowed)
     for key in body:
         if key not in allowed:
-            raise ctx.error(
-                top,
-                f"unknown key {key!r} (this table has: {', '.join(allowed)})",
-                line=top.key_lines[key],
-            )
+            raise ctx.error(top, y.unknown_key("the file", key, known), line=top.key_lines[key])
 
 
 def _parse_cuda_toolkits(

@@ -12,11 +12,16 @@ from packaging.version import InvalidVersion, Version
 
 from envdoctor.model.record import record
 
-_DRIVER = re.compile(r"^\d+(?:\.\d+){0,3}$")
-_CUDA = re.compile(r"^V?(\d+)\.(\d+)(?:\.\d+)*$")
-_CC = re.compile(r"^(\d+)\.(\d+)$")
-_ARCH = re.compile(r"^(sm|compute)_(\d+)([af]?)$")
-_ARCH_LIST_ENTRY = re.compile(r"^(\d+)\.(\d+)([af]?)(\+PTX)?$")
+# A number in a version is ASCII digits, at most 9 of them: text from a snapshot or a table can
+# be anything, and int() of thousands of digits raises (Python 3.11+) or takes long (3.10).
+_N = "[0-9]{1,9}"
+_NUMBER = re.compile(_N)
+_DRIVER = re.compile(rf"^{_N}(?:\.{_N}){{0,3}}$")
+_CUDA = re.compile(rf"^V?({_N})\.({_N})(?:\.{_N}){{0,6}}$")
+_CC = re.compile(rf"^({_N})\.({_N})$")
+_ARCH = re.compile(rf"^(sm|compute)_({_N})([af]?)$")
+_ARCH_LIST_ENTRY = re.compile(rf"^({_N})\.({_N})([af]?)(\+PTX)?$")
+_RELEASE = re.compile(rf"^{_N}(?:\.{_N}){{0,6}}$")
 
 Cuda = tuple[int, int]
 Cc = tuple[int, int]
@@ -50,7 +55,7 @@ def parse_cuda(text: str) -> Cuda | None:
     match = _CUDA.match(text)
     if match:
         return int(match.group(1)), int(match.group(2))
-    if text.isdigit() and len(text) >= 4:
+    if _NUMBER.fullmatch(text) and len(text) >= 4:
         # cuDriverGetVersion / cudaRuntimeGetVersion encoding: 1000 * major + 10 * minor.
         number = int(text)
         return number // 1000, (number % 1000) // 10
@@ -182,7 +187,7 @@ def describe_arch_list(targets: tuple[ArchTarget, ...]) -> str:
 def parse_cudnn(text: str) -> tuple[int, int, int] | None:
     """cuDNN as torch reports it (``"91500"``, ``"8907"``) or dotted (``"9.10.2.21"``)."""
     text = text.strip()
-    if text.isdigit():
+    if _NUMBER.fullmatch(text):
         number = int(text)
         if number >= 90000:  # cuDNN 9+: major * 10000 + minor * 100 + patch
             return number // 10000, (number % 10000) // 100, number % 100
@@ -190,7 +195,7 @@ def parse_cudnn(text: str) -> tuple[int, int, int] | None:
             return number // 1000, (number % 1000) // 100, number % 100
         return None
     parts = text.split(".")
-    if not all(p.isdigit() for p in parts) or not parts:
+    if not _RELEASE.fullmatch(text):
         return None
     nums = [int(p) for p in parts[:3]] + [0] * (3 - len(parts[:3]))
     return nums[0], nums[1], nums[2]
@@ -202,7 +207,7 @@ def cudnn_text(version: tuple[int, int, int]) -> str:
 
 def is_version(text: str) -> bool:
     """A PEP 440 release number made of digits and dots only (no letters, no local part)."""
-    if not re.match(r"^\d+(?:\.\d+)*$", text):
+    if not _RELEASE.fullmatch(text):
         return False
     try:
         Version(text)
@@ -215,6 +220,6 @@ def torch_release_of(version: str) -> tuple[str, str | None] | None:
     """``"2.11.0+cu130"`` → ``("2.11", "cu130")``; ``"2.11"`` → ``("2.11", None)``."""
     public, _, local = version.strip().partition("+")
     parts = public.split(".")
-    if len(parts) < 2 or not parts[0].isdigit() or not parts[1].isdigit():
+    if len(parts) < 2 or not _NUMBER.fullmatch(parts[0]) or not _NUMBER.fullmatch(parts[1]):
         return None
     return f"{int(parts[0])}.{int(parts[1])}", (local or None)

@@ -46,8 +46,12 @@ _OPS: dict[str, Callable[[Any, Any], Any]] = {
     "!=": operator.ne,
 }
 _EXPR = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_.-]*)\s*(>=|<=|==|!=|~=|>|<|=)\s*(.*?)\s*$")
-_VERSION = re.compile(r"^\d+(?:\.\d+)*$")
-_SIZE = re.compile(r"^(\d+(?:\.\d+)?)\s*([KMGTP]?i?B?)$", re.IGNORECASE)
+_VERSION = re.compile(r"^[0-9]{1,9}(?:\.[0-9]{1,9}){0,5}$")
+_SIZE = re.compile(r"^([0-9]+(?:\.[0-9]+)?)\s*([KMGTP]?i?B?)$", re.IGNORECASE)
+# Ranges: a gate beyond them is a typo (or a fuzzer), answered with a usage error, not a crash.
+MAX_TEXT = 200
+MAX_COUNT = 1 << 16
+MAX_SIZE = 1 << 60  # 1 EiB
 _UNITS = {
     "": 1,
     "B": 1,
@@ -97,8 +101,13 @@ class Outcome:
 
 def parse_requirement(text: str) -> Requirement:
     """Parse ``KEY OP VALUE``; a malformed gate raises ``EnvdoctorError`` saying what is valid."""
-    match = _EXPR.match(text)
     keys = ", ".join(KEYS)
+    if len(text) > MAX_TEXT:
+        raise EnvdoctorError(
+            f"a requirement of {len(text)} characters is too long (at most {MAX_TEXT})",
+            hint="write KEY OP VALUE, e.g. gpus>=8",
+        )
+    match = _EXPR.match(text)
     if not match:
         raise EnvdoctorError(
             f"cannot read the requirement {text!r}",
@@ -124,9 +133,11 @@ def parse_requirement(text: str) -> Requirement:
         )
     target: Target
     if kind == "count":
-        if not raw_value.isdigit():
+        if not re.fullmatch("[0-9]+", raw_value):
             raise EnvdoctorError(f"{key} needs a whole number in {text!r}")
         target = int(raw_value)
+        if target > MAX_COUNT:
+            raise EnvdoctorError(f"{key}: {raw_value} is out of range (0 to {MAX_COUNT})")
     elif kind == "version":
         target = parse_version(raw_value, what=text)
     else:
@@ -158,7 +169,13 @@ def parse_size(text: str, *, what: str = "") -> int:
             f"{text!r} is not a size" + (f" in {what!r}" if what else ""),
             hint="e.g. 70GiB, 512MiB, 80GB",
         )
-    return int(float(match.group(1)) * _UNITS[unit])
+    size = float(match.group(1)) * _UNITS[unit]
+    if not size <= MAX_SIZE:
+        raise EnvdoctorError(
+            f"{text!r} is out of range (at most {MAX_SIZE >> 60} EiB)"
+            + (f" in {what!r}" if what else "")
+        )
+    return int(size)
 
 
 def format_bytes(n: int) -> str:

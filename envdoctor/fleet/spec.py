@@ -28,9 +28,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
-from typing import Any, Literal, Union
-
-import yaml
+from typing import Any, Literal, TypeVar, Union
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuFacts, TorchBroken, TorchBuild
@@ -40,7 +38,8 @@ from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missi
 from envdoctor.model.record import record
 from envdoctor.model.views import driver_view
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
-from envdoctor.yamlsource import compose
+from envdoctor.terminal import safe_line
+from envdoctor.yamlsource import Map, Node, Reader, Scalar, load, parse, plain_kind, shown
 
 SPEC_SCHEMA_VERSION = 1
 SPEC_KIND = "envdoctor-spec"
@@ -101,153 +100,127 @@ class Spec:
 
 def load_spec(path: Path | str) -> Spec:
     """Read and validate a spec file; any problem raises ``EnvdoctorError`` with file:line."""
-    path = Path(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except (OSError, UnicodeDecodeError) as exc:
-        reason = exc.strerror if isinstance(exc, OSError) and exc.strerror else str(exc)
-        raise EnvdoctorError(f"cannot read the spec: {reason}", where=str(path)) from None
-    return parse_spec(text, source=str(path))
+    return _spec(load(Path(path), empty="the spec is empty", empty_hint=_INIT_HINT), str(path))
 
 
 def parse_spec(text: str, *, source: str = "<spec>") -> Spec:
     """Validate spec YAML text (see the module docstring for the format)."""
-    root = compose(
-        text, source, invalid="not valid YAML", empty="the spec is empty", empty_hint=_INIT_HINT
-    )
-    reader = _Reader(source)
-    top = reader.mapping(root, "the spec", _TOP_KEYS)
-    version = top.get("schema_version")
-    if version is None:
-        raise EnvdoctorError("missing schema_version", where=f"{source}:1", hint=_INIT_HINT)
-    if reader.scalar(version) != SPEC_SCHEMA_VERSION:
-        raise reader.error(version, f"schema_version must be {SPEC_SCHEMA_VERSION}")
-    if "kind" in top and reader.scalar(top["kind"]) != SPEC_KIND:
-        raise reader.error(top["kind"], f"kind must be {SPEC_KIND!r}")
-    gpus = reader.mapping(top["gpus"], "gpus", _GPU_KEYS) if "gpus" in top else {}
-    driver = reader.mapping(top["driver"], "driver", _DRIVER_KEYS) if "driver" in top else {}
-    torch = reader.mapping(top["torch"], "torch", _TORCH_KEYS) if "torch" in top else {}
-    return Spec(
-        source=source,
-        gpu_count=reader.count(gpus.get("count"), "gpus.count"),
-        gpu_model=reader.text(gpus.get("model"), "gpus.model"),
-        persistence_mode=reader.flag(gpus.get("persistence_mode"), "gpus.persistence_mode"),
-        ecc=reader.flag(gpus.get("ecc"), "gpus.ecc"),
-        mig=reader.mig(gpus.get("mig")),
-        driver_branch=reader.version(driver.get("branch"), "driver.branch", parts=1),
-        driver_version=reader.version(driver.get("version"), "driver.version"),
-        cuda=reader.version(driver.get("cuda"), "driver.cuda"),
-        torch_version=reader.torch_version(torch.get("version")),
-        cudnn=reader.version(torch.get("cudnn"), "torch.cudnn"),
-    )
+    return _spec(parse(text, source, empty="the spec is empty", empty_hint=_INIT_HINT), source)
 
 
+# The format, one section per line: a key added here (and read in ``_spec``) is all a new check
+# needs on the reading side.
 _INIT_HINT = "write one with: envdoctor spec init -o node.yaml"
 _TOP_KEYS = ("schema_version", "kind", "gpus", "driver", "torch")
 _GPU_KEYS = ("count", "model", "persistence_mode", "ecc", "mig")
 _DRIVER_KEYS = ("branch", "version", "cuda")
 _TORCH_KEYS = ("version", "cudnn")
 _OFF_WORDS = ("off", "disabled", "false", "no")
+MAX_GPUS = 4096  # more than any node has: a larger count is a typo (or an attack), not a spec
+MAX_MIG_DEVICES = 64  # per GPU (today's GPUs have at most 7)
 # torch.__version__: a release (2.11.0), perhaps a pre-release (2.12.0a0, rc1, .dev2026…), a local
 # build tag (+cu130, +git1a2b3c); or the first parts of one (2.11).
 _TORCH_VERSION = re.compile(r"\d+(\.\d+)*((a|b|rc|\.post|\.dev)\d+)*(\+[A-Za-z0-9.]+)?")
+_VERSION = re.compile(r"\d{1,9}(\.\d{1,9})*")
 
 
-class _Reader:
-    """Turns YAML nodes into typed values, each error pointing at its line."""
+def _spec(root: Node, source: str) -> Spec:
+    read = _SpecReader(source)
+    top = read.keys(read.mapping(root, "the spec"), "the spec", optional=_TOP_KEYS)
+    if "schema_version" not in top.items:
+        raise EnvdoctorError(
+            "the spec: missing key 'schema_version'", where=f"{source}:1", hint=_INIT_HINT
+        )
+    if read.integer(top.items["schema_version"], "schema_version") != SPEC_SCHEMA_VERSION:
+        raise read.error(
+            top.items["schema_version"], f"schema_version: must be {SPEC_SCHEMA_VERSION}"
+        )
+    if "kind" in top.items and read.text(top.items["kind"], "kind") != SPEC_KIND:
+        raise read.error(top.items["kind"], f"kind: must be {SPEC_KIND!r}")
+    gpus = read.section(top, "gpus", _GPU_KEYS)
+    driver = read.section(top, "driver", _DRIVER_KEYS)
+    torch = read.section(top, "torch", _TORCH_KEYS)
+    return Spec(
+        source=source,
+        gpu_count=read.optional(gpus, "count", "gpus", read.count),
+        gpu_model=read.optional(gpus, "model", "gpus", read.text),
+        persistence_mode=read.optional(gpus, "persistence_mode", "gpus", read.boolean),
+        ecc=read.optional(gpus, "ecc", "gpus", read.boolean),
+        mig=read.optional(gpus, "mig", "gpus", read.mig),
+        driver_branch=read.optional(driver, "branch", "driver", read.branch),
+        driver_version=read.optional(driver, "version", "driver", read.version),
+        cuda=read.optional(driver, "cuda", "driver", read.version),
+        torch_version=read.optional(torch, "version", "torch", read.torch_version),
+        cudnn=read.optional(torch, "cudnn", "torch", read.version),
+    )
 
-    def __init__(self, source: str) -> None:
-        self.source = source
-        self._constructor = yaml.constructor.SafeConstructor()
 
-    def error(self, node: yaml.Node, message: str) -> EnvdoctorError:
-        return EnvdoctorError(message, where=f"{self.source}:{node.start_mark.line + 1}")
+T = TypeVar("T")
 
-    def scalar(self, node: yaml.Node) -> Any:
-        if not isinstance(node, yaml.ScalarNode):
-            raise self.error(node, "expected a single value here, not a list or mapping")
-        return self._constructor.construct_object(node, deep=True)
 
-    def mapping(self, node: yaml.Node, what: str, keys: Sequence[str]) -> dict[str, yaml.Node]:
-        if not isinstance(node, yaml.MappingNode):
-            raise self.error(node, f"{what} must be a mapping of keys to values")
-        out: dict[str, yaml.Node] = {}
-        for key_node, value_node in node.value:
-            key = self.scalar(key_node)
-            if key not in keys:
-                raise self.error(
-                    key_node, f"unknown key {key!r} in {what}; expected one of: {', '.join(keys)}"
-                )
-            if key in out:
-                raise self.error(key_node, f"{key!r} appears twice in {what}")
-            out[key] = value_node
-        return out
+class _SpecReader(Reader):
+    """The shared reader plus the spec's vocabulary: versions, counts, the MIG layout."""
 
-    def count(self, node: yaml.Node | None, what: str) -> int | None:
-        if node is None:
+    def section(self, top: Map, key: str, keys: Sequence[str]) -> Map | None:
+        """``gpus:``, ``driver:`` or ``torch:``; None when the spec has no such section."""
+        if key not in top.items:
             return None
-        value = self.scalar(node)
-        if isinstance(value, bool) or not isinstance(value, int) or value < 0:
-            raise self.error(node, f"{what} must be a whole number, got {node.value!r}")
-        return value
+        return self.keys(self.mapping(top.items[key], key), key, optional=keys)
 
-    def text(self, node: yaml.Node | None, what: str) -> str | None:
-        if node is None:
+    def optional(
+        self, section: Map | None, key: str, prefix: str, read: Callable[[Node, str], T]
+    ) -> T | None:
+        """``section[key]`` read by ``read`` (None: not checked)."""
+        if section is None or key not in section.items:
             return None
-        self.scalar(node)  # rejects lists and mappings
-        text = str(node.value).strip()  # the text as written: 2.10 stays "2.10", not 2.1
-        if not text:
-            raise self.error(node, f"{what} is empty")
+        return read(section.items[key], f"{prefix}.{key}")
+
+    def count(self, node: Node, what: str) -> int:
+        return self.integer(node, what, high=MAX_GPUS)
+
+    def version(self, node: Node, what: str) -> str:
+        text = self.text(node, what)  # the text as written: 2.10 stays "2.10", not 2.1
+        if not _VERSION.fullmatch(text):
+            raise self.error(node, f"{what}: expected a version such as 12.4, got {shown(text)}")
         return text
 
-    def version(self, node: yaml.Node | None, what: str, parts: int = 0) -> str | None:
+    def branch(self, node: Node, what: str) -> str:
         text = self.text(node, what)
-        if text is None or node is None:
-            return None
-        numbers = text.split(".")
-        if not all(n.isdigit() for n in numbers) or (parts and len(numbers) != parts):
-            shape = "a major version such as 580" if parts == 1 else "a version such as 12.4"
-            raise self.error(node, f"{what} must be {shape}, got {text!r}")
-        return text
-
-    def torch_version(self, node: yaml.Node | None) -> str | None:
-        text = self.text(node, "torch.version")
-        if text is None or node is None:
-            return None
-        if not _TORCH_VERSION.fullmatch(text):
+        if not _VERSION.fullmatch(text) or "." in text:
             raise self.error(
-                node, f"torch.version must be a version such as 2.11.0+cu130 or 2.11, got {text!r}"
+                node, f"{what}: expected a major version such as 580, got {shown(text)}"
             )
         return text
 
-    def flag(self, node: yaml.Node | None, what: str) -> bool | None:
-        if node is None:
-            return None
-        value = self.scalar(node)
-        if not isinstance(value, bool):
-            raise self.error(node, f"{what} must be true or false, got {node.value!r}")
-        return value
+    def torch_version(self, node: Node, what: str) -> str:
+        text = self.text(node, what)
+        if len(text) > 64 or not _TORCH_VERSION.fullmatch(text):
+            raise self.error(
+                node, f"{what}: expected a version such as 2.11.0+cu130 or 2.11, got {shown(text)}"
+            )
+        return text
 
-    def mig(self, node: yaml.Node | None) -> MigLayout | None:
-        if node is None:
-            return None
-        if isinstance(node, yaml.ScalarNode):
-            if self._is_off(node):
+    def mig(self, node: Node, what: str) -> MigLayout:
+        if isinstance(node, Scalar):
+            if _is_off(node):
                 return "off"
-            raise self.error(node, f"gpus.mig must be off or a list, got {node.value!r}")
-        if not isinstance(node, yaml.SequenceNode):
-            raise self.error(node, "gpus.mig must be off or a list (one entry per GPU)")
+            raise self.error(node, f"{what}: expected off or a list (one entry per GPU)")
         layout: list[int | None] = []
-        for item in node.value:
-            if isinstance(item, yaml.ScalarNode) and self._is_off(item):
+        for index, item in enumerate(self.sequence(node, what)):
+            entry = f"{what}[{index}]"
+            if isinstance(item, Scalar) and _is_off(item):
                 layout.append(None)
-                continue
-            count = self.count(item, "each gpus.mig entry (MIG devices, or off)")
-            layout.append(count)
+            elif isinstance(item, Scalar) and item.kind == "int":
+                layout.append(self.integer(item, entry, high=MAX_MIG_DEVICES))
+            else:
+                raise self.error(
+                    item, f"{entry}: expected off or the number of MIG devices of that GPU"
+                )
         return tuple(layout)
 
-    def _is_off(self, node: yaml.ScalarNode) -> bool:
-        return self.scalar(node) is False or str(node.value).lower() in _OFF_WORDS
+
+def _is_off(node: Scalar) -> bool:
+    return node.text.lower() in _OFF_WORDS
 
 
 # --- writing ----------------------------------------------------------------------------------
@@ -291,12 +264,13 @@ def dump_spec(
     spec: Spec, *, hostname: str = "", created: str = "", notes: Sequence[str] = ()
 ) -> str:
     """The spec as commented YAML that ``parse_spec`` reads back to the same ``Spec``."""
-    about = ", ".join(p for p in (f"from {hostname}" if hostname else "", created) if p)
+    # A comment is one line: a hostname or note from a snapshot must not start a YAML line.
+    about = safe_line(", ".join(p for p in (f"from {hostname}" if hostname else "", created) if p))
     lines = [
         f"# envdoctor node spec{(' (' + about + ')') if about else ''}: the expected state of this",
         "# machine. `envdoctor check --spec THIS_FILE` reports each difference as a spec.* finding",
         "# and fails. Delete a line to stop checking it; docs/fleet.md describes every key.",
-        *(f"# not recorded: {note}" for note in notes),
+        *(f"# not recorded: {safe_line(note)}" for note in notes),
         f"schema_version: {SPEC_SCHEMA_VERSION}",
         f"kind: {SPEC_KIND}",
     ]
@@ -339,15 +313,21 @@ def _line(key: str, value: object, comment: str) -> str:
     return f"  {key}: {text}".ljust(40) + f"# {comment}"
 
 
+_PLAIN = re.compile(r"[A-Za-z0-9][A-Za-z0-9 ._+()/-]*[A-Za-z0-9.+)]|[A-Za-z0-9]")
+
+
 def _quote(text: str) -> str:
-    """Plain when YAML reads it back as the same string, else double-quoted."""
-    try:
-        plain_ok = yaml.safe_load(f"k: {text}") == {"k": text} and "#" not in text
-    except yaml.YAMLError:
-        plain_ok = False
-    if plain_ok:
+    """Plain when YAML reads it back as the same string, else double-quoted.
+
+    In double quotes every character that is not printable is an escape (``\\x1b``,
+    ``\\u202e``, ``\\n``): YAML reads those back as the character, and the file stays one
+    printable line per key on a terminal.
+    """
+    # Plain only when the text has no YAML indicator at all and resolves to a string, decided
+    # without parsing: a value from a snapshot is not fed to a YAML parser to find out.
+    if _PLAIN.fullmatch(text) and plain_kind(text) == "str":
         return text
-    return '"' + text.replace("\\", "\\\\").replace('"', '\\"') + '"'
+    return '"' + safe_line(text.replace("\\", "\\\\").replace('"', '\\"')) + '"'
 
 
 # --- judging ----------------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Found, why_missing
 from envdoctor.model.views import MachineKind, machine_view
+from envdoctor.terminal import safe_line
 
 MAX_VERDICT_BYTES = 80
 
@@ -68,7 +69,8 @@ def fit_line(text: str, limit: int) -> str:
 
 
 def one_line(text: str) -> str:
-    return " ".join(text.split())
+    """Whitespace collapsed, and anything else that could steer a terminal shown as an escape."""
+    return safe_line(" ".join(text.split()))
 
 
 def _notable(report: Report) -> list[Finding]:

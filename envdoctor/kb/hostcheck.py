@@ -13,8 +13,11 @@ from collections.abc import Callable, Mapping
 from envdoctor.kb.analyzers import human
 from envdoctor.kb.model import HostCheck, Verdict
 from envdoctor.kb.oomcheck import check_memory_holders
+from envdoctor.model.containers import SHM_ENOUGH, SHM_PATH
 from envdoctor.model.facts import Facts, GpuFacts, NvmlErrorKind
 from envdoctor.model.probed import Found, ProbeFailed, value_or, why_missing
+from envdoctor.model.views import driver_view, gpu_presence, module_state, nvml_gpus
+from envdoctor.model.visible import visible_gpus
 
 Check = Callable[[Mapping[str, str], Facts], HostCheck]
 
@@ -22,7 +25,8 @@ LOW_FREE_FRACTION = 0.10
 
 
 def _gpus(facts: Facts) -> tuple[GpuFacts, ...] | None:
-    return facts.nvml.value.gpus if isinstance(facts.nvml, Found) else None
+    """NVML's GPUs, or None when NVML gave no list (the reason is in _nvml_reason)."""
+    return nvml_gpus(facts) if isinstance(facts.nvml, Found) else None
 
 
 def _nvml_reason(facts: Facts) -> str:
@@ -75,16 +79,15 @@ def check_driver_loaded(captures: Mapping[str, str], facts: Facts) -> HostCheck:
     """Is the NVIDIA kernel driver loaded and answering now?"""
     del captures
     name = "driver-loaded"
-    driver = facts.kernel.driver
+    driver = driver_view(facts)
     evidence = [
-        (
-            "kernel driver",
-            driver.value.version if isinstance(driver, Found) else why_missing(driver),
-        )
+        ("nvidia loaded", driver.module.describe()),
+        ("kernel driver", driver.loaded.version if driver.loaded else driver.loaded_reason),
     ]
     if isinstance(facts.nvml, ProbeFailed):
         evidence.append(("NVML", facts.nvml.error))
-    if isinstance(driver, Found) and isinstance(facts.nvml, Found):
+    loaded = driver.loaded is not None or driver.module.yes
+    if loaded and isinstance(facts.nvml, Found):
         return HostCheck(
             name,
             Verdict.RULES_OUT,
@@ -92,9 +95,13 @@ def check_driver_loaded(captures: Mapping[str, str], facts: Facts) -> HostCheck:
             "here it has since been fixed, or it came from a container started without GPU access",
             tuple(evidence),
         )
-    if not isinstance(driver, Found):
+    if driver.module.no and driver.loaded is None:
         return HostCheck(
             name, Verdict.CONFIRMS, "no NVIDIA kernel driver is loaded now", tuple(evidence)
+        )
+    if not loaded:
+        return HostCheck(
+            name, Verdict.NEUTRAL, "whether the driver is loaded is unknown", tuple(evidence)
         )
     return HostCheck(
         name,
@@ -105,34 +112,27 @@ def check_driver_loaded(captures: Mapping[str, str], facts: Facts) -> HostCheck:
 
 
 def check_driver_library_match(captures: Mapping[str, str], facts: Facts) -> HostCheck:
-    """Kernel module version against the user-space library version."""
+    """Kernel module version against the installed user-space driver (model/views.py)."""
     del captures
     name = "driver-library-match"
-    kernel = value_or(facts.kernel.driver, None)
-    evidence = [("kernel module", kernel.version if kernel else why_missing(facts.kernel.driver))]
-    if isinstance(facts.nvml, ProbeFailed) and facts.nvml.error.startswith(
-        NvmlErrorKind.LIB_RM_VERSION_MISMATCH
-    ):
+    driver = driver_view(facts)
+    evidence = [("kernel module", driver.loaded.version if driver.loaded else driver.loaded_reason)]
+    evidence.extend((f"user-space {path}", version) for path, version in driver.userspace)
+    if isinstance(facts.nvml, ProbeFailed):
         evidence.append(("NVML", facts.nvml.error))
+    if driver.mismatch:
         return HostCheck(
-            name, Verdict.CONFIRMS, "NVML still reports the mismatch now", tuple(evidence)
+            name,
+            Verdict.CONFIRMS,
+            f"the mismatch is still there now: {driver.describe()}",
+            tuple(evidence),
         )
-    library = value_or(facts.nvml, None)
-    lib_version = value_or(library.driver_version, None) if library else None
-    if lib_version is not None:
-        evidence.append(("user-space driver", lib_version))
-    if kernel and lib_version:
-        if kernel.version != lib_version:
-            return HostCheck(
-                name,
-                Verdict.CONFIRMS,
-                f"kernel module {kernel.version} ≠ user-space library {lib_version}",
-                tuple(evidence),
-            )
+    if driver.loaded is not None and (driver.userspace or driver.nvml_version):
         return HostCheck(
             name,
             Verdict.RULES_OUT,
-            f"kernel module and library agree now ({lib_version}); a reboot or reload fixed it",
+            f"kernel module and user space agree now ({driver.loaded.version}); a reboot or "
+            "reload fixed it",
             tuple(evidence),
         )
     return HostCheck(name, Verdict.NEUTRAL, "versions could not both be read", tuple(evidence))
@@ -142,17 +142,17 @@ def check_driver_cuda(captures: Mapping[str, str], facts: Facts) -> HostCheck:
     """The driver version and the highest CUDA version it supports."""
     del captures
     name = "driver-cuda"
-    nvml = value_or(facts.nvml, None)
-    if nvml is None:
+    driver = driver_view(facts)
+    if driver.version is None:
         return HostCheck(name, Verdict.NEUTRAL, f"driver unknown: {_nvml_reason(facts)}")
-    driver = value_or(nvml.driver_version, "?")
-    cuda = value_or(nvml.cuda_driver_version, "?")
+    system = value_or(facts.nvml, None)
+    cuda = value_or(system.cuda_driver_version, "?") if system else "? (NVML unavailable)"
     return HostCheck(
         name,
         Verdict.NEUTRAL,
-        f"driver {driver} supports CUDA up to {cuda}: the torch wheel's CUDA must not be newer "
-        "(envdoctor check compares them)",
-        (("driver", driver), ("driver CUDA", cuda)),
+        f"driver {driver.describe()} supports CUDA up to {cuda}: the torch wheel's CUDA must not "
+        "be newer (envdoctor check compares them)",
+        (("driver", driver.describe()), ("driver CUDA", cuda)),
     )
 
 
@@ -160,18 +160,19 @@ def check_gpu_count(captures: Mapping[str, str], facts: Facts) -> HostCheck:
     """How many GPUs exist (and are visible) against the device a checkpoint names."""
     name = "gpu-count"
     gpus = _gpus(facts)
-    visible = facts.env.get("CUDA_VISIBLE_DEVICES")
+    visible_value = facts.env.get("CUDA_VISIBLE_DEVICES")
     evidence: list[tuple[str, str]] = [
-        ("CUDA_VISIBLE_DEVICES", "unset" if visible is None else repr(visible))
+        ("CUDA_VISIBLE_DEVICES", "unset" if visible_value is None else repr(visible_value))
     ]
     if gpus is None:
         return HostCheck(
             name, Verdict.NEUTRAL, f"GPU count unknown: {_nvml_reason(facts)}", tuple(evidence)
         )
-    count = len(gpus)
-    if visible is not None:
-        count = min(count, len([v for v in visible.split(",") if v.strip()]))
-    evidence.append(("GPUs visible", str(count)))
+    visible = visible_gpus(facts, gpus)
+    count = len(visible.gpus)
+    evidence.append(
+        ("GPUs visible", str(count) + (f" ({visible.problem})" if visible.problem else ""))
+    )
     raw = captures.get("device")
     if raw is not None and raw.isdigit():
         if int(raw) >= count:
@@ -236,17 +237,20 @@ def check_uvm(captures: Mapping[str, str], facts: Facts) -> HostCheck:
     """Is nvidia_uvm loaded and /dev/nvidia-uvm present (CUDA needs both)?"""
     del captures
     name = "uvm"
-    modules = value_or(facts.kernel.modules, None)
+    module = module_state(facts, "nvidia_uvm")
     nodes = value_or(facts.kernel.device_nodes, None)
-    if modules is None or nodes is None:
-        return HostCheck(name, Verdict.NEUTRAL, "kernel modules or device nodes could not be read")
-    loaded = any(m.name == "nvidia_uvm" for m in modules)
+    if nodes is None or not (module.yes or module.no):
+        return HostCheck(
+            name,
+            Verdict.NEUTRAL,
+            f"nvidia_uvm loaded: {module.describe()}; /dev: {why_missing(facts.kernel.device_nodes) or 'read'}",
+        )
     node = any(n.path == "/dev/nvidia-uvm" for n in nodes)
     evidence = (
-        ("nvidia_uvm loaded", str(loaded)),
+        ("nvidia_uvm loaded", module.describe()),
         ("/dev/nvidia-uvm", "present" if node else "missing"),
     )
-    if not (loaded and node):
+    if not (module.yes and node):
         return HostCheck(
             name, Verdict.CONFIRMS, "nvidia_uvm or its device node is missing", evidence
         )
@@ -263,6 +267,20 @@ def check_container(captures: Mapping[str, str], facts: Facts) -> HostCheck:
     del captures
     name = "container"
     containers = facts.host.containers
+    inside = facts.containers.inside
+    shm = inside.value.shm if isinstance(inside, Found) else None
+    size = shm.value.size if isinstance(shm, Found) else None
+    if containers and size:  # /proc/self/mounts says how large it is (container.shm-small)
+        shown = f"{size >> 20} MiB"
+        evidence = (("container", ", ".join(containers)), (SHM_PATH, shown))
+        if size < SHM_ENOUGH:
+            return HostCheck(name, Verdict.CONFIRMS, f"{SHM_PATH} here is only {shown}", evidence)
+        return HostCheck(
+            name,
+            Verdict.NEUTRAL,
+            f"{SHM_PATH} here is {shown}: look at what fills it (`df -h {SHM_PATH}`)",
+            evidence,
+        )
     if containers:
         return HostCheck(
             name,
@@ -353,12 +371,19 @@ def check_nouveau(captures: Mapping[str, str], facts: Facts) -> HostCheck:
     """nouveau grabs the GPU before nvidia can."""
     del captures
     name = "nouveau"
-    modules = value_or(facts.kernel.modules, None)
-    if modules is None:
-        return HostCheck(name, Verdict.NEUTRAL, "kernel modules could not be read")
-    if any(m.name == "nouveau" for m in modules):
-        return HostCheck(name, Verdict.CONFIRMS, "the nouveau driver is loaded and holds the GPU")
-    return HostCheck(name, Verdict.NEUTRAL, "nouveau is not loaded")
+    module = module_state(facts, "nouveau")
+    bound = gpu_presence(facts).bound_to("nouveau")
+    evidence = (
+        ("nouveau loaded", module.describe()),
+        ("GPUs bound to nouveau", ", ".join(bound) or "none"),
+    )
+    if module.yes or bound:
+        return HostCheck(
+            name, Verdict.CONFIRMS, "the nouveau driver is loaded and holds the GPU", evidence
+        )
+    if module.no:
+        return HostCheck(name, Verdict.NEUTRAL, "nouveau is not loaded", evidence)
+    return HostCheck(name, Verdict.NEUTRAL, f"nouveau loaded: {module.describe()}", evidence)
 
 
 HOST_CHECKS: dict[str, Check] = {

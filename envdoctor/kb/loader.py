@@ -15,7 +15,6 @@ import sys
 from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
-from typing import Any
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.kb.analyzers import ANALYZERS
@@ -23,8 +22,8 @@ from envdoctor.kb.anchor import derive_anchor, required_literals
 from envdoctor.kb.ere import to_ere
 from envdoctor.kb.hostcheck import HOST_CHECKS
 from envdoctor.kb.model import ContextRule, KnowledgeBase, Pattern, Role, Signature, XidEntry
-from envdoctor.kb.yamlsrc import LList, LMap, load_yaml
 from envdoctor.model.finding import is_valid_code
+from envdoctor.yamlsource import Map, Node, Reader, Seq, load
 
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable
@@ -132,67 +131,57 @@ def _name(path: Traversable | Path) -> str:
     return text[text.index(marker) :] if marker in text else text
 
 
-def _read(path: Traversable | Path) -> Any:
+_READ = Reader()  # the shared YAML reader's typed values and its one error style
+
+
+def _read(path: Traversable | Path) -> Node:
     where = _name(path)
-    try:
-        text = path.read_text(encoding="utf-8")
-    except FileNotFoundError:
-        raise EnvdoctorError("file not found", where=where) from None
-    except (OSError, UnicodeDecodeError) as exc:
-        raise EnvdoctorError(f"cannot read: {exc}", where=where) from None
-    return load_yaml(text, where)
+    if not path.is_file():
+        raise EnvdoctorError("file not found", where=where)
+    return load(path, where=where)
 
 
-def _header(doc: Any, where: str, list_key: str) -> LList:
-    if not isinstance(doc, LMap):
-        raise EnvdoctorError("expected a mapping with `schema:` and a list", where=f"{where}:1")
-    unknown = set(doc.items) - {"schema", list_key, "source"}
-    if unknown:
-        key = sorted(unknown)[0]
-        raise EnvdoctorError(f"unknown key {key!r}", where=doc.at(key))
-    if doc.items.get("schema") != SCHEMA_VERSION:
-        raise EnvdoctorError(f"`schema: {SCHEMA_VERSION}` is required", where=doc.at("schema"))
-    items = doc.items.get(list_key)
-    if not isinstance(items, LList):
-        raise EnvdoctorError(f"`{list_key}:` must be a list", where=doc.at(list_key))
-    return items
+def _header(doc: Node, list_key: str) -> tuple[Node, ...]:
+    """A file's ``schema: 1`` and its one list (``signatures:``, ``triggers:`` or ``codes:``)."""
+    top = _READ.keys(
+        _READ.mapping(doc, "the file"),
+        "the file",
+        required=("schema", list_key),
+        optional=("source",),
+    )
+    if _READ.integer(top.items["schema"], "schema") != SCHEMA_VERSION:
+        raise _READ.error(top.items["schema"], f"schema: `schema: {SCHEMA_VERSION}` is required")
+    return _READ.sequence(top.items[list_key], list_key)
 
 
 def _load_prefilter(path: Traversable | Path) -> tuple[str, ...]:
-    doc = _read(path)
-    items = _header(doc, _name(path), "triggers")
     triggers: list[str] = []
-    for i, item in enumerate(items.items):
-        if not isinstance(item, str) or len(item) < 2:
-            raise EnvdoctorError(
-                "a trigger is a literal of at least 2 characters", where=items.at(i)
-            )
-        triggers.append(item)
+    for item in _header(_read(path), "triggers"):
+        trigger = _READ.text(item, "triggers")
+        if len(trigger) < 2:
+            raise _READ.error(item, "triggers: a trigger is a literal of at least 2 characters")
+        triggers.append(trigger)
     return tuple(triggers)
 
 
 def _load_signature_file(path: Traversable | Path, prefer: tuple[str, ...]) -> list[Signature]:
-    doc = _read(path)
-    items = _header(doc, _name(path), "signatures")
-    return [_signature(item, items.at(i), prefer) for i, item in enumerate(items.items)]
+    return [_signature(item, prefer) for item in _header(_read(path), "signatures")]
 
 
 def _load_xid(path: Traversable | Path) -> dict[int, XidEntry]:
     doc = _read(path)
-    items = _header(doc, _name(path), "codes")
-    default_source = doc.items.get("source", "") if isinstance(doc, LMap) else ""
+    items = _header(doc, "codes")
+    default_source = _text(doc, "source") if isinstance(doc, Map) and "source" in doc.items else ""
     catalog: dict[int, XidEntry] = {}
-    for i, item in enumerate(items.items):
-        entry = _mapping(item, items.at(i), _XID_KEYS)
-        code = entry.items["code"]
-        if not isinstance(code, int) or isinstance(code, bool) or code <= 0:
-            raise EnvdoctorError("`code` must be a positive integer", where=entry.at("code"))
+    for item in items:
+        entry = _mapping(item, "codes", _XID_KEYS)
+        code = _READ.integer(entry.items["code"], "code", low=1)
         if code in catalog:
-            raise EnvdoctorError(f"duplicate Xid {code}", where=entry.at("code"))
+            raise _READ.error(entry.items["code"], f"code: duplicate Xid {code}")
         severity = _text(entry, "severity")
         if severity not in _XID_SEVERITIES:
-            raise EnvdoctorError(
-                f"`severity` must be one of {sorted(_XID_SEVERITIES)}", where=entry.at("severity")
+            raise _READ.error(
+                entry.items["severity"], f"severity: one of {', '.join(sorted(_XID_SEVERITIES))}"
             )
         catalog[code] = XidEntry(
             code=code,
@@ -200,7 +189,7 @@ def _load_xid(path: Traversable | Path) -> dict[int, XidEntry]:
             meaning=_text(entry, "meaning"),
             action=_text(entry, "action"),
             severity=severity,
-            source=str(entry.items.get("source", default_source)),
+            source=_text(entry, "source") if "source" in entry.items else default_source,
         )
     return catalog
 
@@ -208,110 +197,92 @@ def _load_xid(path: Traversable | Path) -> dict[int, XidEntry]:
 # --- one signature --------------------------------------------------------------------------
 
 
-def _mapping(item: Any, where: str, keys: dict[str, bool]) -> LMap:
-    if not isinstance(item, LMap):
-        raise EnvdoctorError("expected a mapping", where=where)
-    for key in item.items:
-        if key not in keys:
-            raise EnvdoctorError(
-                f"unknown key {key!r} (known: {', '.join(keys)})", where=item.at(key)
-            )
-    for key, required in keys.items():
-        if required and key not in item.items:
-            raise EnvdoctorError(f"missing key {key!r}", where=item.at())
-    return item
+def _mapping(item: Node, what: str, keys: dict[str, bool]) -> Map:
+    """A mapping with exactly the keys ``keys`` allows (``True``: required)."""
+    return _READ.keys(
+        _READ.mapping(item, what),
+        what,
+        required=[key for key, needed in keys.items() if needed],
+        optional=[key for key, needed in keys.items() if not needed],
+    )
 
 
-def _text(item: LMap, key: str) -> str:
-    value = item.items.get(key)
-    if not isinstance(value, str) or not value.strip():
-        raise EnvdoctorError(f"`{key}` must be non-empty text", where=item.at(key))
-    return value.strip()
+def _text(item: Map, key: str) -> str:
+    return _READ.text(_READ.required(item, key, key), key)
 
 
-def _texts(item: LMap, key: str, *, required: bool = False) -> tuple[str, ...]:
+def _texts(item: Map, key: str, *, required: bool = False) -> tuple[str, ...]:
     value = item.items.get(key)
     if value is None and not required:
         return ()
-    if not isinstance(value, LList) or (required and not value.items):
-        raise EnvdoctorError(f"`{key}` must be a list of text", where=item.at(key))
-    out: list[str] = []
-    for i, entry in enumerate(value.items):
-        if not isinstance(entry, str) or not entry.strip():
-            raise EnvdoctorError(f"`{key}` entries must be non-empty text", where=value.at(i))
-        out.append(entry.strip())
-    return tuple(out)
+    return _READ.text_list(_READ.required(item, key, key), key, non_empty=required)
 
 
-def _number(item: LMap, key: str, default: float, low: float, high: float) -> float:
-    value = item.items.get(key, default)
-    if isinstance(value, bool) or not isinstance(value, int | float) or not low <= value <= high:
-        raise EnvdoctorError(f"`{key}` must be a number in [{low}, {high}]", where=item.at(key))
-    return float(value)
+def _number(item: Map, key: str, default: float, low: float, high: float) -> float:
+    if key not in item.items:
+        return default
+    return _READ.number(item.items[key], key, low=low, high=high)
 
 
-def _compile(item: LMap, key: str = "regex") -> re.Pattern[str]:
+def _compile(item: Map, key: str = "regex") -> re.Pattern[str]:
     source = _text(item, key)
     try:
         regex = re.compile(source)
     except re.error as exc:
-        raise EnvdoctorError(f"regex does not compile: {exc}", where=item.at(key)) from None
+        raise _READ.error(item.items[key], f"{key}: regex does not compile: {exc}") from None
     try:
         # the subset with a POSIX ERE equivalent is the one RE2 runs in linear time (no
         # backreferences, lookarounds or inline flags): both engines must accept every pattern
         to_ere(source)
     except ValueError as exc:
-        raise EnvdoctorError(
-            f"regex uses a construct explain cannot match in linear time: {exc}",
-            where=item.at(key),
+        raise _READ.error(
+            item.items[key],
+            f"{key}: regex uses a construct explain cannot match in linear time: {exc}",
         ) from None
     return regex
 
 
-def _signature(item: Any, where: str, prefer: tuple[str, ...] = ()) -> Signature:
-    sig = _mapping(item, where, _SIGNATURE_KEYS)
+def _signature(item: Node, prefer: tuple[str, ...] = ()) -> Signature:
+    sig = _mapping(item, "signature", _SIGNATURE_KEYS)
     sid = _text(sig, "id")
     if not is_valid_code(sid):
-        raise EnvdoctorError(f"id {sid!r} is not a dotted kebab-case code", where=sig.at("id"))
+        raise EnvdoctorError(f"id: {sid!r} is not a dotted kebab-case code", where=sig.at("id"))
     role_text = _text(sig, "role")
     try:
         role = Role(role_text)
     except ValueError:
         known = ", ".join(r.value for r in Role)
         raise EnvdoctorError(
-            f"unknown role {role_text!r} (known: {known})", where=sig.at("role")
+            f"role: unknown role {role_text!r} (known: {known})", where=sig.at("role")
         ) from None
     confidence = _number(sig, "confidence", 0.5, 0.05, 0.99)
     patterns_node = sig.items["patterns"]
-    if not isinstance(patterns_node, LList) or not patterns_node.items:
-        raise EnvdoctorError("`patterns` must be a non-empty list", where=sig.at("patterns"))
+    if not _READ.sequence(patterns_node, "patterns"):
+        raise _READ.error(patterns_node, "patterns: expected a non-empty list")
     patterns = tuple(
-        _pattern(p, patterns_node.at(i), confidence, prefer)
-        for i, p in enumerate(patterns_node.items)
+        _pattern(p, confidence, prefer) for p in _READ.sequence(patterns_node, "patterns")
     )
     context_node = sig.items.get("context")
     context: tuple[ContextRule, ...] = ()
     if context_node is not None:
-        if not isinstance(context_node, LList):
-            raise EnvdoctorError("`context` must be a list", where=sig.at("context"))
-        context = tuple(_context(c, context_node.at(i)) for i, c in enumerate(context_node.items))
+        context = tuple(_context(c) for c in _READ.sequence(context_node, "context"))
     facts = _texts(sig, "facts")
     for i, name in enumerate(facts):
         if name not in HOST_CHECKS:
             raise EnvdoctorError(
-                f"unknown host check {name!r} (known: {', '.join(sorted(HOST_CHECKS))})",
+                f"facts: unknown host check {name!r} (known: {', '.join(sorted(HOST_CHECKS))})",
                 where=_item_at(sig, "facts", i),
             )
     see_also = _texts(sig, "see_also")
     for i, code in enumerate(see_also):
         if not is_valid_code(code):
             raise EnvdoctorError(
-                f"{code!r} is not a finding code", where=_item_at(sig, "see_also", i)
+                f"see_also: {code!r} is not a finding code", where=_item_at(sig, "see_also", i)
             )
-    analyzer = sig.items.get("analyzer", "")
+    analyzer = _text(sig, "analyzer") if "analyzer" in sig.items else ""
     if analyzer and analyzer not in ANALYZERS:
         raise EnvdoctorError(
-            f"unknown analyzer {analyzer!r} (known: {', '.join(sorted(ANALYZERS))})",
+            f"analyzer: unknown analyzer {analyzer!r} (known: {', '.join(sorted(ANALYZERS))})",
             where=sig.at("analyzer"),
         )
     signature = Signature(
@@ -326,7 +297,7 @@ def _signature(item: Any, where: str, prefer: tuple[str, ...] = ()) -> Signature
         facts=facts,
         see_also=see_also,
         context=context,
-        analyzer=str(analyzer),
+        analyzer=analyzer,
         docs=_texts(sig, "docs"),
         explains=_texts(sig, "explains"),
         source=sig.at(),
@@ -335,34 +306,40 @@ def _signature(item: Any, where: str, prefer: tuple[str, ...] = ()) -> Signature
     return signature
 
 
-def _item_at(sig: LMap, key: str, index: int) -> str:
+def _item_at(sig: Map, key: str, index: int) -> str:
+    """``file:line`` of item ``index`` of the list under ``key``."""
     node = sig.items.get(key)
-    return node.at(index) if isinstance(node, LList) else sig.at(key)
+    return node.items[index].at() if isinstance(node, Seq) else sig.at(key)
 
 
-def _pattern(item: Any, where: str, default_confidence: float, prefer: tuple[str, ...]) -> Pattern:
-    pat = _mapping(item, where, _PATTERN_KEYS)
+def _pattern(item: Node, default_confidence: float, prefer: tuple[str, ...]) -> Pattern:
+    pat = _mapping(item, "patterns", _PATTERN_KEYS)
     regex = _compile(pat)
-    anchor = pat.items.get("anchor")
-    if anchor is None:
+    anchor: str | None
+    if "anchor" in pat.items:
+        anchor = _text(pat, "anchor")
+        if len(anchor) < 3:
+            raise EnvdoctorError("anchor: a literal of 3+ characters", where=pat.at("anchor"))
+    else:
         anchor = derive_anchor(regex.pattern, prefer)
         if anchor is None:
             raise EnvdoctorError(
-                "no literal anchor can be derived from this regex (top-level `|`, or no literal "
-                "of 3+ characters outside groups): add `anchor:` with a literal every match contains",
+                "regex: no literal anchor can be derived from this regex (top-level `|`, or no "
+                "literal of 3+ characters outside groups): add `anchor:` with a literal every "
+                "match contains",
                 where=pat.at("regex"),
             )
-    elif not isinstance(anchor, str) or len(anchor) < 3:
-        raise EnvdoctorError("`anchor` must be a literal of 3+ characters", where=pat.at("anchor"))
     examples = _texts(pat, "examples", required=True)
     for i, example in enumerate(examples):
         at = _item_at(pat, "examples", i)
         if "\n" in example:
-            raise EnvdoctorError("an example is one log line", where=at)
+            raise EnvdoctorError("examples: an example is one log line", where=at)
         if anchor not in example:
-            raise EnvdoctorError(f"example does not contain the anchor {anchor!r}", where=at)
+            raise EnvdoctorError(
+                f"examples: example does not contain the anchor {anchor!r}", where=at
+            )
         if regex.search(example) is None:
-            raise EnvdoctorError("example does not match the regex", where=at)
+            raise EnvdoctorError("examples: example does not match the regex", where=at)
     literals = [anchor]
     if not regex.flags & re.IGNORECASE:
         literals.extend(r for r in required_literals(regex.pattern) if len(r) >= 3 and r != anchor)
@@ -376,8 +353,8 @@ def _pattern(item: Any, where: str, default_confidence: float, prefer: tuple[str
     )
 
 
-def _context(item: Any, where: str) -> ContextRule:
-    ctx = _mapping(item, where, _CONTEXT_KEYS)
+def _context(item: Node) -> ContextRule:
+    ctx = _mapping(item, "context", _CONTEXT_KEYS)
     return ContextRule(
         regex=_compile(ctx),
         weight=_number(ctx, "weight", 0.0, -0.9, 0.9),
@@ -385,13 +362,13 @@ def _context(item: Any, where: str) -> ContextRule:
     )
 
 
-def _check_placeholders(signature: Signature, sig: LMap) -> None:
+def _check_placeholders(signature: Signature, sig: Map) -> None:
     available = signature.captures_used()
     for _, field_name, _, _ in string.Formatter().parse(signature.summary):
         if field_name is None:
             continue
         if field_name not in available:
             raise EnvdoctorError(
-                f"summary uses {{{field_name}}} but no pattern captures (?P<{field_name}>…)",
+                f"summary: uses {{{field_name}}} but no pattern captures (?P<{field_name}>…)",
                 where=sig.at("summary"),
             )

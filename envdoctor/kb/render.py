@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import json
 import re
 import textwrap
 from typing import Any
 
 from envdoctor import __version__
 from envdoctor.kb.model import CONFIDENT, Cause, Explanation
+from envdoctor.terminal import json_document, safe_text
 
 EXPLAIN_SCHEMA_VERSION = 1
 WIDTH = 100
@@ -96,7 +96,7 @@ def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
             )
         )
         out.extend(_tail_text(stderr_tail))
-        return "\n".join(out) + "\n"
+        return safe_text("\n".join(out) + "\n")  # log lines and file names are untrusted
     roots = [c for c in explanation.causes if c.is_root]
     consequences = [c for c in explanation.causes if not c.is_root]
     for cause in roots:
@@ -114,7 +114,7 @@ def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
                 out.extend(_wrap(f"│ {first}", "    ", hang=2))
     if explanation.status != "explained":
         out.extend(_tail_text(stderr_tail))
-    return "\n".join(out) + "\n"
+    return safe_text("\n".join(out) + "\n")
 
 
 def _cause_text(cause: Cause, explanation: Explanation) -> list[str]:
@@ -220,10 +220,7 @@ def _cause_data(cause: Cause) -> dict[str, Any]:
 
 
 def render_json(explanation: Explanation, *, stderr_tail: str = "") -> str:
-    return (
-        json.dumps(to_data(explanation, stderr_tail=stderr_tail), indent=2, ensure_ascii=False)
-        + "\n"
-    )
+    return json_document(to_data(explanation, stderr_tail=stderr_tail))
 
 
 # --- markdown -----------------------------------------------------------------------------
@@ -271,4 +268,4 @@ def render_markdown(explanation: Explanation, *, stderr_tail: str = "") -> str:
     if tail and explanation.status != "explained":
         out.extend(["Last lines of stderr:", "", "```", *(redact(t) for t in tail), "```", ""])
     out.append(f"<sub>envdoctor {__version__}</sub>")
-    return "\n".join(out) + "\n"
+    return safe_text("\n".join(out) + "\n")

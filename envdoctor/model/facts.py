@@ -8,6 +8,7 @@ from __future__ import annotations
 
 from dataclasses import field
 
+from envdoctor.model.containers import NOT_READ, ContainerFacts
 from envdoctor.model.probed import Absent, Probed
 from envdoctor.model.record import record
 
@@ -157,6 +158,14 @@ class MemoryInfo:
 
 
 @record
+class MigInstance:
+    """A MIG device (GPU instance + compute instance) as CUDA_VISIBLE_DEVICES names it."""
+
+    uuid: str
+    name: str
+
+
+@record
 class MigMode:
     current: bool
     pending: bool
@@ -265,6 +274,7 @@ class GpuFacts:
     ecc_corrected: Probed[EccCorrected] = NOT_COLLECTED
     retired_pages: Probed[RetiredPages] = NOT_COLLECTED
     fabric: Probed[FabricInfo] = NOT_COLLECTED
+    mig_instances: Probed[tuple[MigInstance, ...]] = NOT_COLLECTED
 
     def failure_kinds(self) -> frozenset[str]:
         """The NVML error kinds any field of this GPU failed with (e.g. {"GPUIsLost"})."""
@@ -474,3 +484,5 @@ class Facts:
     notes: tuple[str, ...] = field(default=())
     kernel_log: Probed[KernelLog] = NOT_COLLECTED
     fabric: FabricFacts = FabricFacts(nvswitches=NOT_COLLECTED, manager=NOT_COLLECTED)
+    containers: ContainerFacts = NOT_READ
+    """The container layer (model/containers.py); older snapshots load with its reason."""

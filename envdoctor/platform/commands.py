@@ -14,7 +14,9 @@ class CommandResult:
     """The outcome of one bounded subprocess.
 
     ``status`` is "ok" (it ran; look at ``returncode``), "not-found" (no such program),
-    "timeout" (killed at the deadline) or "error" (could not start; ``error`` says why).
+    "timeout" (killed at the deadline), "overflow" (killed for printing more than the cap;
+    ``error`` says how much; the output up to the cap is kept) or "error" (could not start;
+    ``error`` says why).
     A negative ``returncode`` is the signal that ended the process.
     """
 
@@ -38,6 +40,8 @@ class CommandResult:
             return f"`{cmd}` exited {self.returncode}" + (f": {tail[0]}" if tail[0] else "")
         if self.status == "timeout":
             return f"`{cmd}` did not finish within {self.seconds:.1f} s and was killed"
+        if self.status == "overflow":
+            return f"`{cmd}` {self.error} and was stopped"
         if self.status == "not-found":
             return f"`{self.argv[0]}` not found"
         return f"`{cmd}` could not start: {self.error}"

@@ -98,6 +98,11 @@ class Host(Protocol):
         """Initialise NVML; raises ``NvmlError`` with a precise kind when it cannot."""
         ...
 
+    def open_device(self, path: str, *, timeout: float) -> str:
+        """Open a device node read-write (non-blocking) and close it at once: "ok", the errno's
+        name ("EPERM" where a device cgroup refuses what the mode bits allow), or "timeout"."""
+        ...
+
     def identity(self) -> Identity:
         """The current user, machine and interpreter."""
         ...

@@ -76,6 +76,7 @@ class NvmlSession(Protocol):
     def compute_mode(self, index: int) -> str: ...
     def mig_mode(self, index: int) -> tuple[bool, bool]: ...
     def mig_device_count(self, index: int) -> int: ...
+    def mig_devices(self, index: int) -> tuple[tuple[str, str], ...]: ...
     def ecc_uncorrectable(self, index: int) -> tuple[int, int]: ...
     def retired_pages_pending(self, index: int) -> bool: ...
     def row_remap(self, index: int) -> tuple[int, int, bool, bool]: ...
@@ -215,16 +216,26 @@ class PynvmlSession:
         return bool(current), bool(pending)
 
     def mig_device_count(self, index: int) -> int:
+        return len(self.mig_devices(index))
+
+    def mig_devices(self, index: int) -> tuple[tuple[str, str], ...]:
+        """(UUID, name) of each MIG device: ``CUDA_VISIBLE_DEVICES=MIG-…`` names them."""
         nvml = self._nvml
         slots = int(self._q(index, nvml.nvmlDeviceGetMaxMigDeviceCount))
-        count = 0
+        out = []
         for slot in range(slots):
+            uuid_of = functools.partial(_mig_query, nvml, "nvmlDeviceGetUUID", slot)
             try:
-                self._q(index, functools.partial(_mig_handle, nvml, slot=slot))
+                uuid = self._q(index, uuid_of)
             except NvmlError:  # an empty slot answers NOT_FOUND: skip it
                 continue
-            count += 1
-        return count
+            name_of = functools.partial(_mig_query, nvml, "nvmlDeviceGetName", slot)
+            try:
+                name = self._q(index, name_of)
+            except NvmlError:
+                name = ""
+            out.append((_text(uuid), _text(name)))
+        return tuple(out)
 
     def ecc_uncorrectable(self, index: int) -> tuple[int, int]:
         return self._ecc_totals(index, self._nvml.NVML_MEMORY_ERROR_TYPE_UNCORRECTED)
@@ -398,8 +409,9 @@ def _fill(fn: Any, info: Any, handle: Any) -> None:
     fn(handle, info)
 
 
-def _mig_handle(nvml: Any, handle: Any, *, slot: int) -> Any:
-    return nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot)
+def _mig_query(nvml: Any, query: str, slot: int, handle: Any) -> Any:
+    """``query`` (nvmlDeviceGetUUID …) of the MIG device in ``slot`` of the GPU ``handle``."""
+    return getattr(nvml, query)(nvml.nvmlDeviceGetMigDeviceHandleByIndex(handle, slot))
 
 
 def _translate(exc: Any) -> NvmlError:

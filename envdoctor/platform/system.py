@@ -22,7 +22,8 @@ if TYPE_CHECKING:
 
     from envdoctor.platform.commands import CommandResult
 
-MAX_OUTPUT_CHARS = 4 << 20
+MAX_OUTPUT_BYTES = 4 << 20  # per stream: ldconfig -p is ~100 KiB, the torch probe a few KiB
+EXIT_DRAIN = 0.2  # seconds to keep reading after the child exited (a grandchild may hold a pipe)
 KMSG_RECORD_BYTES = 1 << 16
 """One read of /dev/kmsg returns one record and fails (EINVAL) if it does not fit; the kernel
 caps a record at about 1 KiB of text plus its key=value lines, so 64 KiB is always enough."""
@@ -168,33 +169,46 @@ class SystemHost:
         except OSError as exc:
             return CommandResult(args, "error", error=exc.strerror or str(exc))
         try:
-            out, err = proc.communicate(timeout=timeout)
-        except subprocess.TimeoutExpired:
-            _kill_group(proc)
-            out, err = proc.communicate()
-            return CommandResult(
-                args,
-                "timeout",
-                returncode=proc.returncode,
-                stdout=_decode(out),
-                stderr=_decode(err),
-                seconds=timeout,
-            )
+            status, out, err = _collect(proc, timeout)
         except BaseException:
             _kill_group(proc)  # Ctrl-C: never leave the child behind
             proc.wait()
             raise
+        finally:
+            for pipe in (proc.stdout, proc.stderr):
+                if pipe is not None:
+                    pipe.close()
+        if status != "ok":
+            _kill_group(proc)
+            proc.wait()
         return CommandResult(
             args,
-            "ok",
+            status,
             returncode=proc.returncode,
             stdout=_decode(out),
             stderr=_decode(err),
-            seconds=time.monotonic() - start,
+            error=f"printed more than {MAX_OUTPUT_BYTES >> 20} MiB" if status == "overflow" else "",
+            seconds=timeout if status == "timeout" else time.monotonic() - start,
         )
 
     def open_nvml(self, *, timeout: float) -> NvmlSession:
         return open_pynvml(timeout)
+
+    def open_device(self, path: str, *, timeout: float) -> str:
+        """On a worker thread, so that a driver stuck in open() costs ``timeout``, not a hang;
+        the thread is a daemon and is left behind if it never returns."""
+        import threading
+
+        answer: list[str] = []
+        full = self._path(path)
+
+        def attempt() -> None:
+            answer.append(_open_close(full))
+
+        worker = threading.Thread(target=attempt, name="envdoctor-open", daemon=True)
+        worker.start()
+        worker.join(timeout)
+        return answer[0] if answer else "timeout"
 
     def identity(self) -> Identity:
         """Looked up once: several probes ask, and the user lookup may go to LDAP or sssd."""
@@ -229,6 +243,17 @@ def _unreadable(path: str, exc: OSError) -> Probed[str]:
     return ProbeFailed(f"cannot read {path}: {exc.strerror or exc}")
 
 
+def _open_close(path: str) -> str:
+    import errno
+
+    try:
+        fd = os.open(path, os.O_RDWR | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+    except OSError as exc:
+        return errno.errorcode.get(exc.errno or 0, f"errno {exc.errno}")
+    os.close(fd)
+    return "ok"
+
+
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:
     import signal
 
@@ -238,5 +263,56 @@ def _kill_group(proc: subprocess.Popen[bytes]) -> None:
         proc.kill()
 
 
-def _decode(data: bytes | None) -> str:
-    return (data or b"")[:MAX_OUTPUT_CHARS].decode("utf-8", errors="replace")
+def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[str, bytes, bytes]:
+    """(status, stdout, stderr) of a running child, read as it comes.
+
+    Bounded in both ways while reading, not after: at most ``MAX_OUTPUT_BYTES`` kept per stream
+    (status "overflow" past it: a child that prints forever is stopped, not collected into
+    gigabytes), and ``timeout`` seconds in all (status "timeout"). Once the child has exited,
+    its pipes are read for ``EXIT_DRAIN`` more seconds at most: a grandchild that inherited them
+    (``sleep 600 &``) does not hold envdoctor. The caller kills the group when it is not "ok".
+    """
+    import selectors
+
+    assert proc.stdout is not None and proc.stderr is not None
+    out, err = proc.stdout.fileno(), proc.stderr.fileno()
+    kept = {out: bytearray(), err: bytearray()}
+
+    def result(status: str) -> tuple[str, bytes, bytes]:
+        return status, bytes(kept[out]), bytes(kept[err])
+
+    end = time.monotonic() + timeout
+    exited_at: float | None = None
+    with selectors.DefaultSelector() as selector:
+        for fd in kept:
+            selector.register(fd, selectors.EVENT_READ)
+        while selector.get_map():
+            now = time.monotonic()
+            if proc.poll() is not None:
+                exited_at = now if exited_at is None else exited_at
+                if now - exited_at >= EXIT_DRAIN:
+                    # What still holds a pipe is a grandchild in the child's group; the group id
+                    # stays reserved while it has members, so killing it cannot hit a stranger.
+                    _kill_group(proc)
+                    break
+            if now >= end:
+                return result("timeout")
+            for key, _ in selector.select(min(end - now, 0.1)):
+                chunk = os.read(key.fd, 1 << 16)
+                if not chunk:
+                    selector.unregister(key.fd)
+                    continue
+                buffer = kept[key.fd]
+                buffer += chunk
+                if len(buffer) > MAX_OUTPUT_BYTES:
+                    del buffer[MAX_OUTPUT_BYTES:]
+                    return result("overflow")
+    try:
+        proc.wait(timeout=max(end - time.monotonic(), 0.0))
+    except subprocess.TimeoutExpired:  # it closed its output but is still running
+        return result("timeout")
+    return result("ok")
+
+
+def _decode(data: bytes) -> str:
+    return data.decode("utf-8", errors="replace")

@@ -5,6 +5,7 @@ from __future__ import annotations
 import time
 
 from envdoctor import __version__
+from envdoctor.model.containers import ContainerFacts
 from envdoctor.model.facts import (
     EnvFacts,
     FabricFacts,
@@ -17,6 +18,7 @@ from envdoctor.model.facts import (
 )
 from envdoctor.model.probed import Absent, Probed
 from envdoctor.platform.host import Deadline, Host
+from envdoctor.probes.containers import probe_containers
 from envdoctor.probes.environment import probe_env, probe_variables
 from envdoctor.probes.fabric import probe_fabric, probe_nvswitches
 from envdoctor.probes.kernel import probe_kernel
@@ -54,8 +56,11 @@ def collect_facts(
         )
         torch = TorchFacts(python=python, torch=Absent(FAST_TIER))
         fabric = FabricFacts(nvswitches=probe_nvswitches(host), manager=Absent(FAST_TIER))
+        containers = probe_containers(
+            host, deadline=deadline, fast=True, host_facts=host_facts, kernel=kernel, nvml=nvml
+        )
     else:
-        host_facts, kernel, nvml, libraries, env, torch = _collect_all(
+        host_facts, kernel, nvml, libraries, env, torch, containers = _collect_all(
             host,
             python=python,
             deadline=deadline,
@@ -75,6 +80,7 @@ def collect_facts(
         collected_at=_now(),
         kernel_log=kernel_log,
         fabric=fabric,
+        containers=containers,
     )
 
 
@@ -87,6 +93,7 @@ def _collect_all(
     Probed[tuple[LibraryFamily, ...]],
     EnvFacts,
     TorchFacts,
+    ContainerFacts,
 ]:
     """The full tier: the torch child runs on a thread while the rest is read."""
     # Imported here: the fast tier pays for no thread pool or torch child.
@@ -107,6 +114,9 @@ def _collect_all(
         nvml = probe_nvml(host, deadline=deadline)
         libraries = probe_libraries(host, deadline=deadline)
         env = probe_env(host, deadline=deadline)
+        containers = probe_containers(
+            host, deadline=deadline, fast=False, host_facts=host_facts, kernel=kernel, nvml=nvml
+        )
         torch = (
             torch_future.result()
             if torch_future is not None
@@ -114,7 +124,7 @@ def _collect_all(
                 python=python, torch=Absent("not probed (torch is skipped by this command)")
             )
         )
-    return host_facts, kernel, nvml, libraries, env, torch
+    return host_facts, kernel, nvml, libraries, env, torch, containers
 
 
 def _now() -> str:

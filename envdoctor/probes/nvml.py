@@ -18,6 +18,7 @@ from envdoctor.model.facts import (
     GpuFacts,
     GpuProcess,
     MemoryInfo,
+    MigInstance,
     MigMode,
     NvmlErrorKind,
     NvmlSystem,
@@ -122,6 +123,11 @@ def _read_gpu(host: Host, s: NvmlSession, i: int) -> GpuFacts:
     memory = _get(lambda: s.memory(i))
     mig = _get(lambda: s.mig_mode(i))
     mig_on = isinstance(mig, Found) and mig.value[0]
+    instances: Probed[tuple[MigInstance, ...]] = (
+        _get(lambda: tuple(MigInstance(u, n) for u, n in s.mig_devices(i)))
+        if mig_on
+        else Absent("MIG is off")
+    )
     ecc = _get(lambda: s.ecc_uncorrectable(i))
     remap = _get(lambda: s.row_remap(i))
     pcie = _get(lambda: s.pcie_link(i))
@@ -140,7 +146,7 @@ def _read_gpu(host: Host, s: NvmlSession, i: int) -> GpuFacts:
         persistence_mode=_get(lambda: s.persistence_mode(i)),
         compute_mode=_get(lambda: s.compute_mode(i)),
         mig_mode=Found(MigMode(*mig.value)) if isinstance(mig, Found) else mig,
-        mig_devices=_get(lambda: s.mig_device_count(i)) if mig_on else Absent("MIG is off"),
+        mig_devices=Found(len(instances.value)) if isinstance(instances, Found) else instances,
         ecc=Found(EccErrors(*ecc.value)) if isinstance(ecc, Found) else ecc,
         retired_pages_pending=_get(lambda: s.retired_pages_pending(i)),
         row_remap=Found(RowRemap(*remap.value)) if isinstance(remap, Found) else remap,
@@ -164,6 +170,7 @@ def _read_gpu(host: Host, s: NvmlSession, i: int) -> GpuFacts:
         if isinstance(retired, Found)
         else retired,
         fabric=Found(FabricInfo(*fabric.value)) if isinstance(fabric, Found) else fabric,
+        mig_instances=instances,
     )
 
 

@@ -55,6 +55,12 @@ def parse_child(result: CommandResult, python: str) -> Probed[TorchBuild | Torch
             "(import torch or CUDA initialisation hung)",
             detail=_tail(result.stderr),
         )
+    if result.status == "overflow":
+        return ProbeFailed(
+            f"the torch probe {result.error} of output and was stopped "
+            "(something in the interpreter's start-up prints without end)",
+            detail=_tail(result.stderr),
+        )
     if result.status != "ok":
         return ProbeFailed(f"cannot run {python}: {result.error}")
     data = _last_json(result.stdout)

@@ -32,6 +32,7 @@ from envdoctor.model.record import record
 from envdoctor.model.views import denied_nodes, gpu_presence, group_only, nvml_gpus
 from envdoctor.probes.holders import GPU_SERVICES, FixFacts, GpuHolder
 from envdoctor.remedy import distro, wheel
+from envdoctor.remedy.containers import container_steps
 from envdoctor.remedy.model import (
     Action,
     CreateNodes,
@@ -189,6 +190,9 @@ class _Planner:
             )
         elif wheel_codes:
             self._reinstall_torch(wheel_codes)
+        for title, action, code in container_steps(self.report):  # remedy/containers.py
+            self._add(title, action, code, section="Containers")
+            self._addressed(code)
         self._finish()
         unaddressed = tuple(sorted(c for c in codes if c not in self.addressed))
         return Plan(

@@ -12,6 +12,8 @@ from __future__ import annotations
 import shlex
 from collections.abc import Iterable
 
+from envdoctor.terminal import safe_line
+
 # bash reserved words: a bare one is syntax in some positions (shellcheck SC1010 and friends).
 _RESERVED = frozenset(
     [
@@ -59,7 +61,7 @@ def sh_join(words: Iterable[str]) -> str:
 
 def display(value: str) -> str:
     """``value`` for comments and messages: control and invisible characters as escapes."""
-    return "".join(ch if ch.isprintable() else _escape(ch) for ch in value)
+    return safe_line(value)
 
 
 def _ansi_c(ch: str) -> str:
@@ -70,17 +72,3 @@ def _ansi_c(ch: str) -> str:
     if ch.isprintable():
         return ch
     return "".join(f"\\x{byte:02x}" for byte in ch.encode("utf-8"))
-
-
-def _escape(ch: str) -> str:
-    code = ord(ch)
-    named = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
-    if ch in named:
-        return named[ch]
-    return (
-        f"\\x{code:02x}"
-        if code < 0x100
-        else f"\\u{code:04x}"
-        if code < 0x10000
-        else f"\\U{code:08x}"
-    )

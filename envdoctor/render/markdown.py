@@ -7,6 +7,7 @@ from envdoctor.engine import Report
 from envdoctor.model.outcome import Outcome
 from envdoctor.render.redact import Redactor
 from envdoctor.render.summary import machine_lines
+from envdoctor.terminal import safe_text
 
 _ICON = {0: "✅", 1: "ℹ️", 2: "⚠️", 3: "❌"}
 _OUTCOMES = (
@@ -49,7 +50,7 @@ def render_markdown(report: Report) -> str:
         out.append("")
         out.extend(f"- {c.rule.summary}: {_code(c.reason)}" for c in listed)
         out.extend(["", "</details>"])
-    return Redactor(report.facts).text("\n".join(out)) + "\n"
+    return safe_text(Redactor(report.facts).text("\n".join(out)) + "\n")
 
 
 def _code(value: str) -> str:

@@ -10,6 +10,7 @@ from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.outcome import Outcome
 from envdoctor.model.record import record
 from envdoctor.render.summary import machine_lines
+from envdoctor.terminal import safe_text
 
 SECTIONS = (
     ("machine", "Machine"),
@@ -80,7 +81,7 @@ def render_text(
         if body:
             out.extend(["", title, *body])
     out.extend(["", _summary_line(report)])
-    return "\n".join(out) + "\n"
+    return safe_text("\n".join(out) + "\n")  # the choke point: facts and evidence are untrusted
 
 
 def _checks(

@@ -19,10 +19,24 @@ if TYPE_CHECKING:
 @functools.cache
 def core_rules() -> tuple[Rule, ...]:
     """Rules over facts alone (driver, devices, GPUs, torch, environment, libraries)."""
-    from envdoctor.rules import devices, driver, env, gpu, health, libs, machine, toolkit, torch
+    from envdoctor.rules import (
+        container_host,
+        container_inside,
+        devices,
+        driver,
+        env,
+        gpu,
+        health,
+        libs,
+        machine,
+        toolkit,
+        torch,
+    )
 
     return (
         *machine.RULES,
+        *container_inside.RULES,
+        *container_host.RULES,
         *driver.RULES,
         *devices.RULES,
         *gpu.RULES,

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from envdoctor.model.facts import NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.outcome import not_applicable, passed, unknown
+from envdoctor.model.outcome import failed_elsewhere, not_applicable, passed, unknown
 from envdoctor.model.probed import Found, ProbeFailed
 from envdoctor.model.views import MachineKind, module_state, show
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
+from envdoctor.rules.container_inside import LIBRARY_MISMATCH, container_cause
 
 RELOAD_STEPS = (
     "sudo systemctl stop nvidia-persistenced nvidia-fabricmanager 2>/dev/null || true",
@@ -136,6 +137,9 @@ def _module_not_loaded(ctx: RuleContext) -> Evaluation:
 def _version_mismatch(ctx: RuleContext) -> Evaluation:
     driver = ctx.machine.driver
     loaded = driver.loaded
+    if container_cause(ctx.facts, ctx.machine) == LIBRARY_MISMATCH:  # the image's, not a reload
+        yield failed_elsewhere(f"the container's driver libraries differ: {LIBRARY_MISMATCH}")
+        return
     if not driver.mismatch:
         if driver.nvml_version is not None:
             yield passed(f"NVML initialised with driver {driver.nvml_version}")

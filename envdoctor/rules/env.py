@@ -5,53 +5,12 @@ from __future__ import annotations
 from collections.abc import Callable, Iterator
 
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.outcome import not_applicable, passed
+from envdoctor.model.outcome import failed_elsewhere, not_applicable, passed
 from envdoctor.model.probed import Found, why_missing
-from envdoctor.model.views import cuda_torch, nvml_gpus
+from envdoctor.model.views import MachineKind, cuda_torch, nvml_gpus
+from envdoctor.model.visible import HIDE_ALL, visible_devices
 from envdoctor.rules import alloc_conf
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
-
-HIDE_ALL = frozenset({"-1", "none", "nodevfiles"})
-
-
-def visible_devices(
-    value: str, count: int | None, uuids: tuple[str, ...], mig: bool
-) -> tuple[list[str], str]:
-    """CUDA's reading of CUDA_VISIBLE_DEVICES: the entries kept, and why parsing stopped.
-
-    CUDA keeps entries up to the first invalid one and silently drops the rest.
-    """
-    kept: list[str] = []
-    for raw in value.split(","):
-        token = raw.strip()
-        if not token:
-            return kept, "an empty entry"
-        if token.lstrip("-").isdigit():
-            index = int(token)
-            if index < 0:
-                return kept, f"{token} (negative: hides the GPUs)"
-            if count is not None and index >= count:
-                return kept, f"{token} (there {_gpus_here(count)})"
-        elif token.startswith("GPU-"):
-            if uuids and not any(u.startswith(token) for u in uuids):
-                return kept, f"{token} (no GPU has this UUID)"
-        elif token.startswith("MIG-"):
-            if uuids and not mig:
-                return kept, f"{token} (no GPU is in MIG mode)"
-        else:
-            return kept, f"{token!r} (neither an index nor a GPU-/MIG- UUID)"
-        if token in kept:
-            return kept, f"{token} (listed twice)"
-        kept.append(token)
-    return kept, ""
-
-
-def _gpus_here(count: int) -> str:
-    if count == 1:
-        return "is only 1 GPU: index 0"
-    if count == 0:
-        return "are no GPUs"
-    return f"are only {count} GPUs: indices 0–{count - 1}"
 
 
 def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
@@ -107,20 +66,24 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
     )
 
 
-def _nvidia_visible(ctx: RuleContext) -> Iterator[Finding]:
+def _nvidia_visible(ctx: RuleContext) -> Evaluation:
+    """Only the NVIDIA container runtime reads NVIDIA_VISIBLE_DEVICES: what it did is judged by
+    the container checks (container.no-gpu-access names the variable as the cause)."""
     value = ctx.facts.env.get("NVIDIA_VISIBLE_DEVICES")
-    if value is None or value.strip().lower() not in {"void", "none", ""}:
-        return
-    yield Finding(
-        code="env.nvidia-visible-devices",
-        severity=Severity.ERROR,
-        title=f"NVIDIA_VISIBLE_DEVICES={value!r}: the container runtime gives this container no GPU",
-        evidence=(("NVIDIA_VISIBLE_DEVICES", repr(value)),),
-        remediation=Remediation(
-            summary="Start the container with GPUs (NVIDIA_VISIBLE_DEVICES=all or --gpus all)",
-            steps=("docker run --gpus all …  or  -e NVIDIA_VISIBLE_DEVICES=all --runtime=nvidia",),
-        ),
-    )
+    machine = ctx.machine
+    if value is None:
+        yield not_applicable("NVIDIA_VISIBLE_DEVICES is not set")
+    elif not machine.containers:
+        yield not_applicable(
+            f"NVIDIA_VISIBLE_DEVICES={value!r}: not in a container (only the NVIDIA container "
+            "runtime reads it)"
+        )
+    elif machine.kind is MachineKind.CONTAINER_WITHOUT_GPU:
+        yield failed_elsewhere(
+            f"NVIDIA_VISIBLE_DEVICES={value!r} and no GPU here: container.no-gpu-access says why"
+        )
+    else:
+        yield passed(f"NVIDIA_VISIBLE_DEVICES={value!r}: this container was given GPU devices")
 
 
 def _launch_blocking(ctx: RuleContext) -> Iterator[Finding]:
@@ -263,8 +226,8 @@ RULES = (
     Rule(
         "env.nvidia-visible-devices",
         "NVIDIA_VISIBLE_DEVICES gives the container GPUs",
-        ("env.nvidia-visible-devices",),
-        _when_set(("NVIDIA_VISIBLE_DEVICES",), _nvidia_visible, "asks the runtime for GPUs"),
+        (),  # its finding is container.no-gpu-access's cause now (one finding per cause)
+        _nvidia_visible,
     ),
     Rule(
         "env.launch-blocking",

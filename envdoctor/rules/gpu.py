@@ -11,6 +11,7 @@ from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.model.units import format_bytes
 from envdoctor.model.views import MachineKind, free_gpus, gpu_label, module_state, nvml_gpus, show
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
+from envdoctor.rules.container_inside import container_cause
 
 HELD_WARN_FRACTION = 0.5
 FREE_ERROR_FRACTION = 0.05
@@ -263,6 +264,20 @@ def _mig(ctx: RuleContext) -> Iterator[Finding]:
         if not mode.current:
             continue
         empty = instances == 0
+        listed = g.mig_instances.value if isinstance(g.mig_instances, Found) else ()
+        if empty:
+            steps: tuple[str, ...] = (
+                f"sudo nvidia-smi mig -i {g.index} -lgip   # the GPU instance profiles",
+                f"sudo nvidia-smi mig -i {g.index} -cgi <profile> -C   # create instances",
+                f"or disable: sudo nvidia-smi -i {g.index} -mig 0 && sudo nvidia-smi -r -i {g.index}",
+            )
+        elif listed:
+            steps = (
+                f"CUDA_VISIBLE_DEVICES={listed[0].uuid} python …   # one instance (CUDA uses one)",
+                "nvidia-smi -L   # every GPU and MIG device with its UUID",
+            )
+        else:
+            steps = ("nvidia-smi -L   # the MIG UUIDs, for CUDA_VISIBLE_DEVICES=MIG-…",)
         yield Finding(
             code="gpu.mig-enabled",
             severity=Severity.ERROR if empty else Severity.INFO,
@@ -272,16 +287,19 @@ def _mig(ctx: RuleContext) -> Iterator[Finding]:
                 else f"{gpu_label(g)} is in MIG mode ({show(g.mig_devices)} instances); "
                 "CUDA sees the instances, not the whole GPU"
             ),
-            evidence=(("MIG mode", "enabled"), ("MIG devices", show(g.mig_devices))),
+            evidence=(
+                ("MIG mode", "enabled"),
+                ("MIG devices", show(g.mig_devices)),
+                *(
+                    (f"MIG device {n}", f"{m.uuid} ({m.name})" if m.name else m.uuid)
+                    for n, m in enumerate(listed)
+                ),
+            ),
             remediation=Remediation(
                 summary="Create MIG instances, or disable MIG"
                 if empty
-                else "Select a MIG instance by UUID",
-                steps=(
-                    f"sudo nvidia-smi mig -i {g.index} -cgi <profile> -C   # create instances",
-                    f"or disable: sudo nvidia-smi -i {g.index} -mig 0 && sudo nvidia-smi -r -i {g.index}",
-                    "nvidia-smi -L lists MIG UUIDs for CUDA_VISIBLE_DEVICES=MIG-…",
-                ),
+                else "Select a MIG instance by its UUID",
+                steps=steps,
                 needs_root=empty,
             ),
             subject=str(g.index),
@@ -370,6 +388,10 @@ def _nvml_failed(ctx: RuleContext) -> Evaluation:
     nvml = facts.nvml
     if isinstance(nvml, Found):
         yield passed(f"NVML initialised: driver {show(nvml.value.driver_version)}")
+        return
+    cause = container_cause(facts, ctx.machine)  # in a container, its own cause comes first
+    if cause:
+        yield failed_elsewhere(f"NVML: {why_missing(nvml)}: {cause} says why")
         return
     if isinstance(nvml, Absent):
         yield from _nvml_absent(ctx, nvml)

@@ -13,6 +13,23 @@ EXPECT_HINT = (
 )
 
 
+NO_GPU_VALUES = frozenset({"void", "none", ""})
+
+
+def no_gpu_cause(visible: str | None) -> str:
+    """What NVIDIA_VISIBLE_DEVICES says about a container that got no GPU (the one cause the
+    container.no-gpu-access finding names; env.nvidia-visible-devices folded into it)."""
+    if visible is None:
+        return "the NVIDIA runtime was not asked for a GPU (no --gpus, no nvidia.com/gpu request)"
+    if visible.strip().lower() in NO_GPU_VALUES:
+        return f"NVIDIA_VISIBLE_DEVICES={visible!r} asks the NVIDIA runtime for no GPU"
+    return (
+        f"NVIDIA_VISIBLE_DEVICES={visible!r} asks for GPUs but no NVIDIA hook ran: the "
+        "container was started without --gpus / the nvidia runtime (the image's variable alone "
+        "does nothing)"
+    )
+
+
 def _kind(ctx: RuleContext) -> Evaluation:
     machine = ctx.machine
     presence = machine.presence
@@ -55,6 +72,7 @@ def _kind(ctx: RuleContext) -> Evaluation:
     visible = ctx.facts.env.get("NVIDIA_VISIBLE_DEVICES")
     evidence.insert(0, ("container", runtime))
     evidence.append(("NVIDIA_VISIBLE_DEVICES", "(unset)" if visible is None else repr(visible)))
+    evidence.append(("why", no_gpu_cause(visible)))
     if intent.expect_gpu:
         evidence.append(("a GPU is expected", intent.source))
     yield Finding(

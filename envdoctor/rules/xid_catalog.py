@@ -9,8 +9,12 @@ events (a test keeps the two readings equal).
 from __future__ import annotations
 
 import functools
+from typing import TYPE_CHECKING
 
 from envdoctor.model.record import record
+
+if TYPE_CHECKING:
+    from envdoctor.yamlsource import Map
 
 WHERE = "envdoctor/kb/xid.yaml"
 
@@ -32,27 +36,23 @@ def xid_catalog() -> dict[int, XidMeaning]:
     # Imported here: yaml and importlib.resources (which loads shutil) only when an Xid was logged.
     from importlib import resources
 
-    from envdoctor.yamlsource import compose
+    from envdoctor.yamlsource import Reader, load
 
-    text = (resources.files("envdoctor") / "kb" / "xid.yaml").read_text(encoding="utf-8")
-    root = _fields(compose(text, WHERE))
+    read = Reader(WHERE)
+    root = read.mapping(load(resources.files("envdoctor") / "kb" / "xid.yaml", where=WHERE), WHERE)
     catalog: dict[int, XidMeaning] = {}
-    for node in getattr(root.get("codes"), "value", ()):
-        entry = {key: str(getattr(value, "value", "")) for key, value in _fields(node).items()}
-        code = int(entry["code"])
+    for node in read.sequence(read.required(root, "codes", WHERE), "codes"):
+        entry = read.mapping(node, "codes")
+
+        def field(key: str, entry: Map = entry) -> str:
+            return read.text(read.required(entry, key, "codes"), key)
+
+        code = read.integer(read.required(entry, "code", "codes"), "code", low=1)
         catalog[code] = XidMeaning(
             code=code,
-            name=entry["name"].strip(),
-            meaning=entry["meaning"].strip(),
-            action=entry["action"].strip(),
-            severity=entry["severity"].strip(),
+            name=field("name"),
+            meaning=field("meaning"),
+            action=field("action"),
+            severity=field("severity"),
         )
     return catalog
-
-
-def _fields(node: object) -> dict[str, object]:
-    """A YAML mapping node as {key: value node} (anything else as an empty mapping)."""
-    pairs = getattr(node, "value", ())
-    if not isinstance(pairs, list):
-        return {}
-    return {str(key.value): value for key, value in pairs if hasattr(key, "value")}

@@ -14,11 +14,12 @@ import dataclasses
 import re
 from collections.abc import Iterable
 
-from envdoctor.model.facts import Facts, GpuFacts, TorchBuild
+from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Found, value_or, why_missing
 from envdoctor.model.record import record
 from envdoctor.model.units import GiB, format_bytes
+from envdoctor.model.views import driver_view, nvml_gpus, nvml_system, torch_build
 from envdoctor.smoke.classify import Classification, classify
 from envdoctor.smoke.codes import CODES, DOCS
 from envdoctor.smoke.model import FAILED, ChildRun, NotRun, SmokeRun, StepResult
@@ -192,19 +193,9 @@ def attribute(facts: Facts, child: ChildRun, code: str, step: StepResult) -> Cau
 
 
 def gpu_of(facts: Facts, child: ChildRun) -> GpuFacts | None:
-    if not isinstance(facts.nvml, Found) or len(child.target.nvml_indices) != 1:
+    if len(child.target.nvml_indices) != 1:
         return None
-    for gpu in facts.nvml.value.gpus:
-        if gpu.index == child.target.nvml_indices[0]:
-            return gpu
-    return None
-
-
-def torch_build(facts: Facts) -> TorchBuild | None:
-    probed = facts.torch.torch
-    return (
-        probed.value if isinstance(probed, Found) and isinstance(probed.value, TorchBuild) else None
-    )
+    return next((g for g in nvml_gpus(facts) if g.index == child.target.nvml_indices[0]), None)
 
 
 @record
@@ -429,9 +420,10 @@ def _driver_cause(facts: Facts, code: str) -> Cause | None:
     build = torch_build(facts)
     evidence: list[tuple[str, str]] = []
     driver_cuda = ""
-    if isinstance(facts.nvml, Found):
-        driver = value_or(facts.nvml.value.driver_version, "?")
-        driver_cuda = value_or(facts.nvml.value.cuda_driver_version, "")
+    system = nvml_system(facts)
+    if system is not None:
+        driver = driver_view(facts).describe()
+        driver_cuda = value_or(system.cuda_driver_version, "")
         evidence.append(("driver", f"{driver}, supports CUDA up to {driver_cuda or '?'}"))
     if build is not None:
         evidence.append(("torch", f"{build.version}, built with CUDA {build.cuda or 'none'}"))

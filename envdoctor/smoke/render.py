@@ -11,6 +11,7 @@ from envdoctor.render.report_json import finding_to_json
 from envdoctor.render.text import UNICODE, Marks, render_text
 from envdoctor.smoke.model import FAILED, PASSED, ChildRun, SmokeRun, StepResult
 from envdoctor.smoke.reproduce import TORCH_CACHE, Probe, ReproduceRun
+from envdoctor.terminal import safe_text
 
 SMOKE_SCHEMA_VERSION = 1
 
@@ -49,7 +50,8 @@ def render_smoke_text(
         out.append("")
     for skipped in run.not_run:
         out.extend([f"{skipped.label}  not run: {skipped.reason}", ""])
-    return "\n".join(out) + "\n" + render_text(Report(facts, findings), width=width, marks=marks)
+    text = "\n".join(out) + "\n"
+    return safe_text(text) + render_text(Report(facts, findings), width=width, marks=marks)
 
 
 def render_reproduce_text(
@@ -79,7 +81,8 @@ def render_reproduce_text(
     if run.problem:
         out.append(f"problem: {run.problem}")
     out.append("")
-    return "\n".join(out) + "\n" + render_text(Report(facts, findings), width=width, marks=marks)
+    text = "\n".join(out) + "\n"
+    return safe_text(text) + render_text(Report(facts, findings), width=width, marks=marks)
 
 
 def step_json(step: StepResult) -> dict[str, Any]:

@@ -42,6 +42,7 @@ from envdoctor.model.probed import Found, value_or, why_missing
 from envdoctor.model.record import record
 from envdoctor.model.units import GiB, MiB
 from envdoctor.model.units import format_bytes as fmt_bytes
+from envdoctor.model.views import nvml_gpus
 from envdoctor.platform.processes import ChildSet, sigterm_raises
 from envdoctor.smoke.attribute import child_findings, describe_survivors, gpu_of, memory_picture
 from envdoctor.smoke.classify import Classification, classify
@@ -261,9 +262,9 @@ def choose_gpu(facts: Facts, options: ReproduceOptions) -> Choice:
 
 
 def _nvml_gpu(facts: Facts, target: Target) -> GpuFacts | None:
-    if not isinstance(facts.nvml, Found) or len(target.nvml_indices) != 1:
+    if len(target.nvml_indices) != 1:
         return None
-    return next((g for g in facts.nvml.value.gpus if g.index == target.nvml_indices[0]), None)
+    return next((g for g in nvml_gpus(facts) if g.index == target.nvml_indices[0]), None)
 
 
 def _holders(gpu: GpuFacts) -> str:

@@ -20,6 +20,7 @@ from typing import Any
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, TorchBroken, TorchBuild
 from envdoctor.model.probed import Found, value_or, why_missing
+from envdoctor.model.visible import visible_gpus
 from envdoctor.platform.processes import (
     ChildProcess,
     ChildSet,
@@ -48,7 +49,6 @@ from envdoctor.smoke.model import (
     StepResult,
     Target,
 )
-from envdoctor.smoke.visible import visible_gpus
 
 # The child's own native watchdog fires this long after the runner should have killed it.
 BACKSTOP_S = 5.0

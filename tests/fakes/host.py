@@ -58,7 +58,9 @@ class FakeHost:
             self.binary["/etc/ld.so.cache"] = build_ld_cache(str(listing))
             self.commands.append({"argv": ["ldconfig", "-p"], "stdout": str(listing)})
         self.programs: dict[str, str] = dict(data.get("which") or {})
+        self.opens: dict[str, str] = {k: str(v) for k, v in (data.get("opens") or {}).items()}
         self.ran: list[tuple[str, ...]] = []
+        self.opened: list[str] = []
         self.nvml_opened = 0
 
     @classmethod
@@ -204,6 +206,18 @@ class FakeHost:
         if spec.get("sleep"):
             time.sleep(float(spec["sleep"]))
         return self._result(args, spec, timeout)
+
+    def open_device(self, path: str, *, timeout: float) -> str:
+        """``opens:`` answers first (e.g. EPERM for a cgroup denial); else a listed node opens
+        as its mode allows and any other path does not exist."""
+        self.opened.append(path)
+        if path in self.opens:
+            return self.opens[path]
+        node = self.nodes.get(path)
+        if path not in self.nodes:
+            return "ENOENT"
+        node = node or {}
+        return "ok" if node.get("readable", True) and node.get("writable", True) else "EACCES"
 
     # --- NVML ----------------------------------------------------------------------------
 

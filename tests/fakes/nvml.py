@@ -22,6 +22,7 @@ DEFAULT_GPU: dict[str, Any] = {
     "compute_mode": "default",
     "mig_mode": [False, False],
     "mig_device_count": 0,
+    "mig_devices": None,
     "ecc_uncorrectable": [0, 0],
     "retired_pages_pending": "NotSupported",
     "row_remap": [0, 0, False, False],
@@ -102,7 +103,15 @@ class FakeNvml:
         return bool(current), bool(pending)
 
     def mig_device_count(self, index: int) -> int:
-        return int(self._gpu(index, "mig_device_count"))
+        return len(self.mig_devices(index))
+
+    def mig_devices(self, index: int) -> tuple[tuple[str, str], ...]:
+        """``mig_devices: [[uuid, name], …]``, or a bare ``mig_device_count`` of unnamed ones."""
+        listed = self._gpu(index, "mig_devices")
+        if listed is None:
+            count = int(self._gpu(index, "mig_device_count"))
+            return tuple((f"MIG-{index:08x}-0000-0000-0000-{n:012x}", "") for n in range(count))
+        return tuple((str(u), str(n)) for u, n in listed)
 
     def ecc_uncorrectable(self, index: int) -> tuple[int, int]:
         volatile, aggregate = self._gpu(index, "ecc_uncorrectable")

@@ -31,6 +31,9 @@ UNHEALTHY |= {"nodes_root_only", "nouveau_builtin"}
 # The probe tier judges the fabric by NVML's state and reads only /dev/kmsg: an HGX A100 whose
 # fabric manager failed, or Xids only the journal shows, need `envdoctor check`.
 UNHEALTHY |= {"xid_reboot_required", "fabric_manager_stopped"}
+UNHEALTHY |= {"container_cgroup_denied", "container_require_cuda", "container_libs_missing"}
+UNHEALTHY |= {"container_capabilities", "container_image_driver", "host_cdi_stale"}
+UNHEALTHY |= {"host_cdi_missing"}
 
 
 def invoke(scenario: str, *args: str, **overrides: object):  # type: ignore[no-untyped-def]  # click's Result

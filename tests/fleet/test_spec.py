@@ -232,25 +232,45 @@ def test_cannot_verify_is_inconclusive_not_drift() -> None:
 @pytest.mark.parametrize(
     ("text", "line", "message"),
     [
-        ("gpus:\n  count: 8\n", 1, "missing schema_version"),
-        ("schema_version: 2\n", 1, "schema_version must be 1"),
-        ("schema_version: 1\nkind: something\n", 2, "kind must be 'envdoctor-spec'"),
-        ("schema_version: 1\ngpus:\n  count: eight\n", 3, "gpus.count must be a whole number"),
-        ("schema_version: 1\ngpus:\n  count: -1\n", 3, "gpus.count must be a whole number"),
-        ("schema_version: 1\ngpus:\n  cnt: 8\n", 3, "unknown key 'cnt' in gpus"),
-        ("schema_version: 1\ngpu:\n  count: 8\n", 2, "unknown key 'gpu' in the spec"),
-        ("schema_version: 1\ngpus:\n  count: 8\n  count: 9\n", 4, "'count' appears twice"),
-        ("schema_version: 1\ngpus: [8]\n", 2, "gpus must be a mapping"),
-        ("schema_version: 1\ngpus:\n  ecc: maybe\n", 3, "gpus.ecc must be true or false"),
-        ("schema_version: 1\ngpus:\n  mig: [7, sometimes]\n", 3, "each gpus.mig entry"),
-        ("schema_version: 1\ngpus:\n  mig: on\n", 3, "gpus.mig must be off or a list"),
-        ("schema_version: 1\ndriver:\n  branch: 580.95\n", 3, "driver.branch must be a major"),
-        ("schema_version: 1\ndriver:\n  cuda: twelve\n", 3, "driver.cuda must be a version"),
+        ("gpus:\n  count: 8\n", 1, "the spec: missing key 'schema_version'"),
+        ("schema_version: 2\n", 1, "schema_version: must be 1"),
+        ("schema_version: 1\nkind: something\n", 2, "kind: must be 'envdoctor-spec'"),
+        ("schema_version: 1\ngpus:\n  count: eight\n", 3, "gpus.count: expected a whole number"),
+        ("schema_version: 1\ngpus:\n  count: -1\n", 3, "gpus.count: '-1' is out of range"),
+        (
+            "schema_version: 1\ngpus:\n  cnt: 8\n",
+            3,
+            "gpus: unknown key 'cnt' (known keys: count, model",
+        ),
+        (
+            "schema_version: 1\ngpu:\n  count: 8\n",
+            2,
+            "the spec: unknown key 'gpu' (known keys: schema_version",
+        ),
+        ("schema_version: 1\ngpus:\n  count: 8\n  count: 9\n", 4, "duplicate key 'count'"),
+        ("schema_version: 1\ngpus: [8]\n", 2, "gpus: expected a mapping"),
+        ("schema_version: 1\ngpus:\n  ecc: maybe\n", 3, "gpus.ecc: expected true or false"),
+        (
+            "schema_version: 1\ngpus:\n  mig: [7, sometimes]\n",
+            3,
+            "gpus.mig[1]: expected off or the number of MIG devices",
+        ),
+        ("schema_version: 1\ngpus:\n  mig: on\n", 3, "gpus.mig: expected off or a list"),
+        (
+            "schema_version: 1\ndriver:\n  branch: 580.95\n",
+            3,
+            "driver.branch: expected a major version",
+        ),
+        ("schema_version: 1\ndriver:\n  cuda: twelve\n", 3, "driver.cuda: expected a version"),
         ("schema_version: 1\ntorch:\n  version: [2]\n", 3, "expected a single value"),
-        ("schema_version: 1\ntorch:\n  version: not a version!\n", 3, "torch.version must be"),
-        ("schema_version: 1\nhost:\n  os: Windows 95\n", 2, "unknown key 'host' in the spec"),
-        ("schema_version: 1\ngpus: {count: 8\n", 3, "not valid YAML"),
-        ("schema_version: 1\n\tgpus: 1\n", 2, "not valid YAML"),
+        (
+            "schema_version: 1\ntorch:\n  version: not a version!\n",
+            3,
+            "torch.version: expected a version",
+        ),
+        ("schema_version: 1\nhost:\n  os: Windows 95\n", 2, "the spec: unknown key 'host'"),
+        ("schema_version: 1\ngpus: {count: 8\n", 3, "invalid YAML"),
+        ("schema_version: 1\n\tgpus: 1\n", 2, "invalid YAML"),
         ("", 0, "the spec is empty"),
     ],
 )
@@ -328,4 +348,4 @@ def test_spec_validate_reports_file_and_line(tmp_path: Path) -> None:
     bad.write_text("schema_version: 1\ngpus:\n  count: eight\n", encoding="utf-8")
     result = invoke("spec", "validate", str(bad))
     assert result.exit_code == 2
-    assert f"{bad}:3: gpus.count must be a whole number" in result.output
+    assert f"{bad}:3: gpus.count: expected a whole number" in result.output

@@ -188,7 +188,7 @@ def test_a_crashing_check_is_contained() -> None:
     explanation = run(
         "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
     )
-    broken = dataclasses.replace(factories.facts(), nvml=Found(None))  # type: ignore[arg-type]
+    broken = dataclasses.replace(factories.facts(), nvml=Found("garbage"))  # type: ignore[arg-type]
     assessed = assess(explanation, broken)
     notes = [c.note for cause in assessed.causes for c in cause.host_checks]
     assert any("check crashed" in n for n in notes)

@@ -11,8 +11,8 @@ import pytest
 from typer.testing import CliRunner
 
 from envdoctor.cli.app import app
-from envdoctor.model.facts import Facts
-from envdoctor.model.probed import Found
+from envdoctor.model.facts import Facts, LibraryCopy, LibraryFamily
+from envdoctor.model.probed import Found, ProbeFailed
 from tests import factories
 from tests.kb.helpers import CORPUS
 
@@ -105,7 +105,12 @@ def test_with_host_adds_live_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
 
     def fake_facts(ctx: object, **kwargs: object) -> Facts:
         assert kwargs.get("include_torch") is False
-        return factories.facts(nvml=factories.nvml(driver_version=Found("535.104.05")))
+        lib = "/lib/x86_64-linux-gnu/libnvidia-ml.so.590.44.01"  # upgraded, module not reloaded
+        copy = LibraryCopy("/lib/x86_64-linux-gnu/libnvidia-ml.so.1", lib, "590.44.01", "ldconfig")
+        return factories.facts(
+            nvml=ProbeFailed("LibRmVersionMismatch", "Driver/library version mismatch"),
+            libraries=Found((LibraryFamily("libnvidia-ml", (copy,)),)),
+        )
 
     monkeypatch.setattr(cli_explain, "facts_for", fake_facts)
     log = b"Failed to initialize NVML: Driver/library version mismatch\n"

@@ -148,3 +148,13 @@ def test_a_container_given_no_gpu_warns(scenario_report: Scenario) -> None:
     finding = _finding(report, "container.no-gpu-access")
     assert finding.severity.label == "warning"
     assert "0000:18:00.0" in dict(finding.evidence)["NVIDIA PCI devices"]
+
+
+def test_mig_instances_are_listed_by_uuid(scenario_report: Scenario) -> None:
+    finding = _finding(scenario_report("mig_instances"), "gpu.mig-enabled")
+    evidence = dict(finding.evidence)
+    assert evidence["MIG device 0"].startswith("MIG-4b3a1c2e-9f0d-5e6a-8b7c-1d2e3f4a5b6c (")
+    assert evidence["MIG device 1"].startswith("MIG-7e8f9a0b-1c2d-5e3f-9a4b-5c6d7e8f9a0b")
+    steps = _steps(finding)
+    assert "CUDA_VISIBLE_DEVICES=MIG-4b3a1c2e-9f0d-5e6a-8b7c-1d2e3f4a5b6c " in steps
+    assert "MIG-…" not in steps

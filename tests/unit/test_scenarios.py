@@ -24,6 +24,7 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "torch_import_fails": ("unhealthy", {"torch.import-failed"}),
     "torch_probe_hangs": ("unknown", {"torch.probe-failed"}),
     "cpu_only": ("healthy", {"machine.cpu-only"}),
+    "mig_instances": ("healthy", {"gpu.mig-enabled"}),
     "container_no_gpu": ("healthy", {"container.no-gpu-access"}),
     "builtin_modules": ("healthy", set()),
     "mismatch_old_module": ("unhealthy", {"driver.version-mismatch", "torch.cuda-unavailable"}),
@@ -45,6 +46,32 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     ),
     "persistence_off": ("healthy", {"gpu.persistence-off"}),
     "nvcc_mismatch": ("unhealthy", {"cuda.nvcc-torch-mismatch"}),
+    # the container layer (docs/containers.md): one container finding per cause, and torch's
+    # own symptom where torch is a CUDA build
+    "container_cgroup_denied": (
+        "unhealthy",
+        {"container.cgroup-denied", "torch.cuda-unavailable"},
+    ),
+    "container_libs_missing": (
+        "unhealthy",
+        {"container.driver-libs-missing", "torch.cuda-unavailable"},
+    ),
+    "container_capabilities": (
+        "unhealthy",
+        {"container.driver-capabilities", "torch.cuda-unavailable"},
+    ),
+    # the image's 550 libcuda is also too old for torch's CUDA 13.0: the same fix clears both
+    "container_image_driver": (
+        "unhealthy",
+        {"container.library-mismatch", "torch.cuda-unavailable", "torch.driver-too-old"},
+    ),
+    "container_require_cuda": ("unhealthy", {"container.require-cuda-unmet"}),
+    "container_shm_small": ("healthy", {"container.shm-small"}),
+    "host_toolkit_missing": ("healthy", {"container.toolkit-missing"}),
+    "host_docker_snap": ("healthy", {"container.docker-snap"}),
+    "host_k8s_default_runtime": ("healthy", {"container.default-runtime"}),
+    "host_cdi_stale": ("unhealthy", {"container.cdi-stale"}),
+    "host_cdi_missing": ("unhealthy", {"container.cdi-missing"}),
 }
 
 

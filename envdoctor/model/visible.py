@@ -1,9 +1,11 @@
-"""Which of NVML's GPUs the caller's ``CUDA_VISIBLE_DEVICES`` lets CUDA use.
+"""CUDA's reading of ``CUDA_VISIBLE_DEVICES``, and which of NVML's GPUs it lets CUDA use.
 
-Smoke pins each child to one GPU by UUID. That must never widen what the caller allowed: a
-Slurm job or a shared node's user who set ``CUDA_VISIBLE_DEVICES=2`` means GPU 2 only. CUDA
-reads the variable up to its first invalid entry (``rules.env.visible_devices``); a UUID entry
-names a GPU exactly, a number names one in CUDA's order. NVML lists GPUs in PCI bus order, which
+One reading for every command: the env.cuda-visible-devices check, smoke (which pins each
+child to one GPU by UUID, and must never widen what the caller allowed: a Slurm job or a shared
+node's user who set ``CUDA_VISIBLE_DEVICES=2`` means GPU 2 only), and explain --with-host.
+
+CUDA reads the variable up to its first invalid entry (``visible_devices``); a UUID entry names
+a GPU exactly, a number names one in CUDA's order. NVML lists GPUs in PCI bus order, which
 is CUDA's order with ``CUDA_DEVICE_ORDER=PCI_BUS_ID``, and in practice for identical GPUs; with
 different models under CUDA's default order (fastest first, the rest unspecified) a number
 cannot be mapped, and smoke says so rather than guess.
@@ -14,7 +16,48 @@ from __future__ import annotations
 from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.probed import Found, value_or
 from envdoctor.model.record import record
-from envdoctor.rules.env import HIDE_ALL, visible_devices
+
+HIDE_ALL = frozenset({"-1", "none", "nodevfiles"})
+
+
+def visible_devices(
+    value: str, count: int | None, uuids: tuple[str, ...], mig: bool
+) -> tuple[list[str], str]:
+    """CUDA's reading of CUDA_VISIBLE_DEVICES: the entries kept, and why parsing stopped.
+
+    CUDA keeps entries up to the first invalid one and silently drops the rest.
+    """
+    kept: list[str] = []
+    for raw in value.split(","):
+        token = raw.strip()
+        if not token:
+            return kept, "an empty entry"
+        if token.lstrip("-").isdigit():
+            index = int(token)
+            if index < 0:
+                return kept, f"{token} (negative: hides the GPUs)"
+            if count is not None and index >= count:
+                return kept, f"{token} (there {_gpus_here(count)})"
+        elif token.startswith("GPU-"):
+            if uuids and not any(u.startswith(token) for u in uuids):
+                return kept, f"{token} (no GPU has this UUID)"
+        elif token.startswith("MIG-"):
+            if uuids and not mig:
+                return kept, f"{token} (no GPU is in MIG mode)"
+        else:
+            return kept, f"{token!r} (neither an index nor a GPU-/MIG- UUID)"
+        if token in kept:
+            return kept, f"{token} (listed twice)"
+        kept.append(token)
+    return kept, ""
+
+
+def _gpus_here(count: int) -> str:
+    if count == 1:
+        return "is only 1 GPU: index 0"
+    if count == 0:
+        return "are no GPUs"
+    return f"are only {count} GPUs: indices 0–{count - 1}"
 
 
 @record

@@ -1,0 +1,80 @@
+"""Reading an input file someone handed envdoctor (a table, a spec, a snapshot), bounded.
+
+Such a path may name anything: a FIFO nobody writes (reading blocks forever), ``/dev/zero``
+(never ends), a file of gigabytes. ``read_input`` reads only a regular file, and at most
+``limit`` bytes of it; anything else is one ``EnvdoctorError`` naming the path.
+"""
+
+from __future__ import annotations
+
+import os
+import stat
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envdoctor.errors import EnvdoctorError
+
+if TYPE_CHECKING:
+    import sys
+
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:
+        from importlib.abc import Traversable
+
+
+def read_input(path: Path | Traversable, *, limit: int) -> str:
+    """The UTF-8 text of a regular file of at most ``limit`` bytes, else an ``EnvdoctorError``.
+
+    A file shipped inside the package (a ``Traversable``) is read as it is: it is ours.
+    """
+    where = str(path)
+    data: bytes
+    if not isinstance(path, Path):
+        try:
+            data = path.read_bytes()
+        except OSError as exc:
+            raise EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=where) from None
+    else:
+        data = _read_bounded(path, limit)
+    if len(data) > limit:
+        raise EnvdoctorError(f"larger than {_size(limit)}: not a file envdoctor reads", where=where)
+    try:
+        return data.decode("utf-8")
+    except UnicodeDecodeError as exc:
+        raise EnvdoctorError(f"not UTF-8 text (byte {exc.start})", where=where) from None
+
+
+def _read_bounded(path: Path, limit: int) -> bytes:
+    """At most ``limit + 1`` bytes of a regular file; a FIFO or a device is refused unopened."""
+    where = str(path)
+    try:
+        info = path.stat()
+        if not stat.S_ISREG(info.st_mode):
+            kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
+            raise EnvdoctorError(f"cannot read: {kind}", where=where)
+        fd = os.open(path, os.O_RDONLY | os.O_NONBLOCK | os.O_CLOEXEC | os.O_NOCTTY)
+        try:
+            if not stat.S_ISREG(os.fstat(fd).st_mode):  # swapped since the stat above
+                raise EnvdoctorError("cannot read: not a regular file", where=where)
+            chunks: list[bytes] = []
+            left = limit + 1
+            while left > 0:
+                chunk = os.read(fd, min(left, 1 << 16))
+                if not chunk:
+                    break
+                chunks.append(chunk)
+                left -= len(chunk)
+            return b"".join(chunks)
+        finally:
+            os.close(fd)
+    except FileNotFoundError:
+        raise EnvdoctorError("no such file", where=where) from None
+    except PermissionError:
+        raise EnvdoctorError("cannot read: permission denied", where=where) from None
+    except OSError as exc:
+        raise EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=where) from None
+
+
+def _size(limit: int) -> str:
+    return f"{limit >> 20} MiB" if limit >= 1 << 20 else f"{limit >> 10} KiB"

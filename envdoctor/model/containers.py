@@ -1,0 +1,151 @@
+"""Facts of the container layer: the NVIDIA Container Toolkit and the engines on a host, the CDI
+specs they resolve devices from, and what a container itself sees of its GPU.
+
+Read by ``envdoctor/probes/containers.py`` (host side) and ``probes/container_inside.py``;
+judged by ``envdoctor/rules/containers.py``. Every field that can be missing keeps its reason.
+"""
+
+from __future__ import annotations
+
+from envdoctor.model.probed import Absent, Probed
+from envdoctor.model.record import record
+
+OLD_SNAPSHOT = "not read (a snapshot from an older envdoctor)"
+SHM_PATH = "/dev/shm"  # noqa: S108 (the shared-memory mount that is judged, not a temp file)
+SHM_ENOUGH = 1 << 30
+"""A shared-memory mount this large is enough for DataLoader workers and NCCL (NVIDIA runs its containers with
+--shm-size=1g at least); Docker's default is 64 MiB."""
+
+
+@record
+class ToolkitConfig:
+    """/etc/nvidia-container-runtime/config.toml, the keys that change a container's GPU access.
+
+    ``mode`` is ``nvidia-container-runtime.mode`` ("auto" when unset, as the toolkit defaults);
+    ``no_cgroups`` is ``nvidia-container-cli.no-cgroups`` (rootless engines need it on).
+    """
+
+    path: str
+    mode: str
+    no_cgroups: bool
+    spec_dirs: tuple[str, ...] = ("/etc/cdi", "/var/run/cdi")
+
+
+@record
+class ToolkitFacts:
+    """The NVIDIA Container Toolkit's programs (name, path) and versions, and its config.
+
+    The versions come from ``nvidia-ctk --version`` and ``nvidia-container-cli --version``
+    (subprocesses: the full tier only; the probe tier records why they are missing).
+    """
+
+    programs: tuple[tuple[str, str], ...]
+    ctk_version: Probed[str]
+    cli_version: Probed[str]
+    lib_version: Probed[str]
+    config: Probed[ToolkitConfig]
+
+    def has(self, name: str) -> bool:
+        return any(n == name for n, _ in self.programs)
+
+    @property
+    def installed(self) -> bool:
+        return bool(self.programs)
+
+
+@record
+class EngineConfig:
+    """One engine's configuration, reduced to what GPU containers depend on.
+
+    ``runtimes`` are the names registered; ``nvidia_runtimes`` those that run an NVIDIA
+    Container Runtime binary; ``default_runtime`` is "" when the engine's own default (runc)
+    applies; ``cdi`` whether the engine resolves CDI devices (Docker ``features.cdi``,
+    containerd ``enable_cdi``); ``cgroup_driver`` Docker's ``native.cgroupdriver`` exec-opt.
+    """
+
+    path: str
+    runtimes: tuple[str, ...]
+    nvidia_runtimes: tuple[str, ...]
+    default_runtime: str
+    cdi: bool
+    cgroup_driver: str = ""
+    version: int = 0
+    files: tuple[str, ...] = ()
+    """Every file read (containerd: the main config and the drop-ins it imports)."""
+
+
+@record
+class EngineFacts:
+    """A container engine on this host: ``docker``, ``containerd``, ``cri-o`` or ``podman``."""
+
+    name: str
+    program: str
+    config: Probed[EngineConfig]
+    snap: bool = False
+    rootless: bool = False
+
+
+@record
+class CdiSpec:
+    """One CDI spec file (/etc/cdi, /var/run/cdi): what it names and what of it is missing.
+
+    ``driver_version`` is the driver the spec was generated for ("" when it names none);
+    ``missing`` the device nodes and host paths it mounts that do not exist; ``error`` why the
+    file cannot be used at all ("" when it parsed).
+    """
+
+    path: str
+    kind: str
+    devices: tuple[str, ...]
+    driver_version: str
+    missing: tuple[str, ...]
+    error: str = ""
+
+
+@record
+class ContainerHostFacts:
+    """The host side: toolkit, engines, CDI specs, and whether this is a Kubernetes node."""
+
+    toolkit: ToolkitFacts
+    engines: tuple[EngineFacts, ...]
+    cdi_specs: Probed[tuple[CdiSpec, ...]]
+    kubelet: bool = False
+
+
+@record
+class DeviceOpen:
+    """What opening a device node read-write answered: "ok", an errno name, or "timeout"."""
+
+    path: str
+    result: str
+
+
+@record
+class ShmMount:
+    """The shared-memory mount as /proc/self/mounts lists it; ``size`` 0 when no ``size=`` limit is shown
+    (tmpfs's default, half of the memory, or the host's /dev/shm with ``--ipc=host``)."""
+
+    fstype: str
+    size: int
+
+
+@record
+class InsideFacts:
+    """What a container sees: device nodes it could open, /dev/shm, the image's requirements.
+
+    ``opens`` is read only where it can tell something (in a container whose NVML failed);
+    ``require`` holds ``NVIDIA_REQUIRE_*``, ``NVIDIA_DISABLE_REQUIRE`` and ``CUDA_VERSION``.
+    """
+
+    opens: Probed[tuple[DeviceOpen, ...]]
+    shm: Probed[ShmMount]
+    require: tuple[tuple[str, str], ...] = ()
+
+
+@record
+class ContainerFacts:
+    host: Probed[ContainerHostFacts]
+    inside: Probed[InsideFacts]
+
+
+NOT_READ = ContainerFacts(host=Absent(OLD_SNAPSHOT), inside=Absent(OLD_SNAPSHOT))

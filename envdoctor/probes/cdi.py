@@ -1,0 +1,154 @@
+"""CDI specs (/etc/cdi, /var/run/cdi): what each names, and which of its paths are gone.
+
+The format is the Container Device Interface's (``cdiVersion``, ``kind``, ``devices[].name``,
+``containerEdits`` with ``deviceNodes``, ``mounts`` and ``hooks``), YAML or JSON, as
+``nvidia-ctk cdi generate`` writes it. A spec generated for one driver names that driver's
+libraries (``libcuda.so.580.95.05``) and passes ``--host-driver-version=…`` to its hooks: after
+a driver upgrade those paths are gone and every CDI device of the spec fails to resolve.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from envdoctor.model.containers import CdiSpec
+from envdoctor.model.probed import Absent, Found, Probed, why_missing
+from envdoctor.platform.host import Host
+
+SPEC_SUFFIXES = (".yaml", ".yml", ".json")
+MAX_SPECS = 64
+MAX_SPEC_BYTES = 4 << 20
+MAX_EDITS = 4096  # paths checked per spec: a real spec for 8 GPUs has a few hundred
+MAX_MISSING = 16
+_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
+_HOST_DRIVER = re.compile(r"--host-driver-version=(\d+\.\d+(?:\.\d+)?)")
+_DRIVER_LIB = re.compile(r"/lib(?:cuda|nvidia-ml)\.so\.(\d+\.\d+(?:\.\d+)?)$")
+
+
+def probe_specs(host: Host, dirs: tuple[str, ...]) -> Probed[tuple[CdiSpec, ...]]:
+    """Every spec file in ``dirs`` (a missing directory holds none), parsed and checked."""
+    specs: list[CdiSpec] = []
+    for directory in dirs:
+        listing = host.list_dir(directory)
+        if isinstance(listing, Absent):
+            continue
+        if not isinstance(listing, Found):
+            return listing  # unreadable: the specs there are unknown, not absent
+        for name in listing.value:
+            if name.endswith(SPEC_SUFFIXES) and len(specs) < MAX_SPECS:
+                specs.append(read_spec(host, f"{directory.rstrip('/')}/{name}"))
+    return Found(tuple(specs))
+
+
+def read_spec(host: Host, path: str) -> CdiSpec:
+    raw = host.read_bytes(path, limit=MAX_SPEC_BYTES + 1)
+    if not isinstance(raw, Found):
+        return _broken(path, f"cannot read it: {why_missing(raw)}")
+    if len(raw.value) > MAX_SPEC_BYTES:
+        return _broken(path, f"larger than {MAX_SPEC_BYTES >> 20} MiB: not read")
+    try:
+        data = parse_spec(raw.value, path)
+    except ValueError as exc:
+        return _broken(path, str(exc))
+    return check_spec(host, path, data)
+
+
+def _broken(path: str, error: str) -> CdiSpec:
+    return CdiSpec(path=path, kind="", devices=(), driver_version="", missing=(), error=error)
+
+
+def parse_spec(data: bytes, path: str) -> dict[str, Any]:
+    """A spec's document: JSON for ``.json``, else YAML (safe loader: no code, no tags)."""
+    if b"\x00" in data:
+        raise ValueError("binary data, not a CDI spec")
+    text = data.decode("utf-8", errors="replace")
+    if path.endswith(".json"):
+        from envdoctor.probes.engine_config import ConfigError, parse_json
+
+        try:
+            return parse_json(text, path)
+        except ConfigError as exc:
+            raise ValueError(str(exc)) from None
+    import yaml
+
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    try:
+        doc = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader: CSafeLoader/SafeLoader)
+    except yaml.YAMLError as exc:
+        raise ValueError(f"not valid YAML: {str(exc).splitlines()[0]}") from None
+    except RecursionError:
+        raise ValueError("nests too deeply to parse") from None
+    if not isinstance(doc, dict):
+        raise ValueError("not a CDI spec (no mapping at the top)")
+    return doc
+
+
+def check_spec(host: Host, path: str, doc: dict[str, Any]) -> CdiSpec:
+    kind = doc.get("kind")
+    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+        return _broken(path, f"kind {kind!r} is not vendor/class (e.g. nvidia.com/gpu)")
+    if not isinstance(doc.get("cdiVersion"), str):
+        return _broken(path, "no cdiVersion")
+    devices = doc.get("devices")
+    if not isinstance(devices, list) or not devices:
+        return _broken(path, "no devices")
+    names: list[str] = []
+    edits: list[Any] = [doc.get("containerEdits")]
+    for device in devices[:MAX_EDITS]:
+        if not isinstance(device, dict) or not isinstance(device.get("name"), str):
+            return _broken(path, "a device without a name")
+        names.append(device["name"])
+        edits.append(device.get("containerEdits"))
+    paths, driver = _edit_paths(edits)
+    missing: list[str] = []
+    for item in paths:
+        if len(missing) >= MAX_MISSING:
+            break
+        if not isinstance(host.stat(item), Found):
+            missing.append(item)
+    return CdiSpec(
+        path=path,
+        kind=kind,
+        devices=tuple(names),
+        driver_version=driver,
+        missing=tuple(missing),
+    )
+
+
+def _edit_paths(edits: list[Any]) -> tuple[list[str], str]:
+    """Host paths the edits need (device nodes, mount sources, hook programs), in order and
+    without repeats, and the driver version the spec names."""
+    out: list[str] = []
+    seen: set[str] = set()
+    driver = ""
+
+    def add(value: Any) -> None:
+        fresh = isinstance(value, str) and value.startswith("/") and value not in seen
+        if fresh and len(seen) < MAX_EDITS:
+            seen.add(value)
+            out.append(value)
+
+    for edit in edits:
+        if not isinstance(edit, dict):
+            continue
+        for node in _items(edit.get("deviceNodes")):
+            add(node.get("hostPath") or node.get("path"))
+        for mount in _items(edit.get("mounts")):
+            source = mount.get("hostPath")
+            add(source)
+            found = _DRIVER_LIB.search(source) if isinstance(source, str) else None
+            if found and not driver:
+                driver = found.group(1)
+        for hook in _items(edit.get("hooks")):
+            add(hook.get("path"))
+            args = hook.get("args")
+            for arg in args[:64] if isinstance(args, list) else []:
+                found = _HOST_DRIVER.search(arg) if isinstance(arg, str) else None
+                if found:
+                    driver = found.group(1)
+    return out, driver
+
+
+def _items(value: Any) -> list[dict[str, Any]]:
+    return [v for v in value[:MAX_EDITS] if isinstance(v, dict)] if isinstance(value, list) else []

@@ -1,0 +1,342 @@
+"""The container layer, read once: the NVIDIA Container Toolkit and the engines on this host,
+their CDI specs, and what a container itself sees (device nodes it can open, /dev/shm, the
+image's CUDA requirement).
+
+Everything here is a bounded file read or ``stat``, so the probe tier reads it too; only the
+toolkit's version commands are subprocesses, run by the full tier alone.
+"""
+
+from __future__ import annotations
+
+import re
+from fnmatch import fnmatchcase
+from typing import Any
+
+from envdoctor.model.containers import (
+    SHM_PATH,
+    ContainerFacts,
+    ContainerHostFacts,
+    DeviceOpen,
+    EngineConfig,
+    EngineFacts,
+    InsideFacts,
+    ShmMount,
+    ToolkitConfig,
+    ToolkitFacts,
+)
+from envdoctor.model.facts import HostFacts, KernelFacts, NvmlSystem
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
+from envdoctor.platform.host import Deadline, Host
+from envdoctor.probes.cdi import probe_specs
+from envdoctor.probes.engine_config import (
+    ConfigError,
+    containerd_config,
+    containerd_imports,
+    containerd_version,
+    crio_config,
+    docker_config,
+    merge_tables,
+    parse_toml,
+    toolkit_config,
+)
+from envdoctor.probes.environment import printable
+
+FAST_TIER = "not probed by the fast tier (envdoctor check reads it)"
+BIN_DIRS = ("/usr/bin", "/usr/local/bin", "/usr/sbin", "/usr/local/nvidia/toolkit")
+TOOLKIT_PROGRAMS = (
+    "nvidia-container-runtime-hook",  # what Docker's --gpus looks for on PATH
+    "nvidia-ctk",
+    "nvidia-container-cli",
+    "nvidia-container-runtime",
+    "nvidia-cdi-hook",  # newer Docker (moby devices_nvidia_linux.go) looks for it too
+)
+TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
+CDI_DIRS = ("/etc/cdi", "/var/run/cdi")  # the CDI defaults (container-device-interface)
+DOCKER_SNAP = "/snap/bin/docker"
+ENGINES = (
+    ("docker", ("/usr/bin/dockerd", "/usr/local/bin/dockerd", "/usr/sbin/dockerd", DOCKER_SNAP)),
+    ("containerd", ("/usr/bin/containerd", "/usr/local/bin/containerd")),
+    ("cri-o", ("/usr/bin/crio", "/usr/local/bin/crio")),
+    ("podman", ("/usr/bin/podman", "/usr/local/bin/podman")),
+)
+CONTAINERD_CONFIG = "/etc/containerd/config.toml"
+CRIO_CONFIG = "/etc/crio/crio.conf"
+CRIO_DROP_INS = "/etc/crio/crio.conf.d"
+KUBELET_DIR = "/var/lib/kubelet"
+MAX_CONFIG_BYTES = 1 << 20
+MAX_DROP_INS = 32
+VERSION_TIMEOUT = 5.0
+OPEN_TIMEOUT = 0.5
+_CTK_VERSION = re.compile(r"version\s+v?(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
+_CLI_VERSION = re.compile(r"^(?:cli-)?version:\s*v?(\S+)", re.MULTILINE)
+_LIB_VERSION = re.compile(r"^lib-version:\s*v?(\S+)", re.MULTILINE)
+_SHM_SIZE = re.compile(r"(?:^|,)size=(\d+)([kmg]?)(?:,|$)")
+_GPU_NODE = re.compile(r"/dev/nvidia[0-9]+")
+REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
+REQUIRE_OTHERS = ("NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
+# NVML failures after which opening the device nodes tells nothing more.
+_NO_NODES = ("LibraryNotFound", "DriverNotLoaded")
+
+
+def probe_containers(
+    host: Host,
+    *,
+    deadline: Deadline,
+    fast: bool,
+    host_facts: HostFacts,
+    kernel: KernelFacts,
+    nvml: Probed[NvmlSystem],
+) -> ContainerFacts:
+    return ContainerFacts(
+        host=Found(probe_container_host(host, deadline=deadline, fast=fast)),
+        inside=Found(
+            probe_inside(host, host_facts=host_facts, kernel=kernel, nvml=nvml, deadline=deadline)
+        ),
+    )
+
+
+# --- the host side --------------------------------------------------------------------------
+
+
+def probe_container_host(host: Host, *, deadline: Deadline, fast: bool) -> ContainerHostFacts:
+    toolkit = probe_toolkit(host, deadline=deadline, fast=fast)
+    dirs: tuple[str, ...] = CDI_DIRS
+    if isinstance(toolkit.config, Found):
+        dirs = toolkit.config.value.spec_dirs or dirs
+    return ContainerHostFacts(
+        toolkit=toolkit,
+        engines=tuple(e for e in (_engine(host, name, paths) for name, paths in ENGINES) if e),
+        cdi_specs=probe_specs(host, dirs),
+        kubelet=_is_dir(host, KUBELET_DIR),
+    )
+
+
+def probe_toolkit(host: Host, *, deadline: Deadline, fast: bool) -> ToolkitFacts:
+    found: dict[str, str] = {}
+    for name in TOOLKIT_PROGRAMS:
+        where = _find(host, name)
+        if where is not None:
+            found[name] = where
+    ctk: Probed[str]
+    cli: Probed[str]
+    lib: Probed[str]
+    if fast:
+        ctk = cli = lib = Absent(FAST_TIER)
+    else:
+        ctk = _version(host, found.get("nvidia-ctk"), deadline, _CTK_VERSION)
+        cli = _version(host, found.get("nvidia-container-cli"), deadline, _CLI_VERSION)
+        lib = _version(host, found.get("nvidia-container-cli"), deadline, _LIB_VERSION)
+    return ToolkitFacts(
+        programs=tuple(found.items()),
+        ctk_version=ctk,
+        cli_version=cli,
+        lib_version=lib,
+        config=_toolkit_config(host),
+    )
+
+
+def _find(host: Host, name: str) -> str | None:
+    """The program in the usual directories (no PATH search: the probe tier runs no `which`)."""
+    for directory in BIN_DIRS:
+        path = f"{directory}/{name}"
+        info = host.stat(path)
+        if isinstance(info, Found) and not info.value.is_dir:
+            return path
+    return None
+
+
+def _is_dir(host: Host, path: str) -> bool:
+    info = host.stat(path)
+    return isinstance(info, Found) and info.value.is_dir
+
+
+def _version(
+    host: Host, program: str | None, deadline: Deadline, pattern: re.Pattern[str]
+) -> Probed[str]:
+    if program is None:
+        return Absent("not installed")
+    result = host.run([program, "--version"], timeout=deadline.cap(VERSION_TIMEOUT))
+    match = pattern.search(result.stdout + "\n" + result.stderr)
+    if not result.ok or not match:
+        return ProbeFailed(f"cannot read the version of {program}", detail=result.describe())
+    return Found(match.group(1))
+
+
+def _toolkit_config(host: Host) -> Probed[ToolkitConfig]:
+    text = host.read_text(TOOLKIT_CONFIG, limit=MAX_CONFIG_BYTES)
+    if not isinstance(text, Found):
+        return text
+    try:
+        return Found(toolkit_config(text.value, TOOLKIT_CONFIG))
+    except ConfigError as exc:
+        return ProbeFailed(str(exc))
+
+
+def _engine(host: Host, name: str, paths: tuple[str, ...]) -> EngineFacts | None:
+    program = next((p for p in paths if isinstance(host.stat(p), Found)), None)
+    if program is None:
+        return None
+    if name == "docker":
+        return _docker(host, program)
+    if name == "containerd":
+        return EngineFacts(name, program, _containerd(host))
+    if name == "cri-o":
+        return EngineFacts(name, program, _crio(host))
+    return EngineFacts(name, program, Absent("podman gives containers GPUs through CDI specs"))
+
+
+def _docker(host: Host, program: str) -> EngineFacts:
+    snap = program == DOCKER_SNAP or isinstance(host.stat(DOCKER_SNAP), Found)
+    uid = host.identity().uid
+    env = host.env()
+    socket = f"/run/user/{uid}/docker.sock"
+    rootless = uid != 0 and (
+        env.get("DOCKER_HOST", "") == f"unix://{socket}" or isinstance(host.stat(socket), Found)
+    )
+    if program == DOCKER_SNAP:
+        path = "/var/snap/docker/current/config/daemon.json"
+    elif rootless:
+        base = env.get("XDG_CONFIG_HOME") or f"{env.get('HOME', '~')}/.config"
+        path = f"{base}/docker/daemon.json"
+    else:
+        path = "/etc/docker/daemon.json"
+    config: Probed[EngineConfig]
+    text = host.read_text(path, limit=MAX_CONFIG_BYTES)
+    if isinstance(text, Absent):
+        config = Absent(f"{path} does not exist: Docker's defaults apply (runc only)")
+    elif not isinstance(text, Found):
+        config = text
+    else:
+        try:
+            config = Found(docker_config(text.value, path))
+        except ConfigError as exc:
+            config = ProbeFailed(str(exc))
+    return EngineFacts("docker", program, config, snap=snap, rootless=rootless)
+
+
+def _read_toml(host: Host, path: str) -> dict[str, Any]:
+    text = host.read_text(path, limit=MAX_CONFIG_BYTES)
+    if not isinstance(text, Found):
+        raise ConfigError(f"{path}: {why_missing(text)}")
+    return parse_toml(text.value, path)
+
+
+def _containerd(host: Host) -> Probed[EngineConfig]:
+    """config.toml merged with the drop-ins it imports, as containerd merges them."""
+    if isinstance(host.stat(CONTAINERD_CONFIG), Absent):
+        return Absent(f"{CONTAINERD_CONFIG} does not exist: containerd's defaults apply (runc)")
+    try:
+        data = _read_toml(host, CONTAINERD_CONFIG)
+        files = [CONTAINERD_CONFIG]
+        if containerd_version(data) >= 2:
+            for pattern in containerd_imports(data):
+                for path in _glob(host, pattern, base="/etc/containerd"):
+                    if path not in files and len(files) <= MAX_DROP_INS:
+                        data = merge_tables(data, _read_toml(host, path))
+                        files.append(path)
+        return Found(containerd_config(data, tuple(files)))
+    except ConfigError as exc:
+        return ProbeFailed(str(exc))
+
+
+def _crio(host: Host) -> Probed[EngineConfig]:
+    files: list[str] = []
+    data: dict[str, Any] = {}
+    try:
+        if isinstance(host.stat(CRIO_CONFIG), Found):
+            data = _read_toml(host, CRIO_CONFIG)
+            files.append(CRIO_CONFIG)
+        listing = host.list_dir(CRIO_DROP_INS)
+        for name in listing.value[:MAX_DROP_INS] if isinstance(listing, Found) else ():
+            path = f"{CRIO_DROP_INS}/{name}"
+            data = merge_tables(data, _read_toml(host, path))
+            files.append(path)
+    except ConfigError as exc:
+        return ProbeFailed(str(exc))
+    if not files:
+        return Absent(f"neither {CRIO_CONFIG} nor {CRIO_DROP_INS} exists: CRI-O's defaults apply")
+    return Found(crio_config(data, tuple(files)))
+
+
+def _glob(host: Host, pattern: str, *, base: str) -> list[str]:
+    """A containerd ``imports`` entry: a path, or a glob in its last component only."""
+    if not pattern.startswith("/"):
+        pattern = f"{base}/{pattern}"
+    directory, _, name = pattern.rpartition("/")
+    if not any(c in name for c in "*?["):
+        return [pattern] if isinstance(host.stat(pattern), Found) else []
+    listing = host.list_dir(directory or "/")
+    names = listing.value if isinstance(listing, Found) else ()
+    return [f"{directory}/{n}" for n in names if fnmatchcase(n, name)][:MAX_DROP_INS]
+
+
+# --- inside a container ---------------------------------------------------------------------
+
+
+def probe_inside(
+    host: Host,
+    *,
+    host_facts: HostFacts,
+    kernel: KernelFacts,
+    nvml: Probed[NvmlSystem],
+    deadline: Deadline,
+) -> InsideFacts:
+    env = host.env()
+    require = sorted(
+        (k, printable(v))
+        for k, v in env.items()
+        if k.startswith(REQUIRE_PREFIX) or k in REQUIRE_OTHERS
+    )[:32]
+    return InsideFacts(
+        opens=_opens(host, host_facts, kernel, nvml, deadline),
+        shm=_shm(host),
+        require=tuple(require),
+    )
+
+
+def _opens(
+    host: Host,
+    host_facts: HostFacts,
+    kernel: KernelFacts,
+    nvml: Probed[NvmlSystem],
+    deadline: Deadline,
+) -> Probed[tuple[DeviceOpen, ...]]:
+    """Open /dev/nvidiactl, /dev/nvidia-uvm and the first /dev/nvidiaN, only in a container
+    whose NVML failed: there an EPERM the mode bits do not explain is the device cgroup's."""
+    if not host_facts.containers:
+        return Absent("not in a container")
+    if not isinstance(nvml, ProbeFailed) or nvml.error in _NO_NODES:
+        return Absent("NVML initialised, or failed before it reached the devices")
+    nodes = kernel.device_nodes
+    if not isinstance(nodes, Found):
+        return Absent(f"the device nodes: {why_missing(nodes)}")
+    chars = [n.path for n in nodes.value if n.is_char_device]
+    wanted: list[str] = [p for p in ("/dev/nvidiactl", "/dev/nvidia-uvm") if p in chars]
+    wanted += [p for p in chars if _GPU_NODE.fullmatch(p)][:1]
+    if not wanted:
+        return Absent("no NVIDIA device node to open")
+    return Found(
+        tuple(
+            DeviceOpen(p, host.open_device(p, timeout=deadline.cap(OPEN_TIMEOUT))) for p in wanted
+        )
+    )
+
+
+def _shm(host: Host) -> Probed[ShmMount]:
+    text = host.read_text("/proc/self/mounts", limit=MAX_CONFIG_BYTES)
+    if not isinstance(text, Found):
+        return text
+    found = None
+    for line in text.value.splitlines():
+        parts = line.split()
+        if len(parts) >= 4 and parts[1] == SHM_PATH:
+            found = parts  # the last mount on /dev/shm is the one in effect
+    if found is None:
+        return Absent(f"{SHM_PATH} is not a mount point here")
+    match = _SHM_SIZE.search(found[3])
+    size = 0
+    if match:
+        size = (
+            int(match.group(1)) * {"": 1, "k": 1 << 10, "m": 1 << 20, "g": 1 << 30}[match.group(2)]
+        )
+    return Found(ShmMount(fstype=found[2], size=size))

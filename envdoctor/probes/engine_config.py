@@ -1,0 +1,218 @@
+"""Container engine configuration files, parsed into what GPU containers depend on.
+
+Pure functions over file contents (the probe reads the files through the Host): Docker's
+``daemon.json``, containerd's ``config.toml`` (config versions 1, 2 and 3, and the drop-ins it
+``imports``), CRI-O's ``crio.conf`` and its ``crio.conf.d`` drop-ins, and the NVIDIA Container
+Toolkit's ``config.toml``. Where a key lives and what it means follows the files the tools
+write (docs/containers.md cites each source); what cannot be parsed raises ``ConfigError``
+with one line saying why.
+
+TOML: ``tomllib`` on Python 3.11+, the same parser as the ``tomli`` package on 3.10 (a
+dependency only there): the configs use nested quoted tables
+(``[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]``) that a
+hand-written subset reader would get wrong.
+"""
+
+from __future__ import annotations
+
+import sys
+from collections.abc import Mapping
+from typing import Any
+
+from envdoctor.model.containers import EngineConfig, ToolkitConfig
+
+# containerd's CRI plugin, by config version (containerd 1.x writes version 2, 2.x version 3;
+# a file without ``version`` is version 1). Source: nvidia-container-toolkit
+# pkg/config/engine/containerd/containerd.go (criRuntimePluginName).
+CRI_PLUGIN = {1: "cri", 2: "io.containerd.grpc.v1.cri", 3: "io.containerd.cri.v1.runtime"}
+NVIDIA_BINARY = "nvidia-container-runtime"
+MAX_RUNTIMES = 64
+
+
+class ConfigError(ValueError):
+    """A configuration file that cannot be parsed; the message says where and why."""
+
+
+def parse_toml(text: str, path: str) -> dict[str, Any]:
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover (3.10 only)
+        import tomli as tomllib
+    try:
+        return tomllib.loads(text)
+    except tomllib.TOMLDecodeError as exc:
+        raise ConfigError(f"{path} is not valid TOML: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path} nests too deeply to parse") from None
+
+
+def parse_json(text: str, path: str) -> dict[str, Any]:
+    import json
+
+    try:
+        data = json.loads(text)
+    except ValueError as exc:
+        raise ConfigError(f"{path} is not valid JSON: {exc}") from None
+    except RecursionError:
+        raise ConfigError(f"{path} nests too deeply to parse") from None
+    if not isinstance(data, dict):
+        raise ConfigError(f"{path} is not a JSON object")
+    return data
+
+
+def _table(data: Mapping[str, Any], *keys: str) -> dict[str, Any]:
+    """The nested table at ``keys``, or {} where a key is missing or not a table."""
+    node: Any = data
+    for key in keys:
+        node = node.get(key) if isinstance(node, dict) else None
+    return node if isinstance(node, dict) else {}
+
+
+def _is_nvidia(name: str, binary: object) -> bool:
+    base = str(binary or "").rsplit("/", 1)[-1]
+    return base.startswith(NVIDIA_BINARY) or (not base and name.startswith("nvidia"))
+
+
+# --- Docker ---------------------------------------------------------------------------------
+
+
+def docker_config(text: str, path: str) -> EngineConfig:
+    """``daemon.json``: ``runtimes`` (name → {path, args}), ``default-runtime``,
+    ``features.cdi`` and ``exec-opts`` (``native.cgroupdriver=…``), as ``nvidia-ctk runtime
+    configure --runtime=docker`` writes them (pkg/config/engine/docker/docker.go)."""
+    data = parse_json(text, path) if text.strip() else {}
+    runtimes = data.get("runtimes") or {}
+    if not isinstance(runtimes, dict):
+        raise ConfigError(f"{path}: runtimes is not an object")
+    names = tuple(sorted(str(n) for n in runtimes)[:MAX_RUNTIMES])
+    nvidia = tuple(
+        n
+        for n in names
+        if _is_nvidia(n, (runtimes[n] or {}).get("path") if isinstance(runtimes[n], dict) else "")
+    )
+    default = data.get("default-runtime") or ""
+    if not isinstance(default, str):
+        raise ConfigError(f"{path}: default-runtime is not a string")
+    features = data.get("features") or {}
+    cdi = isinstance(features, dict) and features.get("cdi") is True
+    driver = ""
+    opts = data.get("exec-opts") or []
+    for opt in opts if isinstance(opts, list) else []:
+        key, _, value = str(opt).partition("=")
+        if key.strip() == "native.cgroupdriver":
+            driver = value.strip()
+    return EngineConfig(
+        path=path,
+        runtimes=names,
+        nvidia_runtimes=nvidia,
+        default_runtime=default,
+        cdi=cdi,
+        cgroup_driver=driver,
+        files=(path,),
+    )
+
+
+# --- containerd -----------------------------------------------------------------------------
+
+
+def containerd_version(data: Mapping[str, Any]) -> int:
+    version = data.get("version", 1)
+    return version if isinstance(version, int) and version in CRI_PLUGIN else 1
+
+
+def containerd_imports(data: Mapping[str, Any]) -> tuple[str, ...]:
+    """The ``imports`` globs of a version 2/3 config (version 1 has none)."""
+    raw = data.get("imports") or []
+    return tuple(str(i) for i in raw if isinstance(i, str))[:32] if isinstance(raw, list) else ()
+
+
+def merge_tables(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
+    """containerd's merge of an imported file: tables merge key by key, values replace."""
+    out = dict(base)
+    for key, value in over.items():
+        if isinstance(value, dict) and isinstance(out.get(key), dict):
+            out[key] = merge_tables(out[key], value)
+        else:
+            out[key] = value
+    return out
+
+
+def containerd_config(data: Mapping[str, Any], files: tuple[str, ...]) -> EngineConfig:
+    """The (merged) containerd config: the CRI plugin's ``containerd.runtimes``,
+    ``containerd.default_runtime_name`` and ``enable_cdi``. Without a ``default_runtime_name``
+    containerd runs ``runc``; a version 1 ``default_runtime`` table counts as that name."""
+    version = containerd_version(data)
+    plugin = _table(data, "plugins", CRI_PLUGIN[version])
+    section = _table(plugin, "containerd")
+    runtimes = _table(section, "runtimes")
+    names = tuple(sorted(runtimes)[:MAX_RUNTIMES])
+    nvidia = []
+    for name in names:
+        runtime = runtimes[name] if isinstance(runtimes[name], dict) else {}
+        options = _table(runtime, "options")
+        binary = options.get("BinaryName") or options.get("Runtime") or runtime.get("path")
+        if _is_nvidia(name, binary):
+            nvidia.append(name)
+    default = section.get("default_runtime_name")
+    if not isinstance(default, str) or not default:
+        legacy = _table(section, "default_runtime")
+        binary = _table(legacy, "options").get("Runtime") or legacy.get("runtime_engine")
+        default = "nvidia" if legacy and _is_nvidia("", binary) else "runc"
+    cdi = plugin.get("enable_cdi") is True
+    if version == 3:  # containerd 2.x: CDI is on unless switched off
+        cdi = plugin.get("enable_cdi", True) is not False
+    return EngineConfig(
+        path=files[0] if files else "",
+        runtimes=names,
+        nvidia_runtimes=tuple(nvidia),
+        default_runtime=default,
+        cdi=cdi,
+        version=version,
+        files=files,
+    )
+
+
+# --- CRI-O ----------------------------------------------------------------------------------
+
+
+def crio_config(data: Mapping[str, Any], files: tuple[str, ...]) -> EngineConfig:
+    """``[crio.runtime] default_runtime`` and ``[crio.runtime.runtimes.NAME] runtime_path``
+    (what ``nvidia-ctk runtime configure --runtime=crio`` writes to crio.conf.d/99-nvidia.toml).
+    CRI-O resolves CDI devices itself."""
+    runtime = _table(data, "crio", "runtime")
+    runtimes = _table(runtime, "runtimes")
+    names = tuple(sorted(runtimes)[:MAX_RUNTIMES])
+    nvidia = tuple(n for n in names if _is_nvidia(n, _table(runtimes, n).get("runtime_path") or ""))
+    default = runtime.get("default_runtime")
+    return EngineConfig(
+        path=files[0] if files else "",
+        runtimes=names,
+        nvidia_runtimes=nvidia,
+        default_runtime=default if isinstance(default, str) and default else "runc",
+        cdi=True,
+        files=files,
+    )
+
+
+# --- the NVIDIA Container Toolkit -----------------------------------------------------------
+
+
+def toolkit_config(text: str, path: str) -> ToolkitConfig:
+    """``[nvidia-container-runtime] mode`` ("auto" by default; "legacy", "cdi", "csv",
+    "jit-cdi"), ``[nvidia-container-runtime.modes.cdi] spec-dirs`` and
+    ``[nvidia-container-cli] no-cgroups`` (api/config/v1 of nvidia-container-toolkit)."""
+    data = parse_toml(text, path)
+    runtime = _table(data, "nvidia-container-runtime")
+    mode = runtime.get("mode", "auto")
+    dirs = _table(runtime, "modes", "cdi").get("spec-dirs")
+    spec_dirs = (
+        tuple(str(d) for d in dirs if isinstance(d, str))[:8]
+        if isinstance(dirs, list)
+        else ("/etc/cdi", "/var/run/cdi")
+    )
+    return ToolkitConfig(
+        path=path,
+        mode=mode if isinstance(mode, str) else "auto",
+        no_cgroups=_table(data, "nvidia-container-cli").get("no-cgroups") is True,
+        spec_dirs=spec_dirs,
+    )

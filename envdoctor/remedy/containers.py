@@ -1,0 +1,110 @@
+"""Fix steps for the container findings: register the runtime, regenerate CDI specs, and the
+run flags a person must change (notes: envdoctor cannot restart someone's container for them).
+
+Every command is printed by the dry-run script like any other step (remedy/script.py); the ones
+that change the host need root.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterator
+
+from envdoctor.engine import Report
+from envdoctor.model.finding import Finding, Severity
+from envdoctor.remedy.model import Action, Note, RunCommand
+from envdoctor.rules import container_host as host
+from envdoctor.rules import container_inside as inside
+
+ContainerStep = tuple[str, Action, str]
+"""(title, action, the code it addresses)."""
+
+# The flags a person changes where the container is started (docker run, a pod spec).
+RUN_NOTES = {
+    inside.CGROUP_DENIED: "Recreate this container (docker rm -f …; docker run …, or delete the "
+    "pod): a new container gets its device rules back. On the host, keep it from recurring: "
+    "sudo nvidia-ctk system create-dev-char-symlinks --create-all (toolkit >= 1.12.0) with its "
+    "udev rule, or run GPU containers in CDI mode",
+    inside.CAPABILITIES: "Restart the container with -e NVIDIA_DRIVER_CAPABILITIES=compute,utility",
+    inside.LIBS_MISSING: "Restart the container with --gpus all (Kubernetes: the nvidia runtime) "
+    "instead of bare --device /dev/nvidia* flags",
+    inside.LIBRARY_MISMATCH: "Rebuild the image without driver packages (libnvidia-compute-*, "
+    "nvidia-utils-*), or restart the container after the host's driver upgrade",
+    inside.REQUIRE_UNMET: "Upgrade the host's driver, or run an image built for the CUDA version "
+    "the driver runs",
+    inside.SHM_SMALL: "Restart the container with --shm-size=16g (or --ipc=host); Kubernetes: "
+    "mount an emptyDir with medium: Memory at /dev/shm",
+    host.DOCKER_SNAP: "Replace the Docker snap: sudo snap remove docker; install docker.io (or "
+    "docker-ce), then sudo nvidia-ctk runtime configure --runtime=docker",
+    host.CONFIG_INVALID: "Fix the configuration file named in the finding (its parse error is in "
+    "the evidence); `nvidia-ctk runtime configure` rewrites the engine's",
+}
+
+
+def container_steps(report: Report) -> Iterator[ContainerStep]:
+    """The steps for every container finding of at least a warning, in the report's order."""
+    seen: set[tuple[str, ...]] = set()
+    for finding in report.findings:
+        if finding.severity < Severity.WARNING or not finding.code.startswith("container."):
+            continue
+        for title, action in _steps(finding):
+            key = (title, *_argv(action))
+            if key not in seen:
+                seen.add(key)
+                yield title, action, finding.code
+
+
+def _argv(action: Action) -> tuple[str, ...]:
+    return action.argv if isinstance(action, RunCommand) else ()
+
+
+def _steps(finding: Finding) -> list[tuple[str, Action]]:
+    code = finding.code
+    if code == host.TOOLKIT_MISSING:
+        return [
+            (
+                "Install the NVIDIA Container Toolkit (NVIDIA's package repository must be set up)",
+                Note(host.INSTALL_TOOLKIT),
+            ),
+            *_configure("docker"),
+        ]
+    if code in (host.NO_GPU_RUNTIME, host.DEFAULT_RUNTIME):
+        return _configure(finding.subject or "containerd", default=True)
+    if code == host.ROOTLESS:
+        return [
+            (
+                "Let the NVIDIA hook run without cgroups (rootless Docker)",
+                RunCommand(
+                    (
+                        "nvidia-ctk",
+                        "config",
+                        "--set",
+                        "nvidia-container-cli.no-cgroups",
+                        "--in-place",
+                    )
+                ),
+            )
+        ]
+    if code in (host.CDI_MISSING, host.CDI_STALE):
+        path = finding.subject if code == host.CDI_STALE else "/etc/cdi/nvidia.yaml"
+        return [
+            (
+                f"Generate the NVIDIA CDI spec for the installed driver into {path}",
+                RunCommand(("nvidia-ctk", "cdi", "generate", f"--output={path}")),
+            )
+        ]
+    note = RUN_NOTES.get(code)
+    return [(f"{code}: where the container is started", Note(note))] if note else []
+
+
+def _configure(engine: str, *, default: bool = False) -> list[tuple[str, Action]]:
+    runtime = host.CTK_RUNTIME.get(engine, engine)
+    flags = ("--set-as-default",) if default else ()
+    argv = ("nvidia-ctk", "runtime", "configure", f"--runtime={runtime}", *flags)
+    service = host.SERVICE.get(engine, engine)
+    return [
+        (f"Register the nvidia runtime with {engine}", RunCommand(argv)),
+        (
+            f"Restart {engine} to load its new configuration",
+            RunCommand(("systemctl", "restart", service)),
+        ),
+    ]

@@ -1,0 +1,117 @@
+"""Issue 13 item 11: numbers are range-checked where they come in; output encodes with
+replacement.
+
+A 5000-digit number reached ``int()`` (Python 3.11+ refuses more than 4300 digits: ValueError)
+or ``float()`` (infinity, then OverflowError) and ended in "internal error". Each is now a
+usage error naming the value, exit 2. ``PYTHONIOENCODING=latin-1`` made every report with an
+em dash raise UnicodeEncodeError; now what the encoding cannot show becomes ``?``.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+from typer.testing import CliRunner
+
+from envdoctor.cli.app import app
+from envdoctor.cli.common import AppContext
+from tests.conftest import PYTHON
+from tests.fakes.host import FakeHost
+from tests.hostile.child import envdoctor
+
+ROOT = Path(__file__).resolve().parents[2]
+HUGE = "9" * 5000
+LOG = ROOT / "tests" / "data" / "tracebacks" / "cuda.out-of-memory"
+
+
+def invoke(*args: str) -> tuple[int, str]:
+    host = FakeHost.scenario("healthy_h100")
+    result = CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    return result.exit_code, result.output
+
+
+def assert_usage_error(code: int, output: str, *phrases: str) -> None:
+    assert code == 2, output
+    assert output.startswith("envdoctor: error: ") and output.count("\n") == 1, output[:300]
+    assert "internal error" not in output and "Traceback" not in output
+    assert len(output) < 400  # the value is named, not repeated 5000 times
+    for phrase in phrases:
+        assert phrase in output, output
+
+
+@pytest.mark.parametrize(
+    ("gate", "phrase"),
+    [
+        (f"gpus>={HUGE}", "too long"),
+        ("gpus>=99999999", "out of range (0 to 65536)"),
+        ("gpus>=\u00b2", "needs a whole number"),  # a superscript two: isdigit(), but not int()
+        (f"driver>=580.{'9' * 150}", "is not a version"),
+        (f"memory_free>={'9' * 40}GiB", "out of range"),
+        (f"memory_total<={'9' * 30}.5PiB", "out of range"),
+    ],
+)
+def test_probe_require_numbers_out_of_range(gate: str, phrase: str) -> None:
+    assert_usage_error(*invoke("probe", "--require", gate), phrase)
+
+
+@pytest.mark.parametrize("pin", [HUGE, f"2.{HUGE}", f"2.11.{HUGE}", "2.11;id", "\u0662.11"])
+def test_recommend_torch_pin_out_of_range(pin: str) -> None:
+    assert_usage_error(*invoke("recommend", "--torch", pin), "is not a torch release")
+
+
+@pytest.mark.parametrize(
+    ("body", "phrase"),
+    [
+        (f"gpus:\n  count: {HUGE}\n", "gpus.count: '9999"),
+        ("gpus:\n  count: 100000\n", "out of range (0 to 4096)"),
+        ("gpus:\n  mig: [7, 1000000000000]\n", "gpus.mig[1]: '1000000000000' is out of range"),
+        (f"driver:\n  cuda: 12.{HUGE}\n", "driver.cuda: expected a version"),
+        (f"torch:\n  version: 2.{HUGE}\n", "torch.version: expected a version"),
+    ],
+)
+def test_spec_numbers_out_of_range(tmp_path: Path, body: str, phrase: str) -> None:
+    spec = tmp_path / "node.yaml"
+    spec.write_text("schema_version: 1\n" + body, encoding="utf-8")
+    code, output = invoke("spec", "validate", str(spec))
+    assert code == 2 and phrase in output, output[:300]
+    assert "internal error" not in output and len(output) < 400
+
+
+def test_a_snapshot_with_huge_numbers_is_judged_not_crashed(tmp_path: Path) -> None:
+    from envdoctor.snapshot import dump_snapshot
+    from tests.conftest import scenario_facts
+
+    data = json.loads(dump_snapshot(scenario_facts("healthy_h100")))
+    nvml = data["facts"]["nvml"]["found"]
+    nvml["driver_version"] = {"found": HUGE}
+    nvml["cuda_driver_version"] = {"found": f"12.{HUGE}"}
+    nvml["gpus"][0]["compute_capability"] = {"found": f"9.{HUGE}"}
+    snap = tmp_path / "snap.json"
+    snap.write_text(json.dumps(data), encoding="utf-8")
+    for args in (["check"], ["recommend"], ["spec", "init"], ["fix", "--format", "steps"]):
+        code, output = invoke(*args, "--snapshot", str(snap))
+        assert code in (0, 1, 2) and "internal error" not in output, (args, output[-500:])
+
+
+# --- encodings ----------------------------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--format", "markdown"],
+        ["check", "--json"],
+        ["explain", str(next(iter(sorted(LOG.iterdir()))))],
+    ],
+    ids=" ".join,
+)
+def test_a_latin1_terminal_gets_replacements_not_an_error(args: list[str]) -> None:
+    result = envdoctor(*args, env={"PYTHONIOENCODING": "latin-1"})
+    assert "UnicodeEncodeError" not in result.stderr and "internal error" not in result.stderr
+    assert result.returncode in (0, 1), result.stderr
+    text = result.stdout
+    assert text.strip()
+    if "--json" in args:
+        json.loads(text)  # replacements keep the document valid

@@ -1,0 +1,351 @@
+"""The container layer: each recorded failure is diagnosed with its code and its fix, the
+parsers survive hostile files, and the facts round-trip through a snapshot."""
+
+from __future__ import annotations
+
+import json
+import os
+from pathlib import Path
+from typing import Any
+
+import pytest
+from typer.testing import CliRunner
+
+from envdoctor.cli.app import app
+from envdoctor.cli.common import AppContext
+from envdoctor.model.codec import decode, encode
+from envdoctor.model.containers import NOT_READ
+from envdoctor.model.facts import Facts
+from envdoctor.model.probed import Found
+from envdoctor.platform.host import Deadline
+from envdoctor.platform.system import SystemHost
+from envdoctor.probes import collect_facts
+from envdoctor.probes.engine_config import ConfigError, docker_config, parse_toml, toolkit_config
+from envdoctor.rules.container_inside import judge_requirement
+from tests.conftest import PYTHON
+from tests.fakes.host import FakeHost
+
+# scenario → (the one container code, its severity, a fix command or note that must be planned)
+CASES = {
+    "container_cgroup_denied": ("container.cgroup-denied", "error", "create-dev-char-symlinks"),
+    "container_shm_small": ("container.shm-small", "warning", "--shm-size"),
+    "container_require_cuda": ("container.require-cuda-unmet", "error", "Upgrade the host"),
+    "container_libs_missing": ("container.driver-libs-missing", "error", "--gpus all"),
+    "container_capabilities": ("container.driver-capabilities", "error", "compute,utility"),
+    "container_image_driver": ("container.library-mismatch", "error", "without driver packages"),
+    "host_toolkit_missing": ("container.toolkit-missing", "warning", "--runtime=docker"),
+    "host_docker_snap": ("container.docker-snap", "warning", "snap remove docker"),
+    "host_k8s_default_runtime": (
+        "container.default-runtime",
+        "warning",
+        "--runtime=containerd --set-as-default",
+    ),
+    "host_cdi_stale": (
+        "container.cdi-stale",
+        "error",
+        "cdi generate --output=/etc/cdi/nvidia.yaml",
+    ),
+    "host_cdi_missing": (
+        "container.cdi-missing",
+        "error",
+        "cdi generate --output=/etc/cdi/nvidia.yaml",
+    ),
+}
+
+
+def _cli(host: FakeHost, *args: str) -> Any:
+    return CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+
+
+def _evidence(finding: dict[str, Any]) -> dict[str, str]:
+    return {e["label"]: e["value"] for e in finding["evidence"]}
+
+
+def _check(name: str, **over: Any) -> dict[str, Any]:
+    data: dict[str, Any] = json.loads(
+        _cli(FakeHost.scenario(name, **over), "check", "--json").output
+    )
+    return data
+
+
+@pytest.mark.parametrize("name", sorted(CASES))
+def test_each_failure_has_its_code_and_fix(name: str) -> None:
+    code, severity, step = CASES[name]
+    report = _check(name)
+    mine = [
+        (f["code"], f["severity"]) for f in report["findings"] if f["code"].startswith("container.")
+    ]
+    assert mine == [(code, severity)], report["findings"]
+    plan = json.loads(_cli(FakeHost.scenario(name), "fix", "--format", "json").output)
+    assert code in plan["addressed"]
+    planned = " ".join(
+        " ".join(str(c) for c in s["commands"]) + " " + s["title"] for s in plan["steps"]
+    )
+    script = _cli(FakeHost.scenario(name), "fix").output
+    assert step in planned or step in script, (planned, script)
+
+
+@pytest.mark.parametrize("name", sorted(n for n in CASES if n.startswith("container_")))
+def test_probe_gives_the_container_verdict_without_a_process(name: str) -> None:
+    host = FakeHost.scenario(name)
+    result = _cli(host, "probe")
+    code, severity, _ = CASES[name]
+    assert host.ran == []  # no subprocess in the probe tier
+    if severity == "error":
+        assert result.exit_code == 1 and result.output.startswith(f"unhealthy: {code}")
+    else:
+        assert result.exit_code == 0 and result.output.startswith("healthy (1 warning)")
+
+
+def test_unknown_error_is_the_cgroup_only_when_open_says_eperm() -> None:
+    """NVML 'Unknown Error' in a container: the cgroup first, proven by open(2) (issue 12)."""
+    denied = _check("container_cgroup_denied")
+    nvml = {c["name"]: c for c in denied["checks"]}["gpu.nvml"]
+    assert nvml["outcome"] == "failed" and "container.cgroup-denied" in nvml["reason"]
+    # the same NVML error, but the nodes open: not the cgroup, NVML's own finding stays
+    opened = _check(
+        "container_cgroup_denied",
+        opens={"/dev/nvidiactl": "ok", "/dev/nvidia-uvm": "ok", "/dev/nvidia0": "ok"},
+    )
+    codes = {f["code"] for f in opened["findings"]}
+    assert "container.cgroup-denied" not in codes and "gpu.nvml-failed" in codes
+    # EPERM where the mode bits deny is a permission problem, not the cgroup
+    root_only = {
+        p: {"mode": "0600", "readable": False, "writable": False}
+        for p in ("/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0")
+    }
+    perm = _check("container_cgroup_denied", nodes=root_only)
+    codes = {f["code"] for f in perm["findings"]}
+    assert "container.cgroup-denied" not in codes and "device.permission-denied" in codes
+
+
+def test_the_nodes_are_opened_only_in_a_container_whose_nvml_failed() -> None:
+    healthy = FakeHost.scenario("container_shm_small")
+    _cli(healthy, "check", "--json")
+    assert healthy.opened == []
+    denied = FakeHost.scenario("container_cgroup_denied")
+    _cli(denied, "probe")
+    assert denied.opened == ["/dev/nvidiactl", "/dev/nvidia-uvm", "/dev/nvidia0"]
+
+
+@pytest.mark.parametrize(
+    ("visible", "cause"),
+    [
+        (None, "was not asked for a GPU"),
+        ("void", "asks the NVIDIA runtime for no GPU"),
+        ("all", "no NVIDIA hook ran"),
+    ],
+)
+def test_no_gpu_access_names_its_cause(visible: str | None, cause: str) -> None:
+    env = {"NVIDIA_VISIBLE_DEVICES": visible} if visible else {}
+    report = _check("container_no_gpu", env=env)
+    (finding,) = [f for f in report["findings"] if f["code"] == "container.no-gpu-access"]
+    assert cause in _evidence(finding)["why"]
+    assert "env.nvidia-visible-devices" not in {f["code"] for f in report["findings"]}
+
+
+@pytest.mark.parametrize(
+    ("requirement", "props", "met"),
+    [
+        ("cuda>=12.4", {"cuda": "13.0"}, True),
+        ("cuda>=13.1", {"cuda": "13.0"}, False),
+        (
+            "cuda>=13.1 brand=tesla,driver>=470,driver<471",
+            {"cuda": "13.0", "driver": "580.95.05"},
+            False,
+        ),
+        (
+            "cuda>=13.1 brand=tesla,driver>=580,driver<581",
+            {"cuda": "13.0", "driver": "580.95.05"},
+            None,
+        ),
+        ("cuda>=13.1 driver>=580", {"cuda": "13.0", "driver": "580.95.05"}, True),
+        ("cuda>=12.0,driver>=600", {"cuda": "13.0", "driver": "580.95.05"}, False),
+        ("garbage", {"cuda": "13.0"}, True),
+    ],
+)
+def test_requirements_read_as_libnvidia_container_reads_them(
+    requirement: str, props: dict[str, str], met: bool | None
+) -> None:
+    """Spaces OR, commas AND, unknown properties skipped; brand is unknown here."""
+    assert judge_requirement(requirement, props) is met
+
+
+def test_disable_require_turns_the_check_off() -> None:
+    report = _check("container_require_cuda", env={"NVIDIA_DISABLE_REQUIRE": "true"})
+    assert "container.require-cuda-unmet" not in {f["code"] for f in report["findings"]}
+
+
+# --- hostile and broken files ----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(
+    "text",
+    ['{"runtimes": {"nvidia": ', "[1, 2]", "\x00\x01\x02binary", "[" * 100_000, '{"runtimes": 3}'],
+)
+def test_a_broken_daemon_json_is_one_line_not_a_traceback(text: str) -> None:
+    with pytest.raises(ConfigError):
+        docker_config(text, "/etc/docker/daemon.json")
+
+
+def test_a_broken_daemon_json_is_a_finding() -> None:
+    report = _check("host_toolkit_missing", files={"/etc/docker/daemon.json": '{"runtimes": {'})
+    (finding,) = [f for f in report["findings"] if f["code"] == "container.config-invalid"]
+    assert "not valid JSON" in _evidence(finding)["docker config"]
+
+
+@pytest.mark.parametrize(
+    "text", ["[nvidia-container-runtime\nmode=", "a = [" * 50_000, "x = 1\nx = 2"]
+)
+def test_a_broken_toml_is_a_config_error(text: str) -> None:
+    with pytest.raises(ConfigError):
+        toolkit_config(text, "/etc/nvidia-container-runtime/config.toml")
+
+
+def test_toolkit_config_defaults() -> None:
+    config = toolkit_config("", "/etc/nvidia-container-runtime/config.toml")
+    assert (config.mode, config.no_cgroups, config.spec_dirs) == (
+        "auto",
+        False,
+        ("/etc/cdi", "/var/run/cdi"),
+    )
+
+
+@pytest.mark.parametrize(
+    "spec",
+    [
+        "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: [\n",  # malformed YAML
+        "\x00\x01binary",
+        "kind: nvidia.com/gpu\ndevices: []\n",  # no cdiVersion, no devices
+        "a: &a [*a, *a]\n",  # a self-referencing alias
+        "- just\n- a list\n",
+    ],
+)
+def test_a_broken_cdi_spec_is_a_warning(spec: str) -> None:
+    report = _check("host_cdi_stale", files={"/etc/cdi/nvidia.yaml": spec})
+    stale = [f for f in report["findings"] if f["code"] == "container.cdi-stale"]
+    assert [f["severity"] for f in stale] == ["warning"]
+    assert "container.cdi-missing" in {f["code"] for f in report["findings"]}
+
+
+def test_a_json_cdi_spec_that_matches_the_driver_passes() -> None:
+    spec = {
+        "cdiVersion": "0.6.0",
+        "kind": "nvidia.com/gpu",
+        "devices": [{"name": "all", "containerEdits": {"deviceNodes": [{"path": "/dev/nvidia0"}]}}],
+        "containerEdits": {
+            "deviceNodes": [{"path": "/dev/nvidiactl"}],
+            "mounts": [
+                {"hostPath": "/lib/x86_64-linux-gnu/libcuda.so.580.159.04", "containerPath": "/x"}
+            ],
+        },
+    }
+    report = _check(
+        "host_cdi_stale",
+        files={
+            "/etc/cdi/nvidia.yaml": None,
+            "/var/run/cdi/nvidia.json": json.dumps(spec),
+            "/lib/x86_64-linux-gnu/libcuda.so.580.159.04": "",
+        },
+    )
+    assert not [f for f in report["findings"] if f["code"].startswith("container.")]
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["container.cdi-current"]["outcome"] == "passed"
+
+
+def test_an_unreadable_spec_directory_is_unknown_not_absent() -> None:
+    report = _check("host_cdi_missing", unreadable=["/etc/cdi"], dirs=["/etc/cdi"])
+    checks = {c["name"]: c for c in report["checks"]}
+    assert checks["container.cdi-spec"]["outcome"] == "unknown"
+
+
+# --- the seam and the snapshot ----------------------------------------------------------------
+
+
+def test_system_host_opens_and_names_the_errno(tmp_path: Path) -> None:
+    host = SystemHost()
+    assert host.open_device("/dev/null", timeout=2.0) == "ok"
+    assert host.open_device(str(tmp_path / "nothing"), timeout=2.0) == "ENOENT"
+    assert host.open_device(str(tmp_path), timeout=2.0) == "EISDIR"
+    fifo = tmp_path / "fifo"
+    os.mkfifo(fifo)  # O_NONBLOCK: a FIFO with no writer does not block the open
+    assert host.open_device(str(fifo), timeout=2.0) == "ok"
+
+
+def test_container_facts_survive_a_snapshot() -> None:
+    facts = collect_facts(FakeHost.scenario("host_cdi_stale"), python=PYTHON, deadline=Deadline(30))
+    again = decode(Facts, json.loads(json.dumps(encode(facts))))
+    assert again.containers == facts.containers
+    specs = facts.containers.host.value.cdi_specs  # type: ignore[union-attr]  # read above
+    assert isinstance(specs, Found) and specs.value[0].driver_version == "550.54.14"
+    old = encode(facts)
+    del old["containers"]
+    assert decode(Facts, old).containers == NOT_READ
+
+
+def test_toolkit_versions_are_read_by_the_full_tier_only() -> None:
+    full = collect_facts(
+        FakeHost.scenario("host_docker_snap"), python=PYTHON, deadline=Deadline(30)
+    )
+    toolkit = full.containers.host.value.toolkit  # type: ignore[union-attr]  # read above
+    assert (toolkit.ctk_version, toolkit.lib_version) == (Found("1.17.8"), Found("1.17.8"))
+    host = FakeHost.scenario("host_docker_snap")
+    collect_facts(host, python=PYTHON, deadline=Deadline(30), fast=True)
+    assert host.ran == []
+
+
+# --- the real containerd ----------------------------------------------------------------------
+
+
+def _containerd(*args: str) -> str:
+    import shutil
+    import subprocess
+
+    program = shutil.which("containerd") or (
+        "/usr/bin/containerd" if Path("/usr/bin/containerd").exists() else None
+    )
+    if program is None:
+        pytest.skip("containerd is not installed (scripts/install-test-tools installs it)")
+    done = subprocess.run([program, *args], capture_output=True, text=True, timeout=60, check=False)
+    if done.returncode != 0:
+        pytest.skip(f"containerd {' '.join(args)} failed here: {done.stderr.strip()[:200]}")
+    return done.stdout
+
+
+def test_containerd_default_config_parses_as_runc_only() -> None:
+    from envdoctor.probes.engine_config import containerd_config
+
+    text = _containerd("config", "default")
+    config = containerd_config(parse_toml(text, "default"), ("default",))
+    assert config.version in (2, 3) and config.default_runtime == "runc"
+    assert "runc" in config.runtimes and config.nvidia_runtimes == ()
+
+
+def test_our_merge_of_drop_ins_is_what_containerd_reads(tmp_path: Path) -> None:
+    """The scenario's config and drop-in, merged by envdoctor and by `containerd config dump`."""
+    from envdoctor.probes.containers import probe_container_host
+    from envdoctor.probes.engine_config import containerd_config
+    from tests.fakes.host import load_scenario
+
+    files = load_scenario("host_k8s_default_runtime")["files"]
+    drop_in = tmp_path / "conf.d" / "99-nvidia.toml"
+    drop_in.parent.mkdir()
+    drop_in.write_text(files["/etc/containerd/conf.d/99-nvidia.toml"])
+    main = tmp_path / "config.toml"
+    main.write_text(
+        files["/etc/containerd/config.toml"].replace("/etc/containerd/conf.d", str(drop_in.parent))
+    )
+    dumped = containerd_config(
+        parse_toml(_containerd("--config", str(main), "config", "dump"), "dump"), ("dump",)
+    )
+    ours = probe_container_host(
+        FakeHost.scenario("host_k8s_default_runtime"), deadline=Deadline(30), fast=True
+    )
+    (engine,) = [e for e in ours.engines if e.name == "containerd"]
+    assert isinstance(engine.config, Found)
+    mine = engine.config.value
+    assert (mine.default_runtime, mine.nvidia_runtimes) == (
+        dumped.default_runtime,
+        dumped.nvidia_runtimes,
+    )
+    assert mine.nvidia_runtimes == ("nvidia",) and mine.default_runtime == "runc"
