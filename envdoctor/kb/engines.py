@@ -8,7 +8,7 @@ property to guarantee, not to hope for.
   also finds the candidate lines of every signature in one pass: one automaton for the
   distinctive literal of every pattern, searched over whole blocks of the log, instead of one
   substring search per prefilter trigger and a Python step per line that contains a trigger.
-  Measured on a 1 GB log with 17 % trigger-word lines it is 3.8 times faster
+  Measured on a 1 GB log with 17 % trigger-word lines it is about 4 times faster
   (docs/explain.md, "Benchmark").
 - **Python's re** backtracks, so the fallback keeps to patterns whose search it can bound: the
   loader admits only the POSIX ERE subset (``ere.to_ere``: no backreferences or lookarounds);
