@@ -46,6 +46,12 @@ def run(inv: Invocation) -> int:
         # (`tee train.log.gz`, a rotation that renames without compressing) still holds the
         # traceback the user wants explained. Other compressions are refused by LogStream.
         _warn(f"{name}: not gzip-compressed despite its name; read it as plain text")
+    if scan.truncated_lines:
+        n = scan.truncated_lines
+        _warn(
+            f"{name}: {n:,} line{'s' if n != 1 else ''} longer than 1 MiB, scanned in 1 MiB "
+            "pieces (binary data, or output without newlines)"
+        )
     if log.damage:
         lines = f"{scan.lines:,} line{'s' if scan.lines != 1 else ''}"
         done = f"explained the first {lines}" if scan.lines else "nothing before it was readable"

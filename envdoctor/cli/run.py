@@ -69,7 +69,7 @@ class _Tee:
     def __init__(self, scanner: Scanner, save: _SaveLog | None) -> None:
         self._scanner = scanner
         self._save = save
-        self._partial = {"stdout": b"", "stderr": b""}
+        self._partial = {"stdout": bytearray(), "stderr": bytearray()}
         self._tail = bytearray()
         self._closed: set[str] = set()
 
@@ -78,13 +78,19 @@ class _Tee:
         if stream == "stderr":
             self._tail += data
             del self._tail[: max(0, len(self._tail) - TAIL_BYTES)]
-        buf = self._partial[stream] + data
-        cut = buf.rfind(b"\n") + 1
-        if len(buf) - cut > MAX_PARTIAL:
-            cut = len(buf)
-        self._partial[stream] = buf[cut:]
+        partial = self._partial[stream]  # appended to, never rebuilt: output a byte at a time
+        cut = data.rfind(b"\n") + 1  # (a progress bar's updates) stays linear
         if cut:
-            self._lines(buf[:cut])
+            lines = bytes(partial) + data[:cut] if partial else data[:cut]
+            partial.clear()
+            partial += memoryview(data)[cut:]
+            self._lines(lines)
+        else:
+            partial += data
+        if len(partial) > MAX_PARTIAL:
+            rest = bytes(partial)
+            partial.clear()
+            self._lines(rest)
 
     def _passthrough(self, stream: str, data: bytes) -> None:
         if stream in self._closed:
@@ -122,8 +128,8 @@ class _Tee:
         for stream in ("stdout", "stderr"):
             rest = self._partial[stream]
             if rest:
-                self._lines(rest + b"\n")
-                self._partial[stream] = b""
+                self._lines(bytes(rest) + b"\n")
+                rest.clear()
         return bytes(self._tail).decode("utf-8", errors="replace")
 
 
