@@ -23,7 +23,7 @@ from typing import Any
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.record import record
 
-KINDS = ("flag", "text", "number", "integer", "choice", "path", "list", "integers")
+KINDS = ("flag", "text", "number", "seconds", "integer", "choice", "path", "list", "integers")
 HELP_WIDTH = 80
 MAX_DIGITS = 9  # an integer option of more digits is a usage error, never a 5000-digit int
 _NEGATIVE_NUMBER = re.compile(r"-(\d+(\.\d*)?|\.\d+)")
@@ -41,9 +41,10 @@ class UsageError(EnvdoctorError):
 class Option:
     """One option: its spellings (``--format``, ``-f``), where its value goes, and its help.
 
-    ``kind``: a ``flag``; a ``text``, ``path``, ``number`` (a float) or ``integer`` value; one
-    of ``choices``; or a repeatable ``list`` of texts / ``integers``. ``minimum``/``maximum``
-    bound numbers (a usage error outside them).
+    ``kind``: a ``flag``; a ``text``, ``path``, ``number`` (a float), ``seconds`` (a time
+    budget: positive, at most a day) or ``integer`` value; one of ``choices``; or a repeatable
+    ``list`` of texts / ``integers``. ``minimum``/``maximum`` bound numbers (a usage error
+    outside them).
     """
 
     flags: tuple[str, ...]
@@ -69,7 +70,7 @@ class Option:
             return self.metavar
         if self.kind == "choice":
             return "{" + ",".join(self.choices) + "}"
-        return {"number": "SECONDS", "integer": "N", "integers": "N", "path": "FILE"}.get(
+        return {"seconds": "SECONDS", "integer": "N", "integers": "N", "path": "FILE"}.get(
             self.kind, self.dest.upper()
         )
 
@@ -220,10 +221,11 @@ def _getopt_message(exc: getopt.GetoptError) -> str:
     """getopt's messages, in argparse's words (existing scripts and tests match on them)."""
     opt = exc.opt
     text = exc.msg
+    # getopt names a long option with "--" in its message; "-s" and "--s" differ only there.
+    shown = f"--{opt}" if f"--{opt}" in text else f"-{opt}"
     if "requires argument" in text:
-        return f"{'--' if len(opt) > 1 else '-'}{opt} needs a value"
+        return f"{shown} needs a value"
     if "not recognized" in text or "not a unique prefix" in text:
-        shown = f"--{opt}" if len(opt) > 1 else f"-{opt}"
         why = "ambiguous" if "not a unique prefix" in text else "unrecognized"
         return f"{why} option {shown!r}"
     if "must not have an argument" in text:
@@ -251,6 +253,8 @@ def _store(values: dict[str, Any], option: Option, flag: str, raw: str, path: st
         values[option.dest] = _integer(option, flag, raw, path)
     elif option.kind == "number":
         values[option.dest] = _number(option, flag, raw, path)
+    elif option.kind == "seconds":
+        values[option.dest] = _seconds(flag, raw, path)
     elif option.kind == "choice":
         chosen = raw.lower()
         if chosen not in option.choices:
@@ -280,6 +284,20 @@ def _number(option: Option, flag: str, raw: str, path: str) -> float:
     if not math.isfinite(value):
         raise UsageError(f"{flag}: expected a finite number, got {_shown(raw)}", path)
     return _bounded(option, flag, value, path)
+
+
+def _seconds(flag: str, raw: str, path: str) -> float:
+    """A time budget every timer can hold (the one check every command shares)."""
+    from envdoctor.cli.watchdog import check_budget
+
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{flag}: expected a number of seconds, got {_shown(raw)}", path) from None
+    try:
+        return check_budget(value, flag)
+    except EnvdoctorError as exc:
+        raise UsageError(exc.message, path) from None
 
 
 def _bounded(option: Option, flag: str, value: float, path: str) -> float:

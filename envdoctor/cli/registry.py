@@ -10,10 +10,6 @@ from __future__ import annotations
 from envdoctor.cli.options import Argument, Command, Option
 from envdoctor.exitcodes import HEALTHY, UNHEALTHY, UNKNOWN
 
-MAX_BUDGET_S = 86400.0
-"""The longest ``--timeout`` a command accepts (a day): far beyond any probe, smoke run or health
-check, and far below what every timer can hold (an infinite wait overflows time_t)."""
-
 EXIT_CODES = (
     f"Exit codes: {HEALTHY} healthy, {UNHEALTHY} unhealthy, {UNKNOWN} could not determine or a "
     "usage error."
@@ -28,16 +24,7 @@ def python_option(help: str = "Interpreter whose torch to inspect (default: this
 
 
 def timeout_option(default: float = 30.0, help: str = "Time budget in seconds.") -> Option:
-    return Option(
-        ("--timeout",),
-        "timeout",
-        help,
-        kind="number",
-        metavar="SECONDS",
-        default=default,
-        minimum=0.001,
-        maximum=MAX_BUDGET_S,
-    )
+    return Option(("--timeout",), "timeout", help, kind="seconds", default=default)
 
 
 def snapshot_option(help: str) -> Option:
@@ -336,11 +323,8 @@ SMOKE = Command(
             ("--step-timeout",),
             "step_timeout",
             "Time budget per step in seconds (at most --timeout).",
-            kind="number",
-            metavar="SECONDS",
+            kind="seconds",
             default=30.0,
-            minimum=0.001,
-            maximum=MAX_BUDGET_S,
         ),
         Option(
             ("--gpu",),
@@ -388,11 +372,8 @@ SMOKE = Command(
             ("--budget",),
             "budget",
             "With --reproduce: start no new probe after this many seconds.",
-            kind="number",
-            metavar="SECONDS",
+            kind="seconds",
             default=300.0,
-            minimum=0.001,
-            maximum=MAX_BUDGET_S,
         ),
     ),
     epilog="Exit 0 every step passed, 1 a step failed, 2 could not determine (nothing to test) "

@@ -73,7 +73,8 @@ def test_every_command_refuses_a_timeout_no_timer_can_hold(
     args = [a.format(tmp=tmp_path) for a in command]
     result = invoke(*args, "--timeout", value)
     assert result.exit_code == 2
-    assert_one_error_line(result.output, message)
+    where = " ".join(a for a in command[:2] if not a.startswith("-"))
+    assert_one_error_line(result.output, f"{message} (see envdoctor {where} --help)")
     assert not (tmp_path / "c.json").exists()
 
 
@@ -86,7 +87,9 @@ def test_smoke_step_timeout_is_checked_by_its_own_name() -> None:
     result = invoke("smoke", "--step-timeout", "nan")
     assert result.exit_code == 2
     assert_one_error_line(
-        result.output, "envdoctor: error: --step-timeout must be a positive number of seconds"
+        result.output,
+        "envdoctor: error: --step-timeout must be a positive number of seconds "
+        "(see envdoctor smoke --help)",
     )
 
 
@@ -94,7 +97,7 @@ def test_a_day_is_still_a_budget() -> None:
     assert invoke("check", "--timeout", "86400").exit_code == 0
 
 
-def test_probe_through_typer_refuses_an_infinite_budget() -> None:
+def test_probe_in_process_refuses_an_infinite_budget() -> None:
     result = invoke("probe", "--timeout", "inf")
     assert result.exit_code == 2
     assert_one_error_line(result.output, AT_MOST_A_DAY + " (see envdoctor probe --help)")
@@ -116,8 +119,8 @@ def test_real_probe_process_with_a_huge_budget_is_a_usage_error(value: str) -> N
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        (["--timeout", "inf"], AT_MOST_A_DAY),
-        (["--timeout", "nan"], POSITIVE),
+        (["--timeout", "inf"], AT_MOST_A_DAY + " (see envdoctor slurm-healthcheck --help)"),
+        (["--timeout", "nan"], POSITIVE + " (see envdoctor slurm-healthcheck --help)"),
         (
             ["--python", "/proc/driver/nvidia/version"],
             "envdoctor: error: --python /proc/driver/nvidia/version: not executable",

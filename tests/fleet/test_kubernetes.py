@@ -72,7 +72,13 @@ def parse_probe(args: list[str]) -> ProbeArgs:
     parsed = parse(registry.PROBE, args, "probe")
     parse_requirements(parsed.texts("require"))  # every gate in a manifest must be valid
     fmt = "json" if parsed.flag("json") else parsed.text("format") or "text"
-    return ProbeArgs(parsed.number("timeout"), fmt, parsed.text("output"), parsed.flag("verbose"))
+    return ProbeArgs(
+        parsed.number("timeout"),
+        fmt,
+        parsed.text("output"),
+        parsed.flag("verbose"),
+        parsed.texts("require"),
+    )
 
 
 def go_duration(text: str) -> float:

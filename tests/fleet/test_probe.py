@@ -117,7 +117,7 @@ def test_requirements_gate_a_healthy_node() -> None:
         (["--require", "gpus>>8"], "gpus needs a whole number"),
         (["--require", "vram>=8"], "unknown requirement key 'vram'"),
         (["--timeout", "0"], "--timeout must be a positive number"),
-        (["--timeout", "soon"], "invalid float value"),
+        (["--timeout", "soon"], "expected a number of seconds"),
         (["--format", "xml"], "invalid choice"),
     ],
 )

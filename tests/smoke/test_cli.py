@@ -145,7 +145,7 @@ def test_the_tf32_override_is_removed_and_reported(cli, monkeypatch: pytest.Monk
         (("--reproduce", "cudnn-init", "--force"), "--force needs --gpu N"),
         (("--gpu", "7"), "no GPU 7: NVML sees GPU(s) 0"),
         (("--reproduce", "cudnn-init", "--gpu", "0", "--gpu", "1"), "works on one GPU"),
-        (("--timeout", "0"), "must be positive"),
+        (("--timeout", "0"), "must be a positive number of seconds"),
     ],
 )
 def test_usage_errors_exit_2(cli, args: tuple[str, ...], message: str) -> None:  # type: ignore[no-untyped-def]
