@@ -24,7 +24,7 @@ if TYPE_CHECKING:
 
 
 def run(inv: Invocation) -> int:
-    from envdoctor.compat import load_tables
+    from envdoctor.compat.loader import load_tables
     from envdoctor.engine import evaluate
     from envdoctor.rules import all_rules
 

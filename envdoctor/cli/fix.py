@@ -14,7 +14,7 @@ from envdoctor.cli.common import Invocation, facts_for, intent_for, target_pytho
 
 def run(inv: Invocation) -> int:
     from envdoctor import __version__
-    from envdoctor.compat import load_tables
+    from envdoctor.compat.loader import load_tables
     from envdoctor.engine import evaluate
     from envdoctor.platform.host import Deadline
     from envdoctor.probes.holders import absent_fix_facts, probe_fix_facts

@@ -28,7 +28,7 @@ EXIT_MARGIN = 0.5  # seconds kept back for printing before the watchdog's limit
 def run(inv: Invocation) -> int:
     started = time.monotonic()
     from envdoctor.cli.watchdog import Watchdog
-    from envdoctor.compat import CompatTables
+    from envdoctor.compat.tables import CompatTables
     from envdoctor.engine import evaluate
     from envdoctor.fleet import slurm
     from envdoctor.fleet.requirements import parse_requirements, requirements_rule

@@ -55,18 +55,18 @@ def run(inv: Invocation) -> int:
         findings = reproduce_findings(facts, result)
         code = reproduce_exit_code(findings)
         if args.flag("json"):
-            from envdoctor.smoke.render import reproduce_json
+            from envdoctor.render.smoke import reproduce_json
 
             emit(json_document(reproduce_json(result, findings, code)))
         else:
-            from envdoctor.smoke.render import render_reproduce_text
+            from envdoctor.render.smoke import render_reproduce_text
 
             emit(render_reproduce_text(facts, result, findings, width=width, marks=marks))
         return code
 
     from envdoctor.engine import Report
+    from envdoctor.render.smoke import render_smoke_text, smoke_json
     from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
-    from envdoctor.smoke.render import render_smoke_text, smoke_json
 
     smoke_options = SmokeOptions(
         python=python,

@@ -8,7 +8,8 @@ from typing import Any
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation
-from envdoctor.compat import TABLE_NAMES, CompatTables, load_tables, shipped_dir, validate_dir
+from envdoctor.compat.loader import TABLE_NAMES, load_tables, shipped_dir, validate_dir
+from envdoctor.compat.tables import CompatTables
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import json_document, safe_line, safe_text
 

@@ -7,10 +7,16 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Probed
-from envdoctor.platform.host import MAX_KMSG_BYTES, MAX_READ_BYTES, FileInfo, Host, Identity
+from envdoctor.platform.host import (
+    MAX_KMSG_BYTES,
+    MAX_READ_BYTES,
+    CommandResult,
+    FileInfo,
+    Host,
+    Identity,
+)
 
 if TYPE_CHECKING:
-    from envdoctor.platform.commands import CommandResult
     from envdoctor.platform.nvml import NvmlSession
 
 

@@ -9,7 +9,7 @@ from pathlib import Path
 import pytest
 
 from envdoctor.cli.common import AppContext
-from envdoctor.compat import load_tables
+from envdoctor.compat.loader import load_tables
 from envdoctor.compat.recommend import (
     Machine,
     Recommendation,

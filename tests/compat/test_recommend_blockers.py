@@ -14,7 +14,7 @@ from typing import Any
 import pytest
 
 from envdoctor.cli.common import AppContext
-from envdoctor.compat import load_tables
+from envdoctor.compat.loader import load_tables
 from envdoctor.compat.recommend import Recommendation, machine_from_facts, recommend
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found, ProbeFailed

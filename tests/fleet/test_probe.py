@@ -271,7 +271,6 @@ HEAVY = (
     "envdoctor.probes.torch_build",
     "subprocess",
     "shutil",
-    "envdoctor.platform.commands",
 )
 
 

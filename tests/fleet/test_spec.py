@@ -301,13 +301,13 @@ def test_cudnn_versions(raw: str, dotted: str) -> None:
 
 
 def test_spec_rule_runs_beside_the_other_rules() -> None:
-    from envdoctor.compat import CompatTables
+    from envdoctor.compat.tables import CompatTables
     from envdoctor.engine import evaluate
-    from envdoctor.rules import ALL_RULES
+    from envdoctor.rules import all_rules
 
     facts = eight_h100()
     spec = ns.parse_spec("schema_version: 1\ngpus:\n  count: 16\n", source="n.yaml")
-    report = evaluate(facts, (*ALL_RULES, ns.spec_rule(spec)), CompatTables())
+    report = evaluate(facts, (*all_rules(), ns.spec_rule(spec)), CompatTables())
     assert report.exit_code == 1
     assert ns.GPU_COUNT in [f.code for f in report.findings]
 
