@@ -6,7 +6,6 @@ the declarations in ``cli/registry.py``, and a command's module is imported only
 
 from __future__ import annotations
 
-import difflib
 import importlib
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
@@ -62,6 +61,8 @@ def _find(group: Command, path: str, argv: list[str]) -> tuple[Command, str, lis
         command = registry.find(name, group)
         if command is None:
             names = [c.name for c in group.subcommands]
+            import difflib  # only for a mistyped command
+
             close = difflib.get_close_matches(name, names, n=1)
             hint = f" (did you mean {close[0]!r}?)" if close else ""
             raise UsageError(f"no such command {name!r}{hint}", path)

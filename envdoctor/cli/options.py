@@ -15,13 +15,14 @@ from __future__ import annotations
 import getopt
 import math
 import re
-import textwrap
 from collections.abc import Sequence
-from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.record import record
+
+if TYPE_CHECKING:
+    from pathlib import Path
 
 KINDS = ("flag", "text", "number", "seconds", "integer", "choice", "path", "list", "integers")
 HELP_WIDTH = 80
@@ -135,6 +136,8 @@ class Args:
 
     def path(self, dest: str) -> Path | None:
         value = self._get(dest)
+        from pathlib import Path  # lazily: pathlib costs a few ms of a probe's start-up
+
         return None if value is None else Path(value)
 
     def number(self, dest: str) -> float:
@@ -334,6 +337,8 @@ def _arguments(command: Command, rest: list[str], values: dict[str, Any], path: 
 
 def render_help(command: Command, path: str, width: int = HELP_WIDTH) -> str:
     """``envdoctor PATH --help``: usage, what the command does, its options and arguments."""
+    import textwrap  # only help needs it: kept off the start-up path
+
     lines = [_usage(command, path), ""]
     if command.description or command.summary:
         for para in (command.description or command.summary).split("\n\n"):
@@ -387,6 +392,8 @@ def _option_help(option: Option) -> str:
 
 
 def _rows(rows: list[tuple[str, str]], width: int) -> list[str]:
+    import textwrap
+
     left = min(30, max((len(name) for name, _ in rows), default=0) + 4)
     out = []
     for name, text in rows:
