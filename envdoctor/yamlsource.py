@@ -401,6 +401,26 @@ class Reader:
         return self.boolean(node.items[key], f"{what}.{key}") if key in node.items else default
 
 
+def plain(root: Node) -> Any:
+    """The tree as plain data (dicts, lists, scalars as their text; ``null`` as None), built
+    without recursion: for formats read as data (CDI specs) rather than through a ``Reader``."""
+    out: dict[int, Any] = {}
+    stack: list[tuple[Node, bool]] = [(root, False)]
+    while stack:
+        node, done = stack.pop()
+        if isinstance(node, Scalar):
+            out[id(node)] = None if node.kind == "null" else node.text
+        elif not done:
+            stack.append((node, True))
+            children = node.items.values() if isinstance(node, Map) else node.items
+            stack.extend((child, False) for child in children)
+        elif isinstance(node, Map):
+            out[id(node)] = {key: out[id(child)] for key, child in node.items.items()}
+        else:
+            out[id(node)] = [out[id(child)] for child in node.items]
+    return out[id(root)]
+
+
 def unknown_key(what: str, key: str, known: Iterable[str]) -> str:
     """The one "unknown key" message of every format."""
     return f"{what}: unknown key {shown(key)} (known keys: {', '.join(known)})"

@@ -8,11 +8,11 @@ Facts that change between any two runs (free memory, processes, timestamps) are 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
-
-from envdoctor.cli.boundary import boundary
+from envdoctor import exitcodes
+from envdoctor.cli.boundary import emit
+from envdoctor.cli.common import Invocation
 from envdoctor.terminal import json_document, safe_text
 
 if TYPE_CHECKING:
@@ -23,38 +23,28 @@ if TYPE_CHECKING:
 MAX_VALUE_WIDTH = 40
 
 
-def diff(
-    a: Annotated[Path, typer.Argument(help="Snapshot of the first machine (envdoctor collect).")],
-    b: Annotated[Path, typer.Argument(help="Snapshot of the second machine.")],
-    show_all: Annotated[
-        bool, typer.Option("--all", help="Also show facts that change from run to run.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
-) -> None:
-    """Compare two snapshots ("works on node A, fails on B"): only the facts that differ."""
-    with boundary():
-        from envdoctor.fleet.diff import diff_facts  # imported late: keeps --help fast
-        from envdoctor.snapshot import load_snapshot
+def run(inv: Invocation) -> int:
+    from envdoctor.fleet.diff import diff_facts
+    from envdoctor.snapshot import load_snapshot
 
-        differences = diff_facts(load_snapshot(a), load_snapshot(b))
-        shown = [d for d in differences if show_all or not d.volatile]
-        if as_json:
-            data = {
-                "schema_version": 1,
-                "kind": "envdoctor-diff",
-                "a": str(a),
-                "b": str(b),
-                "differences": [
-                    {"path": d.path, "a": d.a, "b": d.b, "volatile": d.volatile}
-                    for d in differences
-                ],
-            }
-            typer.echo(json_document(data), nl=False)
-        else:
-            typer.echo(
-                safe_text(_table(a.name, b.name, shown, hidden=len(differences) - len(shown)))
-            )
-        raise typer.Exit(1 if shown else 0)
+    args = inv.args
+    a, b = Path(args.text("a") or ""), Path(args.text("b") or "")
+    differences = diff_facts(load_snapshot(a), load_snapshot(b))
+    shown = [d for d in differences if args.flag("all") or not d.volatile]
+    if args.flag("json"):
+        data = {
+            "schema_version": 1,
+            "kind": "envdoctor-diff",
+            "a": str(a),
+            "b": str(b),
+            "differences": [
+                {"path": d.path, "a": d.a, "b": d.b, "volatile": d.volatile} for d in differences
+            ],
+        }
+        emit(json_document(data))
+    else:
+        emit(safe_text(_table(a.name, b.name, shown, hidden=len(differences) - len(shown))) + "\n")
+    return exitcodes.UNHEALTHY if shown else exitcodes.HEALTHY
 
 
 def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:
@@ -71,7 +61,3 @@ def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:
 
 def _show(value: str) -> str:
     return '""' if value == "" else value
-
-
-def register(app: typer.Typer) -> None:
-    app.command("diff")(diff)

@@ -59,7 +59,8 @@ def _broken(path: str, error: str) -> CdiSpec:
 
 
 def parse_spec(data: bytes, path: str) -> dict[str, Any]:
-    """A spec's document: JSON for ``.json``, else YAML (safe loader: no code, no tags)."""
+    """A spec's document: JSON for ``.json``, else YAML through envdoctor's bounded reader (no
+    aliases, no deep nesting, no tags: a spec in /var/run/cdi may come from any service)."""
     if b"\x00" in data:
         raise ValueError("binary data, not a CDI spec")
     text = data.decode("utf-8", errors="replace")
@@ -70,15 +71,13 @@ def parse_spec(data: bytes, path: str) -> dict[str, Any]:
             return parse_json(text, path)
         except ConfigError as exc:
             raise ValueError(str(exc)) from None
-    import yaml
+    from envdoctor import yamlsource  # the one bounded reader: no aliases, no deep nesting
+    from envdoctor.errors import EnvdoctorError
 
-    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
     try:
-        doc = yaml.load(text, Loader=loader)  # noqa: S506 (a safe loader: CSafeLoader/SafeLoader)
-    except yaml.YAMLError as exc:
-        raise ValueError(f"not valid YAML: {str(exc).splitlines()[0]}") from None
-    except RecursionError:
-        raise ValueError("nests too deeply to parse") from None
+        doc = yamlsource.plain(yamlsource.parse(text, path))
+    except EnvdoctorError as exc:
+        raise ValueError(exc.message) from None
     if not isinstance(doc, dict):
         raise ValueError("not a CDI spec (no mapping at the top)")
     return doc

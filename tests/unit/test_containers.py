@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.model.codec import decode, encode
 from envdoctor.model.containers import NOT_READ
@@ -24,6 +22,7 @@ from envdoctor.probes.engine_config import ConfigError, docker_config, parse_tom
 from envdoctor.rules.container_inside import judge_requirement
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
+from tests.runner import invoke as cli_invoke
 
 # scenario → (the one container code, its severity, a fix command or note that must be planned)
 CASES = {
@@ -54,7 +53,7 @@ CASES = {
 
 
 def _cli(host: FakeHost, *args: str) -> Any:
-    return CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    return cli_invoke(list(args), obj=AppContext(host=host, python=PYTHON))
 
 
 def _evidence(finding: dict[str, Any]) -> dict[str, str]:
@@ -219,6 +218,10 @@ def test_toolkit_config_defaults() -> None:
         "kind: nvidia.com/gpu\ndevices: []\n",  # no cdiVersion, no devices
         "a: &a [*a, *a]\n",  # a self-referencing alias
         "- just\n- a list\n",
+        # a "billion laughs" alias bomb: refused by the one YAML reader, never expanded
+        "a: &a [x,x,x,x,x,x,x,x,x]\nb: &b [*a,*a,*a,*a,*a,*a,*a,*a,*a]\n"
+        "c: &c [*b,*b,*b,*b,*b,*b,*b,*b,*b]\nd: [*c,*c,*c,*c,*c,*c,*c,*c,*c]\n",
+        "devices: " + "[" * 5000 + "]" * 5000 + "\n",  # nesting the C parser would overflow on
     ],
 )
 def test_a_broken_cdi_spec_is_a_warning(spec: str) -> None:

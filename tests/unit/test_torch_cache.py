@@ -20,8 +20,7 @@ import pytest
 from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
 from envdoctor.model.probed import Found
 from envdoctor.platform.cache import CacheDir
-from envdoctor.platform.commands import CommandResult
-from envdoctor.platform.host import Deadline
+from envdoctor.platform.host import CommandResult, Deadline
 from envdoctor.platform.system import SystemHost
 from envdoctor.probes import torch_child
 from envdoctor.probes.torch_build import MARK, child_source, probe_torch
@@ -341,17 +340,15 @@ def test_driver_api_answers_as_the_cuda_runtime_decides() -> None:
 
 
 def test_check_uses_the_users_cache_unless_no_cache(fake: Fake) -> None:
-    from typer.testing import CliRunner
-
-    from envdoctor.cli.app import app
     from envdoctor.cli.common import AppContext
+    from tests.runner import invoke
 
     xdg = str(Path(fake.cache.path).parent)
 
     def check(*args: str) -> dict[str, Any]:
         host = SystemHost(environ={**fake.env, "XDG_CACHE_HOME": xdg})
         obj = AppContext(host=host, python=sys.executable)
-        result = CliRunner().invoke(app, ["check", "--json", *args], obj=obj)
+        result = invoke(["check", "--json", *args], obj=obj)
         torch: dict[str, Any] = json.loads(result.stdout)["facts"]["torch"]["torch"]["found"]
         return torch
 
