@@ -17,10 +17,10 @@ Every command runs once to warm the page cache, then the commands are **alternat
 round so that they share the machine's state; min / median / max of the wall time are reported,
 with the median CPU time (user + system of the command and its children), which a busy machine
 disturbs less than the wall time. check's own time is split into its start-up (``check --help``:
-the interpreter, Typer and the command modules), judging and rendering (``check --snapshot`` of
-the same machine, minus the start-up) and probing (the rest; the torch child runs while the
-other probes read the machine); the torch child alone (run as envdoctor runs it) shows its own
-cost over a bare ``import torch``.
+the interpreter and the option parser), loading the rules and tables, judging and rendering
+(``check --snapshot`` of the same machine, minus the start-up) and probing (the rest; the torch
+child runs while the other probes read the machine); the torch child alone (run as envdoctor
+runs it) shows its own cost over a bare ``import torch``.
 
 Goals (issue 15): check with a CPU torch <= 0.12 s median; with an imported torch, the first run
 <= the bare ``import torch`` + 0.15 s, and repeated runs >= 5x faster than collect_env.
@@ -151,8 +151,8 @@ def report(commands: dict[str, Command], args: argparse.Namespace) -> bool:
     print(
         f"\ncheck (CPU torch, not imported): {check_cpu:.3f} s median "
         f"(goal <= {GOAL_CPU_CHECK_S:g} s: {'met' if check_cpu <= GOAL_CPU_CHECK_S else 'NOT met'})"
-        f"\n  start-up {startup:.3f} s, judging + rendering {judging:.3f} s, "
-        f"probing {check_cpu - startup - judging:.3f} s  (wall medians)"
+        f"\n  start-up {startup:.3f} s, loading rules and tables + judging + rendering "
+        f"{judging:.3f} s, probing {check_cpu - startup - judging:.3f} s  (wall medians)"
     )
     labels = sorted({n[1 : n.index("]")] for n in commands if n.startswith("[")})
     for label in labels:
