@@ -165,14 +165,19 @@ class _SaveLog:
 class _Tee:
     """Receives the child's output: passes it on unchanged, saves it, scans it, keeps the tail
     of stderr. Lines are assembled per stream, so interleaved partial lines of stdout and
-    stderr never merge into one line of the scan (or of the saved log)."""
+    stderr never merge into one line of the scan (or of the saved log). With
+    ``stdout_to_stderr`` the command's stdout is passed on to stderr: envdoctor's stdout then
+    carries one JSON document alone."""
 
-    def __init__(self, scanner: Scanner, save: _SaveLog | None) -> None:
+    def __init__(
+        self, scanner: Scanner, save: _SaveLog | None, *, stdout_to_stderr: bool = False
+    ) -> None:
         self._scanner = scanner
         self._save = save
         self._partial = {"stdout": b"", "stderr": b""}
         self._tail = bytearray()
         self._closed: set[str] = set()
+        self._stdout_to_stderr = stdout_to_stderr
 
     def __call__(self, stream: str, data: bytes) -> None:
         self._passthrough(stream, data)
@@ -188,6 +193,8 @@ class _Tee:
             self._lines(buf[:cut])
 
     def _passthrough(self, stream: str, data: bytes) -> None:
+        if self._stdout_to_stderr:
+            stream = "stderr"
         if stream in self._closed:
             return
         target = sys.stdout if stream == "stdout" else sys.stderr
@@ -211,7 +218,8 @@ class _Tee:
         it has only begun), and not at all once stderr is gone."""
         if "stderr" in self._closed:
             return
-        lead = "\n" if self._partial["stderr"] else ""
+        begun = self._partial["stderr"] or (self._stdout_to_stderr and self._partial["stdout"])
+        lead = "\n" if begun else ""
         try:
             typer.echo(f"{lead}envdoctor: warning: {safe_line(message)}", err=True)
         except (ValueError, OSError):
@@ -236,7 +244,11 @@ def run_cmd(
     ),
     save: Optional[Path] = typer.Option(None, "--save", help="Also write the full log here."),
     output_format: Format = typer.Option(
-        Format.text, "--format", "-f", help="Format of the explanation (printed on stderr)."
+        Format.text,
+        "--format",
+        "-f",
+        help="Format of the explanation (on stderr; json: on stdout, the command's output on "
+        "stderr).",
     ),
     with_host: bool = typer.Option(
         False, "--with-host", help="On failure, also confirm causes with live facts."
@@ -245,7 +257,9 @@ def run_cmd(
     """Run a command, pass its output through unchanged, and explain it if it fails.
 
     The exit code is the command's own (128+N when a signal killed it). The explanation goes
-    to stderr, so the command's stdout stays clean."""
+    to stderr, so the command's stdout stays clean. With --format json a JSON document is the
+    only thing on stdout, whether the command failed or not; the command's stdout goes to
+    stderr with its stderr."""
     with boundary():
         from envdoctor.kb import Scanner, assess, explain, load_default_kb
         from envdoctor.kb.model import Role
@@ -255,7 +269,8 @@ def run_cmd(
         kb = load_default_kb()
         scanner = Scanner(kb)
         save_log = _open_save(save)
-        tee = _Tee(scanner, save_log)
+        as_json = output_format is Format.json
+        tee = _Tee(scanner, save_log, stdout_to_stderr=as_json)
         overrides = {"CUDA_LAUNCH_BLOCKING": "1"} if blocking else {}
         try:
             result = run_passthrough(
@@ -271,20 +286,20 @@ def run_cmd(
         if not result.started:
             typer.echo(f"envdoctor: {safe_line(result.error)}", err=True)
             raise typer.Exit(result.returncode)
-        if result.returncode == 0:
+        if result.returncode == 0 and not as_json:
             raise typer.Exit(0)
         explanation = explain(scanner.finish(), kb, source=" ".join(command[:3]))
-        if with_host:
+        if with_host and result.returncode != 0:
             explanation = assess(explanation, facts_for(ctx, include_torch=False))
         how = (
             f"was killed by {signal_name(result.signal)}"
             if result.signal is not None
             else f"exited with {result.returncode}"
         )
-        if output_format is Format.json:
+        if as_json:
             data = to_data(explanation, stderr_tail=tail)
             data.update(command=command, returncode=result.returncode, blocking=blocking)
-            typer.echo(json_document(data), err=True, nl=False)
+            typer.echo(json_document(data), nl=False)
         else:
             typer.echo(f"\nenvdoctor: the command {how}.", err=True)
             typer.echo(

@@ -156,15 +156,27 @@ def test_run_success_is_silent_and_exit_0() -> None:
     assert result.stderr == ""
 
 
-def test_run_json_report_on_stderr() -> None:
+def test_run_json_is_alone_on_stdout_and_the_commands_output_goes_to_stderr() -> None:
     result = CliRunner().invoke(
         app, ["run", "--format", "json", "--", sys.executable, "-c", FAILING]
     )
     assert result.exit_code == 3
-    data = json.loads(result.stderr[result.stderr.index("{") :])
+    data = json.loads(result.stdout)  # the document and nothing else
     jsonschema.validate(data, SCHEMA)
     assert data["returncode"] == 3
+    assert data["causes"][0]["id"] == "cuda.device-assert"
     assert "device-side assert" in data["stderr_tail"]
+    assert "epoch 1 loss 0.5" in result.stderr and "blocking=unset" in result.stderr
+
+
+def test_run_json_when_the_command_succeeds_is_a_document_too() -> None:
+    argv = ["run", "--format", "json", "--", sys.executable, "-c", "print('fine')"]
+    result = CliRunner().invoke(app, argv)
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    jsonschema.validate(data, SCHEMA)
+    assert (data["returncode"], data["causes"]) == (0, [])
+    assert result.stderr == "fine\n"
 
 
 def test_run_unknown_failure_shows_stderr_tail() -> None:
