@@ -33,28 +33,20 @@ def diff(
 ) -> None:
     """Compare two snapshots ("works on node A, fails on B"): only the facts that differ."""
     with boundary():
-        from envdoctor.fleet.diff import diff_facts  # imported late: keeps --help fast
+        from envdoctor.fleet.diff import diff_facts, diff_json  # imported late: fast --help
         from envdoctor.snapshot import load_snapshot
 
         differences = diff_facts(load_snapshot(a), load_snapshot(b))
         shown = [d for d in differences if show_all or not d.volatile]
+        code = 1 if shown else 0
         if as_json:
-            data = {
-                "schema_version": 1,
-                "kind": "envdoctor-diff",
-                "a": str(a),
-                "b": str(b),
-                "differences": [
-                    {"path": d.path, "a": d.a, "b": d.b, "volatile": d.volatile}
-                    for d in differences
-                ],
-            }
+            data = diff_json(str(a), str(b), differences, exit_code=code)
             typer.echo(json_document(data), nl=False)
         else:
             typer.echo(
                 safe_text(_table(a.name, b.name, shown, hidden=len(differences) - len(shown)))
             )
-        raise typer.Exit(1 if shown else 0)
+        raise typer.Exit(code)
 
 
 def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:

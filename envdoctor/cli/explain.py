@@ -263,7 +263,7 @@ def run_cmd(
     with boundary():
         from envdoctor.kb import Scanner, assess, explain, load_default_kb
         from envdoctor.kb.model import Role
-        from envdoctor.kb.render import render, to_data
+        from envdoctor.kb.render import render, run_data
         from envdoctor.platform.passthrough import run_passthrough, signal_name
 
         kb = load_default_kb()
@@ -297,8 +297,15 @@ def run_cmd(
             else f"exited with {result.returncode}"
         )
         if as_json:
-            data = to_data(explanation, stderr_tail=tail)
-            data.update(command=command, returncode=result.returncode, blocking=blocking)
+            signal = None if result.signal is None else signal_name(result.signal)
+            data = run_data(
+                explanation,
+                command=command,
+                returncode=result.returncode,
+                signal=signal,
+                blocking=blocking,
+                stderr_tail=tail,
+            )
             typer.echo(json_document(data), nl=False)
         else:
             typer.echo(f"\nenvdoctor: the command {how}.", err=True)

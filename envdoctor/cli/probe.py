@@ -19,7 +19,7 @@ import os
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
-from typing import TYPE_CHECKING, Any, NoReturn, TextIO
+from typing import TYPE_CHECKING, NoReturn, TextIO
 
 from envdoctor.cli.boundary import OutputError, report_error, say, stdout_failure
 from envdoctor.cli.probe_options import EXPECTS, HELP, ProbeOptions, UsageError, parse_options
@@ -46,7 +46,6 @@ if TYPE_CHECKING:
     from envdoctor.platform.commands import CommandResult
     from envdoctor.platform.nvml import NvmlSession
 
-PROBE_SCHEMA_VERSION = 1
 # Of the budget, this share goes to reading the machine; the rest judges, prints and absorbs
 # scheduling noise before the watchdog fires.
 COLLECT_SHARE = 0.75
@@ -76,7 +75,9 @@ def run(
     fmt = args.format
     # Loaded now, so that the watchdog never has to import while the main thread is stuck.
     if fmt == "json":
-        import json  # noqa: F401
+        import json  # noqa: F401  # terminal.json_document's, which imports it when called
+
+        import envdoctor.fleet.probe_json
     if fmt == "prometheus" or args.output is not None:
         import envdoctor.render.prometheus  # noqa: F401
     traced = TracedHost(host if host is not None else _system_host())
@@ -88,7 +89,8 @@ def run(
     def expire() -> None:
         reason = f"no verdict within {args.timeout:g} s; stuck {traced.doing}"
         try:
-            _emit(out, args.output, _unknown_output(fmt, reason, time.monotonic() - started))
+            duration = time.monotonic() - started
+            _emit(out, args.output, _unknown_output(fmt, reason, duration, args.timeout))
         except EnvdoctorError as exc:
             _error(exc)
 
@@ -224,40 +226,17 @@ def _render(
 
         return verdict, render_prometheus(report, duration, command="probe")
     if fmt == "json":
-        return verdict, json_document(_json(report, verdict, duration, requirements, args))
+        from envdoctor.fleet.probe_json import probe_json
+
+        data = probe_json(
+            report, verdict, duration=duration, budget=args.timeout, requirements=requirements
+        )
+        return verdict, json_document(data)
     lines = [verdict]
     if args.verbose:
         lines += [f"  {f.severity.label:<7} {f.code}: {one_line(f.title)}" for f in report.findings]
         lines += _requirement_lines(report, requirements)
     return verdict, safe_text("\n".join(lines) + "\n")
-
-
-def _json(
-    report: Report,
-    verdict: str,
-    duration: float,
-    requirements: Sequence[Requirement],
-    args: ProbeOptions,
-) -> dict[str, Any]:
-    from envdoctor.fleet.requirements import evaluate_requirement
-    from envdoctor.model import codec
-    from envdoctor.render.report_json import finding_to_json
-
-    return {
-        "schema_version": PROBE_SCHEMA_VERSION,
-        "kind": "envdoctor-probe",
-        "status": report.status,
-        "exit_code": report.exit_code,
-        "verdict": verdict,
-        "duration_s": round(duration, 4),
-        "budget_s": args.timeout,
-        "requirements": [
-            {"requirement": o.requirement.text, "verdict": o.verdict, "actual": o.actual}
-            for o in (evaluate_requirement(report.facts, r) for r in requirements)
-        ],
-        "findings": [finding_to_json(f) for f in report.findings],
-        "facts": codec.encode(report.facts),
-    }
 
 
 def _requirement_lines(report: Report, requirements: Sequence[Requirement]) -> list[str]:
@@ -269,27 +248,17 @@ def _requirement_lines(report: Report, requirements: Sequence[Requirement]) -> l
     return [f"  require {o.requirement.text}: {o.verdict} ({o.actual})" for o in outcomes]
 
 
-def _unknown_output(fmt: str, reason: str, duration: float) -> tuple[str, str]:
+def _unknown_output(fmt: str, reason: str, duration: float, budget: float) -> tuple[str, str]:
     verdict = fit_line(f"unknown: {reason}", MAX_VERDICT_BYTES)
     if fmt == "prometheus":
         from envdoctor.render.prometheus import render_prometheus_unknown
 
         return verdict, render_prometheus_unknown(reason, duration, command="probe")
     if fmt == "json":
-        data = {
-            "schema_version": PROBE_SCHEMA_VERSION,
-            "kind": "envdoctor-probe",
-            "status": "unknown",
-            "exit_code": EXIT_UNKNOWN,
-            "verdict": verdict,
-            "reason": reason,
-            "duration_s": round(duration, 4),
-            "requirements": [],
-            "findings": [],
-        }
-        import json
+        from envdoctor.fleet.probe_json import probe_unknown_json
 
-        return verdict, json.dumps(data, indent=2) + "\n"
+        data = probe_unknown_json(verdict, reason=reason, duration=duration, budget=budget)
+        return verdict, json_document(data)
     return verdict, verdict + "\n"
 
 

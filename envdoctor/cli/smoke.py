@@ -7,7 +7,6 @@ usage error. With ``--reproduce``: 1 the error reproduced, 0 it did not, 2 undet
 from __future__ import annotations
 
 import enum
-import json
 import shutil
 import sys
 from typing import TYPE_CHECKING, Optional
@@ -124,8 +123,9 @@ def smoke(
             code = reproduce_exit_code(findings)
             if as_json:
                 from envdoctor.smoke.render import reproduce_json
+                from envdoctor.terminal import json_document
 
-                typer.echo(json.dumps(reproduce_json(result, findings, code), indent=2))
+                typer.echo(json_document(reproduce_json(result, findings, code)), nl=False)
             else:
                 from envdoctor.smoke.render import render_reproduce_text
 
@@ -146,7 +146,9 @@ def smoke(
         run = run_smoke(facts, options_)
         findings = smoke_findings(facts, run)
         if as_json:
-            typer.echo(json.dumps(smoke_json(facts, run, findings), indent=2))
+            from envdoctor.terminal import json_document
+
+            typer.echo(json_document(smoke_json(facts, run, findings)), nl=False)
         else:
             typer.echo(render_smoke_text(facts, run, findings, width=width, marks=marks), nl=False)
         raise typer.Exit(Report(facts, findings).exit_code)

@@ -2,9 +2,8 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
-from typing import Annotated, Any
+from typing import Annotated
 
 import typer
 
@@ -78,25 +77,12 @@ def show(
             raise EnvdoctorError(f"no table {name!r}", hint="tables: " + ", ".join(TABLE_NAMES))
         env = app_context(ctx).get_host().env()
         tables = load_tables(str(tables_dir) if tables_dir else None, env)
-        data = {field: [_plain(row) for row in getattr(tables, field)] for field in SECTIONS[key]}
         if as_json:
-            typer.echo(
-                json_document({"table": key, "origins": list(tables.origins), **data}), nl=False
-            )
+            from envdoctor.compat.tables_json import table_json
+
+            typer.echo(json_document(table_json(key, tables, SECTIONS[key])), nl=False)
             return
         typer.echo(safe_text(render(key, tables)))
-
-
-def _plain(row: object) -> dict[str, Any]:
-    out = {}
-    for f in dataclasses.fields(row):  # type: ignore[arg-type]
-        value = getattr(row, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            value = _plain(value)
-        elif isinstance(value, tuple):
-            value = [_plain(v) if dataclasses.is_dataclass(v) else v for v in value]
-        out[f.name] = value
-    return out
 
 
 def render(key: str, tables: CompatTables) -> str:

@@ -6,7 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 from typer.testing import CliRunner
 
@@ -15,10 +14,8 @@ from envdoctor.model.facts import Facts, LibraryCopy, LibraryFamily
 from envdoctor.model.probed import Found, ProbeFailed
 from tests import factories
 from tests.kb.helpers import CORPUS
+from tests.schemas import validate
 
-SCHEMA = json.loads(
-    (Path(__file__).parents[2] / "docs" / "schema" / "explain.schema.json").read_text()
-)
 OOM_LOG = CORPUS / "cuda.out-of-memory" / "dcrnn-6.txt"
 ASSERT_LOG = CORPUS / "cuda.assert-target-out-of-range" / "seed-000.txt"
 
@@ -35,7 +32,7 @@ def test_explain_stdin_json_matches_schema() -> None:
     result = CliRunner().invoke(app, ["explain", "--json"], input=OOM_LOG.read_bytes())
     assert result.exit_code == 1
     data = json.loads(result.output)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     assert data["source"] == "<stdin>"
     assert data["causes"][0]["id"] == "cuda.out-of-memory"
     assert data["causes"][0]["captures"]["requested"] == "20.00 MiB"
@@ -116,7 +113,7 @@ def test_with_host_adds_live_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
     log = b"Failed to initialize NVML: Driver/library version mismatch\n"
     result = CliRunner().invoke(app, ["explain", "--with-host", "--json"], input=log)
     data = json.loads(result.output)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     checks = data["causes"][0]["host_checks"]
     assert checks[0]["name"] == "driver-library-match"
     assert checks[0]["verdict"] == "confirms"
@@ -162,20 +159,21 @@ def test_run_json_is_alone_on_stdout_and_the_commands_output_goes_to_stderr() ->
     )
     assert result.exit_code == 3
     data = json.loads(result.stdout)  # the document and nothing else
-    jsonschema.validate(data, SCHEMA)
-    assert data["returncode"] == 3
+    validate(data)
+    assert (data["kind"], data["status"], data["exit_code"]) == ("run", "unhealthy", 3)
+    assert (data["returncode"], data["signal"], data["outcome"]) == (3, None, "explained")
     assert data["causes"][0]["id"] == "cuda.device-assert"
     assert "device-side assert" in data["stderr_tail"]
     assert "epoch 1 loss 0.5" in result.stderr and "blocking=unset" in result.stderr
 
 
-def test_run_json_when_the_command_succeeds_is_a_document_too() -> None:
+def test_run_json_when_the_command_succeeds_says_healthy() -> None:
     argv = ["run", "--format", "json", "--", sys.executable, "-c", "print('fine')"]
     result = CliRunner().invoke(app, argv)
     assert result.exit_code == 0
     data = json.loads(result.stdout)
-    jsonschema.validate(data, SCHEMA)
-    assert (data["returncode"], data["causes"]) == (0, [])
+    validate(data)
+    assert (data["status"], data["exit_code"], data["outcome"]) == ("healthy", 0, "no-signature")
     assert result.stderr == "fine\n"
 
 
