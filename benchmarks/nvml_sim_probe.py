@@ -34,9 +34,10 @@ def main() -> None:
     if one_by_one:
         platform_nvml.MAX_WORKERS = 1
         probe_nvml.MAX_WORKERS = 1  # type: ignore[attr-defined]  # its import of the same constant
-    from envdoctor.cli import probe
+    from envdoctor.cli import entry
 
-    probe.main(args)
+    sys.argv = ["envdoctor", "probe", *args]
+    entry.main()
 
 
 if __name__ == "__main__":

@@ -5,6 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import TYPE_CHECKING
 
+from envdoctor import exitcodes
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Outcome, Verdict
@@ -65,7 +66,7 @@ class Report:
 
     @property
     def exit_code(self) -> int:
-        return {"healthy": 0, "unhealthy": 1, "unknown": 2}[self.status]
+        return exitcodes.for_status(self.status)
 
 
 def evaluate(

@@ -7,8 +7,8 @@ says what the rest is, ``exit_code`` is the exit status of the process that prin
 Schema, ``docs/schema/<kind>.schema.json`` (listed in docs/schema/README.md), and
 tests/contract/test_json_outputs.py validates every command's output against it.
 
-A leaf, like ``terminal``: the JSON builders of render, compat, remedy, smoke, kb and fleet all
-wrap their payload here, and those packages may not import one another.
+Next to the leaves (it needs ``exitcodes`` alone): the JSON builders of render, compat, remedy,
+kb and fleet all wrap their payload here, and those packages may not all import one another.
 """
 
 from __future__ import annotations
@@ -17,7 +17,7 @@ from collections.abc import Mapping
 from types import MappingProxyType
 from typing import Any, Final
 
-from envdoctor import __version__
+from envdoctor import __version__, exitcodes
 
 # kind -> the schema_version of its documents. A kind's number goes up when one of its fields
 # is renamed or removed (adding one is no bump); docs/schema/<kind>.schema.json pins it too.
@@ -39,8 +39,10 @@ KINDS: Final[Mapping[str, int]] = MappingProxyType(
 HEALTHY: Final = "healthy"
 UNHEALTHY: Final = "unhealthy"
 UNKNOWN: Final = "unknown"
-# The meaning of exit codes 0, 1 and 2, everywhere (README: "Exit codes, everywhere").
-STATUS_OF_EXIT: Final[Mapping[int, str]] = MappingProxyType({0: HEALTHY, 1: UNHEALTHY, 2: UNKNOWN})
+# The word for exit codes 0, 1 and 2, everywhere (envdoctor/exitcodes.py).
+STATUS_OF_EXIT: Final[Mapping[int, str]] = MappingProxyType(
+    {code: status for status, code in exitcodes.BY_STATUS.items()}
+)
 KEYS: Final = ("schema_version", "kind", "envdoctor_version", "status", "exit_code")
 
 

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.compat import load_tables
+from envdoctor.compat.loader import load_tables
 from envdoctor.engine import Report, evaluate
 from envdoctor.model.facts import Facts
 from envdoctor.model.views import NO_INTENT, Intent
 from envdoctor.platform.host import Deadline
 from envdoctor.probes import collect_facts
-from envdoctor.rules import ALL_RULES
+from envdoctor.rules import all_rules
 from tests.fakes.host import SCENARIOS, FakeHost
 
 PYTHON = "/opt/venv/bin/python"
@@ -26,7 +26,7 @@ def scenario_facts(name: str, **overrides: object) -> Facts:
 
 
 def report_of(facts: Facts, *, strict: bool = False, intent: Intent = NO_INTENT) -> Report:
-    return evaluate(facts, ALL_RULES, load_tables(), strict=strict, intent=intent)
+    return evaluate(facts, all_rules(), load_tables(), strict=strict, intent=intent)
 
 
 @pytest.fixture

@@ -94,11 +94,8 @@ def test_check_on_this_gpu_less_machine() -> None:
 def test_check_never_imports_torch_in_its_own_process(tmp_path: Path) -> None:
     probe = (
         "import sys\n"
-        "from envdoctor.cli.app import app\n"
-        "try:\n"
-        "    app(['check', '--json'], prog_name='envdoctor')\n"
-        "except SystemExit:\n"
-        "    pass\n"
+        "from envdoctor.cli.main import dispatch\n"
+        "dispatch(['check', '--json'])\n"
         "print('TORCH-LOADED' if 'torch' in sys.modules else 'TORCH-ABSENT', file=sys.stderr)\n"
     )
     result = subprocess.run(

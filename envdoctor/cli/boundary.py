@@ -1,27 +1,22 @@
-"""The one place that turns errors into messages and exit codes.
+"""The one place that turns errors into messages and exit codes, for every command.
 
-Exit codes: 0 healthy, 1 unhealthy, 2 could not determine or usage error. Set
-``ENVDOCTOR_DEBUG=1`` to see the traceback of an internal error instead of one line.
-
-A failed write to stdout is no internal error: a reader that went away (``| head``) ends the
-command quietly, a full disk is one line; both exit 2. Typer is imported only inside
-``boundary()``: ``envdoctor probe`` shares the helpers below and must start without it.
+``guarded(body)`` runs a command: an ``EnvdoctorError`` (a bad option, an unreadable file) is
+one line on stderr and exit 2; Ctrl-C is exit 130; anything else is an internal error, one line
+and exit 2 (``ENVDOCTOR_DEBUG=1`` shows the traceback instead). ``emit`` is the one way output
+reaches stdout: a failed write is no internal error, but an ``OutputError``: a reader that went
+away (``| head``) ends the command quietly, a full disk is one line; both exit 2.
 """
 
 from __future__ import annotations
 
 import contextlib
-import io
 import os
 import sys
-from collections.abc import Iterator
+from collections.abc import Callable
 
+from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import safe_line
-
-EXIT_OK = 0
-EXIT_UNHEALTHY = 1
-EXIT_UNKNOWN = 2
 
 
 class OutputError(EnvdoctorError):
@@ -36,33 +31,46 @@ class OutputError(EnvdoctorError):
         return cls(exc.strerror or str(exc), quiet=isinstance(exc, BrokenPipeError))
 
 
-@contextlib.contextmanager
-def boundary() -> Iterator[None]:
-    """Wrap a command body: expected errors and crashes become one line on stderr and exit 2."""
-    import typer  # loaded already: every caller is a Typer command
-
+def guarded(body: Callable[[], int]) -> int:
+    """``body()``'s exit code, or the exit code of what went wrong, said in one line."""
     try:
-        yield
-    except (typer.Exit, typer.Abort):
-        raise
+        return body()
     except EnvdoctorError as exc:
         report_error(exc)
-        raise typer.Exit(EXIT_UNKNOWN) from None
+        return exitcodes.UNKNOWN
     except KeyboardInterrupt:
         say("envdoctor: interrupted")
-        raise typer.Exit(130) from None
+        return exitcodes.INTERRUPTED
     except Exception as exc:
-        failed = stdout_failure(exc)
-        if failed is not None:
-            report_error(failed)
-            raise typer.Exit(EXIT_UNKNOWN) from None
         if os.environ.get("ENVDOCTOR_DEBUG"):
             raise
         say(
-            f"envdoctor: internal error: {type(exc).__name__}: {exc} "
+            f"envdoctor: internal error: {type(exc).__name__}: {safe_line(str(exc))} "
             "(set ENVDOCTOR_DEBUG=1 for the traceback and report it)"
         )
-        raise typer.Exit(EXIT_UNKNOWN) from None
+        return exitcodes.UNKNOWN
+
+
+def emit(text: str, *, err: bool = False) -> None:
+    """Write ``text`` to stdout (``err``: stderr) and flush.
+
+    A failed write to stdout raises ``OutputError``; one to stderr is dropped (there is nobody
+    left to tell).
+    """
+    stream = sys.stderr if err else sys.stdout
+    if stream is None:
+        if err:
+            return
+        raise OutputError("stdout is closed")
+    try:
+        stream.write(text)
+        stream.flush()
+    except (OSError, ValueError) as exc:
+        if err:
+            return
+        if isinstance(exc, OSError):
+            raise OutputError.from_os_error(exc) from None
+        raise OutputError("stdout is closed") from None  # ValueError: I/O on a closed file
 
 
 def report_error(exc: EnvdoctorError) -> None:
@@ -71,45 +79,17 @@ def report_error(exc: EnvdoctorError) -> None:
         silence_stdout()
         if exc.quiet:
             return  # the reader went away (`| head`): nobody is left to tell
-    say(f"envdoctor: error: {exc.one_line()}")
+    say(f"envdoctor: error: {safe_line(exc.one_line())}")
 
 
 def say(line: str) -> None:
-    """One line on stderr, if there is a stderr that still takes it (``2>&-`` leaves none).
-
-    Terminal-safe: error messages name files, commands and values that anyone may have written.
-    """
+    """One line on stderr, if there is a stderr that still takes it (``2>&-`` leaves none)."""
     stream = sys.stderr
     if stream is None:
         return
     with contextlib.suppress(OSError, ValueError):  # a broken stderr: nothing left to tell
-        stream.write(safe_line(line) + "\n")
+        stream.write(line + "\n")
         stream.flush()
-
-
-def stdout_failure(exc: BaseException) -> OutputError | None:
-    """``exc`` as an ``OutputError`` when it is a failed write to stdout, else None.
-
-    A failed write raises no file name (``open`` and ``stat`` do), and the code that wrote
-    holds the stream: ``click.echo``'s ``file``, ``json.dump``'s ``fp``. So: an ``OSError``
-    without a file name, raised where a frame of its traceback holds stdout, or a text wrapper
-    over stdout's buffer (click makes one when stdout's encoding is misconfigured).
-    """
-    stdout = sys.stdout
-    if not isinstance(exc, OSError) or exc.filename is not None or stdout is None:
-        return None
-    buffer = getattr(stdout, "buffer", None)
-    tb = exc.__traceback__
-    while tb is not None:
-        for value in tb.tb_frame.f_locals.values():
-            if value is stdout or (
-                buffer is not None
-                and isinstance(value, io.TextIOWrapper)
-                and value.buffer is buffer
-            ):
-                return OutputError.from_os_error(exc)
-        tb = tb.tb_next
-    return None
 
 
 def silence_stdout() -> None:
@@ -122,7 +102,7 @@ def silence_stdout() -> None:
     stream = sys.stdout
     if stream is None:
         return
-    # A stream without a descriptor (a test runner's buffer) cannot fail at exit: leave it be.
+    # A stream without a descriptor (a test's capture) cannot fail at exit: leave it be.
     with contextlib.suppress(OSError, ValueError, AttributeError):
         fd = stream.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)

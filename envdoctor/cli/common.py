@@ -1,52 +1,25 @@
-"""What every command needs: the Host (real or injected by tests), the machine's facts and
-what the machine is expected to be (``--expect``)."""
+"""What every command needs: its parsed options, the Host (real or injected by tests), the
+machine's facts, and what the machine is expected to be (``--expect``)."""
 
 from __future__ import annotations
 
-import enum
 import sys
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import TYPE_CHECKING
 
-import typer
-
-from envdoctor.cli.watchdog import check_budget
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.facts import Facts
 from envdoctor.model.views import EXPECT_ENV, Intent
 from envdoctor.platform.host import Deadline, Host
 
-
-class Expect(str, enum.Enum):
-    """``--expect``: what the machine is for."""
-
-    gpu = "gpu"
-    cpu = "cpu"
-
-
-EXPECT_HELP = (
-    "What this machine is for: gpu (no usable NVIDIA GPU is an error) or cpu (no GPU is "
-    f"right). Default: ${EXPECT_ENV}, else a node spec that lists GPUs, else what is here."
-)
-
-
-def expect_option() -> Expect | None:
-    """The ``--expect`` option, one definition for every command that judges a machine."""
-    return typer.Option(None, "--expect", help=EXPECT_HELP, case_sensitive=False)  # type: ignore[no-any-return]  # Typer's OptionInfo stands in for the value
-
-
-def intent_for(ctx: typer.Context, expect: Expect | None, *, spec_gpus: bool = False) -> Intent:
-    """``--expect``, else ``ENVDOCTOR_EXPECT`` (of the environment envdoctor runs in), else a
-    node spec's GPUs: what the machine is expected to be."""
-    value = app_context(ctx).get_host().env().get(EXPECT_ENV)
-    if expect is None and value and value.strip().lower() not in ("gpu", "cpu"):
-        raise EnvdoctorError(f"{EXPECT_ENV}={value!r}: expected gpu or cpu")
-    return Intent.of(expect.value if expect else None, value, spec_gpus=spec_gpus)
+if TYPE_CHECKING:
+    from envdoctor.cli.options import Args
+    from envdoctor.model.facts import Facts
 
 
 @dataclass
 class AppContext:
-    """Injected through ``ctx.obj`` (tests pass ``obj=AppContext(host=FakeHost(...))``)."""
+    """The machine a command reads and the interpreter it runs (tests inject a FakeHost)."""
 
     host: Host | None = None
     python: str = field(default_factory=lambda: sys.executable)
@@ -59,25 +32,26 @@ class AppContext:
         return self.host
 
 
-def app_context(ctx: typer.Context) -> AppContext:
-    """The AppContext of this invocation, created on first use."""
-    root = ctx.find_root()
-    if not isinstance(root.obj, AppContext):
-        root.obj = AppContext()
-    return root.obj
+@dataclass
+class Invocation:
+    """One command's run: its options and the machine it runs on."""
+
+    args: Args
+    app: AppContext
+
+    @property
+    def host(self) -> Host:
+        return self.app.get_host()
 
 
-def check_budgets(ctx: typer.Context) -> None:
-    """Refuse a command's bad time budgets (``--timeout``, ``--step-timeout``) before any work.
-
-    By option name, so that a command that hands its budget elsewhere (``smoke``'s goes to the
-    kernels, not to ``facts_for``) is checked all the same.
-    """
-    for param in ctx.command.params:
-        name = param.name or ""
-        value = ctx.params.get(name)
-        if (name == "timeout" or name.endswith("_timeout")) and isinstance(value, float):
-            check_budget(value, param.opts[0] if param.opts else f"--{name}")
+def intent_for(inv: Invocation, *, spec_gpus: bool = False) -> Intent:
+    """``--expect``, else ``ENVDOCTOR_EXPECT`` (of the environment envdoctor runs in), else a
+    node spec's GPUs: what the machine is expected to be."""
+    expect = inv.args.text("expect")
+    value = inv.host.env().get(EXPECT_ENV)
+    if expect is None and value and value.strip().lower() not in ("gpu", "cpu"):
+        raise EnvdoctorError(f"{EXPECT_ENV}={value!r}: expected gpu or cpu")
+    return Intent.of(expect, value, spec_gpus=spec_gpus)
 
 
 def resolve_python(host: Host, python: str) -> str:
@@ -107,33 +81,65 @@ def resolve_python(host: Host, python: str) -> str:
     return python
 
 
+def target_python(inv: Invocation) -> str:
+    """The interpreter whose torch a command reads: ``--python``, else this one."""
+    python = inv.args.text("python") if _has(inv, "python") else None
+    return resolve_python(inv.host, python) if python is not None else inv.app.python
+
+
 def facts_for(
-    ctx: typer.Context,
+    inv: Invocation,
     *,
     snapshot: Path | None = None,
-    python: str | None = None,
     timeout: float = 30.0,
     include_torch: bool = True,
     torch_version_only: bool = False,
 ) -> Facts:
     """Facts from a snapshot file when given, else probed live through the Host seam.
 
-    Every command that reads the machine comes through here: its options are checked first.
+    Every command that reads the machine comes through here (its options were checked by the
+    parser: budgets are finite, positive and at most a day).
     """
-    check_budgets(ctx)
-    check_budget(timeout)
     if snapshot is not None:
         from envdoctor.snapshot import load_snapshot
 
         return load_snapshot(snapshot)
     from envdoctor.probes import collect_facts
 
-    app = app_context(ctx)
-    host = app.get_host()
     return collect_facts(
-        host,
-        python=resolve_python(host, python) if python is not None else app.python,
+        inv.host,
+        python=target_python(inv),
         deadline=Deadline(timeout),
         include_torch=include_torch,
         torch_version_only=torch_version_only,
     )
+
+
+def _has(inv: Invocation, dest: str) -> bool:
+    return any(o.dest == dest for o in inv.args.command.options)
+
+
+def write_output(
+    text: str, output: Path | None, *, mode: int = 0o644, private: bool = False
+) -> None:
+    """``text`` to stdout, or to ``-o FILE`` through the one file writer (render/files.py)."""
+    from envdoctor.cli.boundary import emit
+
+    if output is None:
+        emit(text)
+        return
+    from envdoctor.render.files import write_atomic
+
+    write_atomic(output, text, mode=mode, private=private)
+
+
+def text_width() -> int:
+    """The width text reports wrap at: the terminal's, between 100 when unknown and 120."""
+    import shutil
+
+    return min(shutil.get_terminal_size((100, 24)).columns, 120)
+
+
+def unicode_out() -> bool:
+    """Whether stdout takes the Unicode marks (a UTF-8 encoding): else the ASCII ones."""
+    return "utf" in (getattr(sys.stdout, "encoding", None) or "").lower()

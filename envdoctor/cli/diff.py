@@ -8,11 +8,11 @@ Facts that change between any two runs (free memory, processes, timestamps) are 
 from __future__ import annotations
 
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated
+from typing import TYPE_CHECKING
 
-import typer
-
-from envdoctor.cli.boundary import boundary
+from envdoctor import exitcodes
+from envdoctor.cli.boundary import emit
+from envdoctor.cli.common import Invocation
 from envdoctor.terminal import json_document, safe_text
 
 if TYPE_CHECKING:
@@ -23,30 +23,20 @@ if TYPE_CHECKING:
 MAX_VALUE_WIDTH = 40
 
 
-def diff(
-    a: Annotated[Path, typer.Argument(help="Snapshot of the first machine (envdoctor collect).")],
-    b: Annotated[Path, typer.Argument(help="Snapshot of the second machine.")],
-    show_all: Annotated[
-        bool, typer.Option("--all", help="Also show facts that change from run to run.")
-    ] = False,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the differences as JSON.")] = False,
-) -> None:
-    """Compare two snapshots ("works on node A, fails on B"): only the facts that differ."""
-    with boundary():
-        from envdoctor.fleet.diff import diff_facts, diff_json  # imported late: fast --help
-        from envdoctor.snapshot import load_snapshot
+def run(inv: Invocation) -> int:
+    from envdoctor.fleet.diff import diff_facts, diff_json
+    from envdoctor.snapshot import load_snapshot
 
-        differences = diff_facts(load_snapshot(a), load_snapshot(b))
-        shown = [d for d in differences if show_all or not d.volatile]
-        code = 1 if shown else 0
-        if as_json:
-            data = diff_json(str(a), str(b), differences, exit_code=code)
-            typer.echo(json_document(data), nl=False)
-        else:
-            typer.echo(
-                safe_text(_table(a.name, b.name, shown, hidden=len(differences) - len(shown)))
-            )
-        raise typer.Exit(code)
+    args = inv.args
+    a, b = Path(args.text("a") or ""), Path(args.text("b") or "")
+    differences = diff_facts(load_snapshot(a), load_snapshot(b))
+    shown = [d for d in differences if args.flag("all") or not d.volatile]
+    code = exitcodes.UNHEALTHY if shown else exitcodes.HEALTHY
+    if args.flag("json"):
+        emit(json_document(diff_json(str(a), str(b), differences, exit_code=code)))
+    else:
+        emit(safe_text(_table(a.name, b.name, shown, hidden=len(differences) - len(shown))) + "\n")
+    return code
 
 
 def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:
@@ -63,7 +53,3 @@ def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:
 
 def _show(value: str) -> str:
     return '""' if value == "" else value
-
-
-def register(app: typer.Typer) -> None:
-    app.command("diff")(diff)

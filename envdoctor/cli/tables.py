@@ -2,24 +2,13 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-from typing import Annotated
-
-import typer
-
-from envdoctor.cli.boundary import boundary
-from envdoctor.cli.common import app_context
-from envdoctor.compat import TABLE_NAMES, CompatTables, load_tables, shipped_dir, validate_dir
+from envdoctor import exitcodes
+from envdoctor.cli.boundary import emit
+from envdoctor.cli.common import Invocation
+from envdoctor.compat.loader import TABLE_NAMES, load_tables, shipped_dir, validate_dir
+from envdoctor.compat.tables import CompatTables
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import json_document, safe_line, safe_text
-
-tables_app = typer.Typer(
-    name="tables",
-    help="Check and print the compatibility tables (CUDA, drivers, GPUs, cuDNN, PyTorch wheels).",
-    no_args_is_help=True,
-    add_completion=False,
-    rich_markup_mode=None,
-)
 
 # table name -> the CompatTables fields it fills
 SECTIONS: dict[str, tuple[str, ...]] = {
@@ -41,48 +30,37 @@ def count_rows(tables: CompatTables) -> dict[str, int]:
     return {name: sum(len(getattr(tables, f)) for f in fields) for name, fields in SECTIONS.items()}
 
 
-@tables_app.command("validate")
-def validate(
-    directory: Annotated[
-        Path | None,
-        typer.Argument(
-            help="A directory of your own tables (validated merged over the shipped ones)."
-        ),
-    ] = None,
-) -> None:
+def run(inv: Invocation) -> int:
+    return show(inv) if inv.args.where == "tables show" else validate(inv)
+
+
+def validate(inv: Invocation) -> int:
     """Validate the shipped tables, or DIR's tables merged over them; exit 2 on the first error."""
-    with boundary():
-        tables = validate_dir(str(directory)) if directory is not None else load_tables()
-        where = str(directory) if directory is not None else str(shipped_dir())
-        counts = count_rows(tables)
-        typer.echo(safe_line(f"ok: {where}"))
-        for name in TABLE_NAMES:
-            typer.echo(f"  {name}: {counts[name]} rows")
+    directory = inv.args.path("directory")
+    tables = validate_dir(str(directory)) if directory is not None else load_tables()
+    where = str(directory) if directory is not None else str(shipped_dir())
+    counts = count_rows(tables)
+    lines = [safe_line(f"ok: {where}"), *(f"  {name}: {counts[name]} rows" for name in TABLE_NAMES)]
+    emit("\n".join(lines) + "\n")
+    return exitcodes.HEALTHY
 
 
-@tables_app.command("show")
-def show(
-    ctx: typer.Context,
-    name: Annotated[str, typer.Argument(help="One of: " + ", ".join(TABLE_NAMES))],
-    tables_dir: Annotated[
-        Path | None,
-        typer.Option("--tables", help="Extra tables that extend or override the shipped ones."),
-    ] = None,
-    as_json: Annotated[bool, typer.Option("--json", help="Print the rows as JSON.")] = False,
-) -> None:
+def show(inv: Invocation) -> int:
     """Print one table as envdoctor loaded it (after ENVDOCTOR_TABLES and --tables)."""
-    with boundary():
-        key = name.replace("_", "-").removesuffix(".yaml")
-        if key not in SECTIONS:
-            raise EnvdoctorError(f"no table {name!r}", hint="tables: " + ", ".join(TABLE_NAMES))
-        env = app_context(ctx).get_host().env()
-        tables = load_tables(str(tables_dir) if tables_dir else None, env)
-        if as_json:
-            from envdoctor.compat.tables_json import table_json
+    args = inv.args
+    name = args.text("name") or ""
+    key = name.replace("_", "-").removesuffix(".yaml")
+    if key not in SECTIONS:
+        raise EnvdoctorError(f"no table {name!r}", hint="tables: " + ", ".join(TABLE_NAMES))
+    tables_dir = args.path("tables")
+    tables = load_tables(str(tables_dir) if tables_dir else None, inv.host.env())
+    if args.flag("json"):
+        from envdoctor.compat.tables_json import table_json
 
-            typer.echo(json_document(table_json(key, tables, SECTIONS[key])), nl=False)
-            return
-        typer.echo(safe_text(render(key, tables)))
+        emit(json_document(table_json(key, tables, SECTIONS[key])))
+    else:
+        emit(safe_text(render(key, tables)) + "\n")
+    return exitcodes.HEALTHY
 
 
 def render(key: str, tables: CompatTables) -> str:
@@ -166,7 +144,3 @@ def render(key: str, tables: CompatTables) -> str:
                 )
                 lines.append(f"         {v.index_url}")
     return "\n".join(lines)
-
-
-def register(app: typer.Typer) -> None:
-    app.add_typer(tables_app, name="tables")

@@ -15,9 +15,10 @@ import sys
 import threading
 from collections.abc import Callable
 
+from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
 
-EXIT_UNKNOWN = 2
+EXIT_UNKNOWN = exitcodes.UNKNOWN
 # The longest budget a command accepts. A day is far beyond any probe, smoke run or health
 # check, and far below what ``threading.Timer``, ``Event.wait`` and ``subprocess`` can wait for
 # (an infinite or 1e10 s wait overflows the platform's time_t in the watchdog's thread).

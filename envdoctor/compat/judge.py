@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import enum
 
-from envdoctor.compat.tables import CompatTables, TorchVariant
+from envdoctor.compat.tables import CompatTables
 from envdoctor.compat.versions import (
     ArchTarget,
     Cc,
@@ -166,16 +166,3 @@ def judge_arch(targets: tuple[ArchTarget, ...], cc: Cc, *, ptx_jit_ok: bool = Tr
     if cov.ptx is not None:
         return ArchVerdict(ArchFit.PTX if ptx_jit_ok else ArchFit.PTX_BLOCKED, cc, cov.ptx)
     return ArchVerdict(ArchFit.NONE, cc, None)
-
-
-def variant_driver_verdict(
-    tables: CompatTables,
-    variant: TorchVariant,
-    *,
-    driver: str,
-    driver_cuda: Cuda | None,
-    windows: bool,
-) -> DriverVerdict:
-    return judge_driver(
-        tables, driver=driver, driver_cuda=driver_cuda, cuda=variant.cuda_version, windows=windows
-    )

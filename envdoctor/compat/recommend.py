@@ -12,6 +12,7 @@ import dataclasses
 from dataclasses import field
 from typing import Any
 
+from envdoctor import exitcodes
 from envdoctor.compat.judge import (
     ArchFit,
     DriverFit,
@@ -234,7 +235,7 @@ class Recommendation:
 
     @property
     def exit_code(self) -> int:
-        return 0 if self.status in ("ok", "cpu-only") else 1
+        return exitcodes.HEALTHY if self.status in ("ok", "cpu-only") else exitcodes.UNHEALTHY
 
 
 def install_command(release: TorchRelease, variant: TorchVariant, version: str) -> str:

@@ -20,7 +20,6 @@ from envdoctor.compat.versions import (
     ArchTarget,
     Cc,
     Cuda,
-    driver_at_least,
     driver_branch,
     parse_arch_list,
     parse_cc,
@@ -303,11 +302,6 @@ class CompatTables:
         rows = [b for b in self.driver_branches if b.branch <= branch]
         return max(rows, key=lambda b: b.branch) if rows else None
 
-    def branch_for_cuda(self, cuda: Cuda) -> DriverBranch | None:
-        """The first driver branch whose CUDA version reaches ``cuda``."""
-        rows = [b for b in self.driver_branches if (parse_cuda(b.cuda) or (0, 0)) >= cuda]
-        return min(rows, key=lambda b: b.branch) if rows else None
-
     # --- architectures --------------------------------------------------------------------
 
     def architecture(self, cc: str | Cc) -> Architecture | None:
@@ -360,10 +354,3 @@ class CompatTables:
 
 def _driver_of(row: CudaRelease, windows: bool) -> str:
     return (row.windows_driver if windows else row.linux_driver) or ""
-
-
-def driver_meets(driver: str, row_driver: str | None) -> bool:
-    """``driver`` ≥ ``row_driver`` (False when either is missing or unparsable)."""
-    if not row_driver:
-        return False
-    return bool(driver_at_least(driver, row_driver))

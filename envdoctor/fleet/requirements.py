@@ -231,7 +231,7 @@ def requirement_findings(facts: Facts, requirements: Sequence[Requirement]) -> t
 
 
 def requirements_rule(requirements: Sequence[Requirement]) -> Rule:
-    """The gates as a Rule, to run beside ``ALL_RULES`` in ``engine.evaluate``."""
+    """The gates as a Rule, to run beside ``all_rules()`` in ``engine.evaluate``."""
     reqs = tuple(requirements)
 
     def evaluate(ctx: RuleContext) -> Evaluation:

@@ -19,8 +19,7 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet.verdict import fit_line, one_line
 from envdoctor.model.probed import Found, Probed
 from envdoctor.model.record import record
-from envdoctor.platform.commands import CommandResult
-from envdoctor.platform.host import Deadline, Host
+from envdoctor.platform.host import CommandResult, Deadline, Host
 
 REASON_PREFIX = "envdoctor:"
 MAX_REASON_BYTES = 160

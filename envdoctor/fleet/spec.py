@@ -339,7 +339,7 @@ def spec_findings(facts: Facts, spec: Spec) -> tuple[Finding, ...]:
 
 
 def spec_rule(spec: Spec) -> Rule:
-    """The spec as a Rule, to run beside ``ALL_RULES`` in ``engine.evaluate``."""
+    """The spec as a Rule, to run beside ``all_rules()`` in ``engine.evaluate``."""
     where = spec.source or "(inline)"
 
     def evaluate(ctx: RuleContext) -> Evaluation:

@@ -1,7 +1,8 @@
 """The error knowledge base behind ``envdoctor explain`` and ``envdoctor run``.
 
 Signatures are data (``signatures/*.yaml``, one entry per cause); ``loader`` validates them,
-``matcher`` streams a log through them in bounded memory, ``ranking`` orders what it found,
+``matcher`` streams a log through them in bounded memory and linear time (``engines``: RE2 when
+installed, else Python's re; ``sources`` reads plain and gzip logs), ``ranking`` orders what it found,
 ``hostcheck`` confirms or rules out a cause with live facts, ``render`` prints the result.
 """
 

@@ -67,7 +67,9 @@ def human(n: int) -> str:
     return f"{n} bytes"
 
 
-_SIZE_TEXT = r"([\d.]+ (?:[KMGT]iB|bytes))"
+# not after a digit or a dot: a size is read from its first digit only (from every digit of a
+# long run of them, each search took a second on 8 KB of digits)
+_SIZE_TEXT = r"(?<![\d.])([\d.]+ (?:[KMGT]iB|bytes))"
 # the caching allocator's message, before and after PyTorch 2.1 (c10/cuda/CUDACachingAllocator.cpp)
 _OOM_FIELDS: tuple[tuple[str, re.Pattern[str]], ...] = tuple(
     (name, re.compile(regex))

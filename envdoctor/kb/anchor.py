@@ -154,3 +154,30 @@ def _read_quantifier(pattern: str, i: int) -> tuple[bool, int]:
     if i < len(pattern) and pattern[i] in "?+":
         i += 1
     return optional, i
+
+
+_GAPS = ("[^\\n]*?", "[^\\n]*", ".*?", ".*")
+
+
+def leading_gap_literal(pattern: str) -> str | None:
+    """The literal a pattern starts with when a gap that takes any rest of the line follows it
+    (``rror[^\\n]*?message``), else None. For such a pattern a match that starts at a later
+    occurrence of the literal implies one from its first occurrence, so a backtracking engine
+    need only try that one (see ``engines.line_search``)."""
+    if _runs(pattern) is None:  # a top-level alternation: not one literal, gap, rest
+        return None
+    chars: list[str] = []
+    i = 0
+    while i < len(pattern):
+        c = pattern[i]
+        if c == "\\" and i + 1 < len(pattern) and not pattern[i + 1].isalnum():
+            chars.append(pattern[i + 1])
+            i += 2
+        elif c not in "\\[](){}.^$|?*+":
+            chars.append(c)
+            i += 1
+        else:
+            break
+    if chars and pattern.startswith(_GAPS, i):
+        return "".join(chars)
+    return None

@@ -1,9 +1,10 @@
 """Translate the knowledge base's regexes to POSIX extended regexes (``grep -E``).
 
-The benchmark compares ``envdoctor explain`` against ``grep -E`` with the very same patterns,
-and a test checks that every translated pattern still matches its examples under grep. The
-signatures use the subset of Python's syntax that has an ERE equivalent; anything else (a
-lookaround, an inline flag, a backreference) raises ``ValueError`` naming the construct.
+The signatures use the subset of Python's syntax that has an ERE equivalent, which is also the
+subset RE2 matches in linear time; anything else (a lookaround, an inline flag, a
+backreference) raises ``ValueError`` naming the construct. The loader uses that to refuse such a
+pattern (``file:line``, exit 2); the benchmark gives ``grep -E`` the very same patterns, and a
+test checks that every translated pattern still matches its examples under grep.
 """
 
 from __future__ import annotations

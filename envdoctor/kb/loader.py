@@ -19,6 +19,7 @@ from pathlib import Path
 from envdoctor.errors import EnvdoctorError
 from envdoctor.kb.analyzers import ANALYZERS
 from envdoctor.kb.anchor import derive_anchor, required_literals
+from envdoctor.kb.ere import to_ere
 from envdoctor.kb.hostcheck import HOST_CHECKS
 from envdoctor.kb.model import ContextRule, KnowledgeBase, Pattern, Role, Signature, XidEntry
 from envdoctor.model.finding import is_valid_code
@@ -226,9 +227,19 @@ def _number(item: Map, key: str, default: float, low: float, high: float) -> flo
 def _compile(item: Map, key: str = "regex") -> re.Pattern[str]:
     source = _text(item, key)
     try:
-        return re.compile(source)
+        regex = re.compile(source)
     except re.error as exc:
         raise _READ.error(item.items[key], f"{key}: regex does not compile: {exc}") from None
+    try:
+        # the subset with a POSIX ERE equivalent is the one RE2 runs in linear time (no
+        # backreferences, lookarounds or inline flags): both engines must accept every pattern
+        to_ere(source)
+    except ValueError as exc:
+        raise _READ.error(
+            item.items[key],
+            f"{key}: regex uses a construct explain cannot match in linear time: {exc}",
+        ) from None
+    return regex
 
 
 def _signature(item: Node, prefer: tuple[str, ...] = ()) -> Signature:

@@ -1,21 +1,24 @@
 """The streaming scanner: a log of any size in, the signatures it contains out, in bounded memory.
 
-How it stays fast: the log is read in blocks of complete lines. For each block the scanner runs
-one substring search per *trigger* (a handful of literals such as ``rror`` or ``CUDA`` that every
-pattern's anchor contains), jumps from hit to hit, and only the few candidate lines are decoded
-and tested against the full regexes. Line numbers come from counting newlines between hits.
+How it stays fast: the log is read in blocks of complete lines. With RE2 (``engines``) one
+automaton finds, block by block, the lines that contain the distinctive literal of some pattern;
+without it the scanner runs one substring search per *trigger* (a handful of literals such as
+``rror`` or ``CUDA`` that every pattern's anchor contains) and filters the lines it finds. Either
+way only the few candidate lines are decoded and tested against the full regexes, in time linear
+in the line. Line numbers come from counting newlines between hits.
 
-How it stays small: it keeps one partial line (at most ``MAX_LINE`` bytes, longer "lines" — binary
-data, progress bars without a newline — are cut), the last ``CONTEXT_BYTES`` of the log for the
-context rules, and per signature a count plus the first ``max_occurrences`` occurrences.
+How it stays small: it keeps one partial line (at most ``MAX_LINE`` bytes pending: a longer "line"
+— binary data, NUL bytes, progress bars without a newline — is scanned in ``MAX_LINE`` pieces as
+it arrives and counted once in ``truncated_lines``), the last ``CONTEXT_BYTES`` of the log for
+the context rules, and per signature a count plus the first ``max_occurrences`` occurrences.
 
 Bytes are never decoded wholesale: undecodable input is replaced character by character, so
 binary files, Latin-1 logs and truncated UTF-8 are scanned, never a traceback. A UTF-16 log
 (PowerShell ``>``) is recognised by its byte-order mark and transcoded on the fly.
 ``undecodable`` is about the whole log, not only the lines that were matched: every block is
-validated as it arrives (pure-ASCII blocks at C speed, the rest with a strict incremental
-decoder, so a character split between two blocks is not mistaken for a bad one) until the
-first invalid byte.
+validated as it arrives, in 64 KiB pieces: pure-ASCII pieces at C speed, the rest with a strict
+incremental decoder (a character split between two pieces is not mistaken for a bad one), until
+the first invalid byte.
 """
 
 from __future__ import annotations
@@ -27,10 +30,19 @@ from dataclasses import dataclass, field
 from typing import Protocol
 
 from envdoctor.kb import decor
+from envdoctor.kb.engines import (
+    PYTHON_RE,
+    RE2,
+    LineMatch,
+    LineSearch,
+    default_engine,
+    line_search,
+    literal_sweep,
+)
 from envdoctor.kb.loader import trigger_for
 from envdoctor.kb.model import Hit, KnowledgeBase, Occurrence, Pattern, ScanResult, Signature
 
-CHUNK = 4 << 20
+CHUNK = 1 << 20
 MAX_LINE = 1 << 20
 CONTEXT_BYTES = 16 << 10
 CONTEXT_LINES = 80
@@ -42,6 +54,7 @@ CONTEXT_SAMPLES = 3
 _BINARY_PROBE = 8 << 10
 _DIGITS = frozenset(b"0123456789")
 _BENIGN_CACHE = 4096
+_UTF8_PIECE = 64 << 10
 
 
 @dataclass
@@ -56,22 +69,49 @@ class _Acc:
     notes: list[str] = field(default_factory=list)
 
 
-class Scanner:
-    """Feed it bytes in any pieces; ``finish()`` returns what it found."""
+_Entry = tuple[Signature, Pattern, LineSearch]
 
-    def __init__(self, kb: KnowledgeBase, *, max_occurrences: int = MAX_OCCURRENCES) -> None:
+
+class Scanner:
+    """Feed it bytes in any pieces; ``finish()`` returns what it found.
+
+    ``engine`` is ``"re2"`` or ``"re"`` (``engines``); by default RE2 when it is installed."""
+
+    def __init__(
+        self,
+        kb: KnowledgeBase,
+        *,
+        max_occurrences: int = MAX_OCCURRENCES,
+        engine: str | None = None,
+    ) -> None:
         self._kb = kb
         self._max_occurrences = max_occurrences
+        self.engine = engine or default_engine()
+        if self.engine not in (RE2, PYTHON_RE):
+            raise ValueError(f"unknown regex engine {self.engine!r}")
         self._triggers = [t.encode() for t in kb.triggers]
         self._searchers = [re.compile(re.escape(t)).search for t in self._triggers]
-        self._by_trigger: list[list[tuple[Signature, Pattern]]] = [[] for _ in kb.triggers]
+        self._by_trigger: list[list[_Entry]] = [[] for _ in kb.triggers]
         for signature in kb.signatures:
             for pattern in signature.patterns:
                 index = kb.triggers.index(trigger_for(pattern.anchor, kb.triggers))
-                self._by_trigger[index].append((signature, pattern))
+                search = line_search(pattern.regex, self.engine)
+                self._by_trigger[index].append((signature, pattern, search))
+        self._context_search = {
+            (signature.id, i): line_search(rule.regex, self.engine)
+            for signature in kb.signatures
+            for i, rule in enumerate(signature.context)
+        }
+        # RE2: one automaton for the most distinctive literal of every pattern finds the
+        # candidate lines; a healthy line that merely contains "error" or "NCCL" costs nothing
+        self._sweep = (
+            literal_sweep([p.literals[0] for s in kb.signatures for p in s.patterns])
+            if self.engine == RE2
+            else None
+        )
         # second stage: a line found by a trigger is kept only if it also contains the most
         # distinctive literal of one of that trigger's patterns (one C-level search per line)
-        distinct = [{p.literals[0].encode() for _, p in group} for group in self._by_trigger]
+        distinct = [{p.literals[0].encode() for _, p, _ in group} for group in self._by_trigger]
         self._second = [
             re.compile(
                 b"|".join(
@@ -91,7 +131,8 @@ class Scanner:
             tuple(lit for lit in lits if _DIGITS.intersection(lit)) for lits in distinct
         ]
         self._benign: list[set[bytes]] = [set() for _ in kb.triggers]  # per trigger
-        self._pending = b""
+        self._pending = bytearray()
+        self._cutting = False  # inside a line longer than MAX_LINE (already counted)
         self._tail = b""
         self._newlines = 0
         self._bytes = 0
@@ -106,7 +147,9 @@ class Scanner:
     # --- input ------------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
-        """Scan more of the log. Complete lines are scanned now, a trailing partial line later."""
+        """Scan more of the log. Complete lines are scanned now, a trailing partial line later
+        (at most ``MAX_LINE`` bytes of it are kept: time and memory stay linear and flat
+        whatever the input, 400 MB of NUL bytes without a newline included)."""
         if not data:
             return
         self._bytes += len(data)
@@ -116,24 +159,39 @@ class Scanner:
             self._probed = True
             self._binary = b"\x00" in data[:_BINARY_PROBE]
         self._ended_with_newline = data.endswith(b"\n")
-        buf = self._pending + data if self._pending else data
-        cut = buf.rfind(b"\n") + 1
+        pending = self._pending
+        cut = data.rfind(b"\n") + 1
         if cut:
-            self._pending = buf[cut:]
-            self._process(buf, cut)
+            begin = 0
+            if pending:
+                # the pending line ends at the first newline: scan it alone, then the rest of
+                # the block in place (a copy of the whole block would double the memory)
+                begin = data.find(b"\n") + 1
+                pending += memoryview(data)[:begin]
+                line = bytes(pending)
+                pending.clear()
+                self._process(line, 0, len(line))
+            self._process(data, begin, cut)
+            self._cutting = False
+            pending += memoryview(data)[cut:]
         else:
-            self._pending = buf
-        if len(self._pending) > MAX_LINE:
-            # a "line" this long is binary data or an endless progress bar: scan it in pieces
-            self._truncated += 1
-            piece, self._pending = self._pending[:MAX_LINE], self._pending[MAX_LINE:]
-            self._process(piece, len(piece))
+            pending += data  # amortized: fed a byte at a time, nothing is copied again
+        while len(pending) > MAX_LINE:
+            # a "line" this long is binary data or an endless progress bar: scan it in pieces,
+            # count it once
+            if not self._cutting:
+                self._cutting = True
+                self._truncated += 1
+            piece = bytes(pending[:MAX_LINE])
+            del pending[:MAX_LINE]
+            self._process(piece, 0, len(piece))
 
     def finish(self) -> ScanResult:
         """Scan what is left and return the result (the scanner can not be fed afterwards)."""
         if self._pending:
-            self._process(self._pending, len(self._pending))
-            self._pending = b""
+            rest = bytes(self._pending)
+            self._pending.clear()
+            self._process(rest, 0, len(rest))
         if not self._undecodable:
             self._validate(b"", final=True)  # the log ends inside a multi-byte character
         lines = self._newlines + (0 if self._ended_with_newline or not self._bytes else 1)
@@ -165,16 +223,75 @@ class Scanner:
     # --- the work ---------------------------------------------------------------------------
 
     def _validate(self, data: bytes, *, final: bool = False) -> None:
-        """Is this piece of the log still UTF-8? (Decoded only to be checked, then dropped.)"""
-        if data.isascii() and not final and not self._utf8.getstate()[0]:
-            return
+        """Is this piece of the log still UTF-8? (Decoded only to be checked, then dropped.)
+        Pure-ASCII pieces are skipped at C speed: a log with a few accented words or emoji
+        lines is checked 2-3x faster than by decoding whole blocks."""
+        utf8 = self._utf8
         try:
-            self._utf8.decode(data, final)
+            for at in range(0, len(data), _UTF8_PIECE):
+                piece = data[at : at + _UTF8_PIECE]
+                if piece.isascii() and not utf8.getstate()[0]:
+                    continue
+                utf8.decode(piece)
+            if final:
+                utf8.decode(b"", True)
         except UnicodeDecodeError:
             self._undecodable = True
 
-    def _process(self, block: bytes, limit: int) -> None:
-        """Scan ``block[:limit]`` (complete lines, or a forced cut of an endless line)."""
+    def _process(self, block: bytes, begin: int, limit: int) -> None:
+        """Scan ``block[begin:limit]`` (complete lines, or a forced cut of an endless line)."""
+        candidates = (
+            self._sweep_candidates(block, begin, limit)
+            if self._sweep is not None
+            else self._trigger_candidates(block, begin, limit)
+        )
+        counted = begin
+        newlines = 0
+        for start in sorted(candidates):
+            newlines += block.count(b"\n", counted, start)
+            counted = start
+            end, triggers = candidates[start]
+            line_no = self._newlines + newlines + 1
+            self._match_line(block, begin, start, end, line_no, triggers, limit)
+        self._newlines += newlines + block.count(b"\n", counted, limit)
+        self._tail = (
+            block[limit - CONTEXT_BYTES : limit]
+            if limit - begin >= CONTEXT_BYTES
+            else (self._tail + block[begin:limit])[-CONTEXT_BYTES:]
+        )
+
+    @staticmethod
+    def _line_start(block: bytes, begin: int, at: int) -> int:
+        return block.rfind(b"\n", begin, at) + 1 or begin
+
+    def _sweep_candidates(
+        self, block: bytes, begin: int, limit: int
+    ) -> dict[int, tuple[int, set[int]]]:
+        """RE2: the lines that contain a pattern's distinctive literal, with the triggers in
+        them (each line is looked at once, however many literals it holds)."""
+        assert self._sweep is not None
+        sweep = self._sweep
+        candidates: dict[int, tuple[int, set[int]]] = {}
+        pos = begin
+        while pos < limit:
+            hit = sweep(block, pos, limit)
+            if hit < 0:
+                break
+            start = self._line_start(block, begin, hit)
+            end = block.find(b"\n", hit, limit)
+            if end < 0:
+                end = limit
+            triggers = {i for i, t in enumerate(self._triggers) if block.find(t, start, end) >= 0}
+            if triggers:
+                candidates[start] = (end, triggers)
+            pos = end + 1
+        return candidates
+
+    def _trigger_candidates(
+        self, block: bytes, begin: int, limit: int
+    ) -> dict[int, tuple[int, set[int]]]:
+        """Python's re: one substring search per trigger, then the second stage and the cache
+        of benign line templates."""
         candidates: dict[int, tuple[int, set[int]]] = {}
         rfind = block.rfind
         find = block.find
@@ -182,18 +299,18 @@ class Scanner:
             second = self._second[index].search
             with_digits = self._digit_literals[index]
             benign = self._benign[index]
-            pos = 0
+            pos = begin
             while True:
                 m = search(block, pos, limit)
                 if m is None:
                     break
                 hit, after = m.span()
-                start = rfind(b"\n", 0, hit) + 1
+                start = rfind(b"\n", begin, hit) + 1 or begin  # inlined _line_start: per hit
                 end = find(b"\n", after, limit)
                 if end < 0:
                     end = limit
                 pos = end + 1
-                if not any(find(lit, start, end) >= 0 for lit in with_digits):
+                if not (with_digits and any(find(lit, start, end) >= 0 for lit in with_digits)):
                     template = block[start:end].translate(None, b"0123456789")
                     if template in benign:
                         continue
@@ -207,37 +324,32 @@ class Scanner:
                     candidates[start] = (end, {index})
                 else:
                     entry[1].add(index)
-        counted = 0
-        newlines = 0
-        for start in sorted(candidates):
-            newlines += block.count(b"\n", counted, start)
-            counted = start
-            end, triggers = candidates[start]
-            self._match_line(block, start, end, self._newlines + newlines + 1, triggers, limit)
-        self._newlines += newlines + block.count(b"\n", counted, limit)
-        self._tail = (
-            block[max(0, limit - CONTEXT_BYTES) : limit]
-            if limit >= CONTEXT_BYTES
-            else (self._tail + block[:limit])[-CONTEXT_BYTES:]
-        )
+        return candidates
 
     def _match_line(
-        self, block: bytes, start: int, end: int, line_no: int, triggers: set[int], limit: int
+        self,
+        block: bytes,
+        begin: int,
+        start: int,
+        end: int,
+        line_no: int,
+        triggers: set[int],
+        limit: int,
     ) -> None:
         matched: set[str] = set()
         for segment in self._segments(block[start:end], triggers):
             text = segment.decode("utf-8", errors="replace").strip("\r")
             joined = _Continuation(block, end, limit, text)
             for index in sorted(triggers):
-                for signature, pattern in self._by_trigger[index]:
+                for signature, pattern, search in self._by_trigger[index]:
                     if signature.id in matched:
                         continue
-                    found = _search(pattern, text, joined)
+                    found = _search(pattern, search, text, joined)
                     if found is None:
                         continue
                     m, matched_text = found
                     matched.add(signature.id)
-                    self._record(signature, pattern, m, line_no, matched_text, block, start)
+                    self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
 
     def _segments(self, line: bytes, triggers: set[int]) -> Iterator[bytes]:
         """The line itself, or for a very long one the pieces around each trigger hit."""
@@ -261,10 +373,11 @@ class Scanner:
         self,
         signature: Signature,
         pattern: Pattern,
-        m: re.Match[str],
+        m: LineMatch,
         line_no: int,
         text: str,
         block: bytes,
+        begin: int,
         start: int,
     ) -> None:
         acc = self._acc.get(signature.id)
@@ -273,22 +386,26 @@ class Scanner:
         acc.count += 1
         acc.last_line = line_no
         if len(acc.occurrences) < self._max_occurrences:
-            captures = tuple((k, v) for k, v in m.groupdict().items() if v is not None)
+            found = m.groupdict()  # RE2 orders it by name: keep the pattern's order
+            captures = tuple(
+                (k, found[k]) for k in pattern.regex.groupindex if found.get(k) is not None
+            )
             acc.occurrences.append(Occurrence(line_no, text[:LINE_TEXT], captures))
         confidence = pattern.confidence
         if signature.context and acc.context_samples < CONTEXT_SAMPLES:
             acc.context_samples += 1
-            context = self._context(block, start)
-            for rule in signature.context:
-                if rule.regex.search(context):
+            context = self._context(block, begin, start)
+            for i, rule in enumerate(signature.context):
+                if self._context_search[signature.id, i](context):
                     confidence += rule.weight
                     if rule.note not in acc.notes:
                         acc.notes.append(rule.note)
         acc.confidence = max(acc.confidence, min(0.99, max(0.0, confidence)))
 
-    def _context(self, block: bytes, start: int) -> str:
-        """The lines before ``start`` (bounded by bytes and by lines), decoded leniently."""
-        before = block[max(0, start - CONTEXT_BYTES) : start]
+    def _context(self, block: bytes, begin: int, start: int) -> str:
+        """The lines before ``start`` (bounded by bytes and by lines), decoded leniently; what
+        came before ``begin`` is in ``_tail``."""
+        before = block[max(begin, start - CONTEXT_BYTES) : start]
         if len(before) < CONTEXT_BYTES:
             before = self._tail[-(CONTEXT_BYTES - len(before)) :] + before
         lines = before.split(b"\n")[-CONTEXT_LINES:]
@@ -306,24 +423,30 @@ class _Continuation:
         if self._variants is None:
             self._variants = ()
             if len(self._text) <= LONG_LINE and decor.looks_cut(self._text):
-                tail = self._block[self._end + 1 : self._limit][:WINDOW].split(b"\n")
+                # sliced to WINDOW before copying: a copy of the rest of the block per cut line
+                # was quadratic in a block of near-miss lines
+                stop = min(self._limit, self._end + 1 + WINDOW)
+                tail = self._block[self._end + 1 : stop].split(b"\n")
                 following = [line.decode("utf-8", errors="replace") for line in tail[:-1]]
                 self._variants = decor.continued(self._text, following)
         return self._variants
 
 
-def _search(pattern: Pattern, text: str, joined: _Continuation) -> tuple[re.Match[str], str] | None:
-    """A match of ``pattern`` in the line, or in the line joined with the lines that continue
-    it when the line holds the pattern's anchor and key literal but is cut short (a wrap)."""
+def _search(
+    pattern: Pattern, search: LineSearch, text: str, joined: _Continuation
+) -> tuple[LineMatch, str] | None:
+    """A match of ``pattern`` (with ``search``, the engine's) in the line, or in the line joined
+    with the lines that continue it when the line holds the pattern's anchor and key literal
+    but is cut short (a wrap)."""
     if all(literal in text for literal in pattern.literals):
-        m = pattern.regex.search(text)
+        m = search(text)
         if m is not None:
             return m, text
     elif pattern.anchor not in text or pattern.literals[0] not in text:
         return None
     for variant in joined.variants():
         if all(literal in variant for literal in pattern.literals):
-            m = pattern.regex.search(variant)
+            m = search(variant)
             if m is not None and m.start() < len(text):
                 return m, variant
     return None
@@ -340,9 +463,11 @@ class ByteSource(Protocol):
     def close(self) -> None: ...
 
 
-def scan_stream(stream: ByteSource, kb: KnowledgeBase, *, chunk_size: int = CHUNK) -> ScanResult:
+def scan_stream(
+    stream: ByteSource, kb: KnowledgeBase, *, chunk_size: int = CHUNK, engine: str | None = None
+) -> ScanResult:
     """Scan a binary stream to its end, ``chunk_size`` bytes at a time."""
-    scanner = Scanner(kb)
+    scanner = Scanner(kb, engine=engine)
     first = stream.read(chunk_size)
     if first[:2] in _BOMS:
         decoder = codecs.getincrementaldecoder("utf-16")(errors="replace")
@@ -370,8 +495,8 @@ def scan_stream(stream: ByteSource, kb: KnowledgeBase, *, chunk_size: int = CHUN
     return scanner.finish()
 
 
-def scan_bytes(data: bytes, kb: KnowledgeBase) -> ScanResult:
+def scan_bytes(data: bytes, kb: KnowledgeBase, *, engine: str | None = None) -> ScanResult:
     """Scan an in-memory log (tests, ``envdoctor run``'s tail)."""
-    scanner = Scanner(kb)
+    scanner = Scanner(kb, engine=engine)
     scanner.feed(data)
     return scanner.finish()

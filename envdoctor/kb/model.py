@@ -10,6 +10,7 @@ import enum
 import re
 from dataclasses import field
 
+from envdoctor import exitcodes
 from envdoctor.model.record import record
 
 
@@ -232,5 +233,9 @@ class Explanation:
         """0 nothing known in the log, 1 a known error explained, 2 only possible causes, or
         nothing known in a log read only in part (its missing end is where errors are)."""
         if self.status == "no-signature" and self.scan.incomplete:
-            return 2
-        return {"no-signature": 0, "explained": 1, "possible": 2}[self.status]
+            return exitcodes.UNKNOWN
+        return {
+            "no-signature": exitcodes.HEALTHY,
+            "explained": exitcodes.UNHEALTHY,
+            "possible": exitcodes.UNKNOWN,
+        }[self.status]

@@ -51,7 +51,7 @@ def _where(cause: Cause) -> str:
 
 def _headline(explanation: Explanation) -> str:
     scan = explanation.scan
-    size = f"{scan.lines:,} lines, {_size(scan.bytes)}"
+    size = f"{scan.lines:,} line{'s' if scan.lines != 1 else ''}, {_size(scan.bytes)}"
     status = explanation.status
     if status == "no-signature":
         verdict = "no known signature"
@@ -79,6 +79,12 @@ def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
         out.append("  note: some bytes are not UTF-8; they were replaced, not skipped")
     if scan.incomplete:
         out.append(f"  note: read only up to line {scan.lines:,}: {scan.incomplete}")
+    if scan.truncated_lines:
+        n = scan.truncated_lines
+        out.append(
+            f"  note: {n:,} line{'s' if n != 1 else ''} longer than 1 MiB (binary data or output "
+            "without newlines) scanned in 1 MiB pieces; a match across a cut may be missed"
+        )
     if not explanation.causes:
         out.append("")
         out.extend(
@@ -167,6 +173,7 @@ def explain_payload(explanation: Explanation, *, stderr_tail: str = "") -> dict[
         "bytes": scan.bytes,
         "binary": scan.binary,
         "undecodable": scan.undecodable,
+        "truncated_lines": scan.truncated_lines,
         "causes": [_cause_data(c) for c in explanation.causes],
     }
     if stderr_tail:

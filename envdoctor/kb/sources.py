@@ -7,6 +7,11 @@ must not cost what came before it. ``gzip.GzipFile`` raises instead, and a buffe
 the text it had already decompressed in that call. Here decompression stops where the data
 stops making sense, the stream ends there (everything before it is scanned) and ``damage`` says
 what happened.
+
+A small gzip can also hold far more than any log: deflate reaches about 1000:1 on repeated
+bytes, so 9 MB hold 2 GB of zeros, and 1 GB would hold a terabyte. Decompression stops, with the
+same kind of note, once the output passes ``RATIO_FLOOR`` and is more than ``MAX_RATIO`` times
+the compressed bytes read (real logs compress 5-50:1), or passes ``MAX_DECOMPRESSED``.
 """
 
 from __future__ import annotations
@@ -22,6 +27,9 @@ _GZIP_WBITS = 16 + zlib.MAX_WBITS  # a gzip member: header, deflate data, CRC-32
 _READ = 1 << 20  # compressed bytes read at a time
 _SNIFF = 10  # enough bytes to recognise every magic below
 _SALVAGE_STEP = 4096
+MAX_RATIO = 200
+RATIO_FLOOR = 64 << 20
+MAX_DECOMPRESSED = 64 << 30
 # Formats worth a precise error: their bytes scanned as text would "explain" nothing and say so.
 _OTHER_COMPRESSION = (
     (re.compile(rb"\xfd7zXZ\x00"), "xz", "xz -dc"),
@@ -39,11 +47,24 @@ class LogStream:
     """A log to scan: ``read(n)`` gives its bytes (decompressed when it is gzip) and ends early,
     without raising, where the input is damaged or cannot be read; ``damage`` then says why."""
 
-    def __init__(self, raw: ByteSource, name: str) -> None:
+    def __init__(
+        self,
+        raw: ByteSource,
+        name: str,
+        *,
+        max_ratio: int = MAX_RATIO,
+        ratio_floor: int = RATIO_FLOOR,
+        max_decompressed: int = MAX_DECOMPRESSED,
+    ) -> None:
         self._raw = raw
         self._head = b""
         self._raw_ended = False
         self.damage = ""
+        self._max_ratio = max_ratio
+        self._ratio_floor = ratio_floor
+        self._max_out = max_decompressed
+        self._raw_total = 0  # compressed bytes read
+        self._out_total = 0  # decompressed bytes given out
         # one ordinary first read: the scanner's own sniffing (NUL bytes, a UTF-16 byte-order
         # mark) looks at the start of its first block, so that block must not be tiny
         head = self._read_raw(CHUNK)
@@ -74,8 +95,21 @@ class LogStream:
         while not self._ended:
             out = self._inflate_some(size)
             if out:
+                self._out_total += len(out)
+                self._check_bounds()
                 return out
         return b""
+
+    def _check_bounds(self) -> None:
+        """Stop after this piece when the log expands beyond what a log does (see above)."""
+        out = self._out_total
+        if out > self._max_out:
+            self._stop(f"decompresses to more than {_mib(self._max_out)}; stopped reading there")
+        elif out > self._ratio_floor and out > self._max_ratio * self._raw_total:
+            self._stop(
+                f"decompresses to more than {self._max_ratio} times its compressed size (a gzip "
+                f"bomb, or one line repeated); stopped reading after {_mib(out)}"
+            )
 
     def close(self) -> None:
         """The caller owns the underlying file and closes it."""
@@ -144,6 +178,7 @@ class LogStream:
             return b""
         if not data:
             self._raw_ended = True
+        self._raw_total += len(data)
         return data
 
     def _stop(self, damage: str) -> None:
@@ -151,6 +186,10 @@ class LogStream:
         self._inflate = None
         if not self.damage:
             self.damage = damage
+
+
+def _mib(n: int) -> str:
+    return f"{n / (1 << 30):.1f} GiB" if n >= 1 << 30 else f"{n >> 20} MiB"
 
 
 def _salvage(inflate: zlib._Decompress, data: bytes, step: int) -> bytes:

@@ -14,15 +14,30 @@ child's, as a shell reports it. SIGINT and SIGQUIT typed in the terminal already
 child: they are not forwarded a second time (a second Ctrl-C kills the child), unless
 envdoctor is not in the terminal's foreground process group, or the child left that group,
 so that whoever sent them meant envdoctor alone.
+
+A second signal: a second SIGINT typed in the terminal kills the command (SIGKILL), as the
+first one already reached it directly; any other signal, and a second SIGINT that was not typed
+in the terminal, is forwarded again, so the command decides (a second SIGTERM to a job that
+traps the first one is passed on too). Once the command has exited, envdoctor's own handlers
+are back: a signal during the short drain below acts on envdoctor itself.
+
+The end: output is read until the command has exited and both pipes are closed, but a
+background process it started (``sleep 15 &``, a daemon) inherits the pipes and may hold them
+open for as long as it runs. So once the command has exited, envdoctor reads for at most
+``DRAIN_SECONDS`` more, then stops reading: what the command itself wrote is in the pipes
+already and is read at once; an orphan that writes later loses its output (and gets SIGPIPE on
+its next write, as in a shell pipeline whose reader has ended).
 """
 
 from __future__ import annotations
 
 import contextlib
 import os
+import select
 import signal
 import subprocess
 import threading
+import time
 from collections.abc import Callable, Mapping, Sequence
 from types import FrameType
 from typing import IO, Any
@@ -30,6 +45,7 @@ from typing import IO, Any
 from envdoctor.model.record import record
 
 READ_SIZE = 1 << 16
+DRAIN_SECONDS = 0.5
 
 OnOutput = Callable[[str, bytes], None]  # ("stdout" | "stderr", data)
 
@@ -95,19 +111,24 @@ def run_passthrough(
 def _pump_and_wait(
     proc: subprocess.Popen[bytes], on_output: OnOutput, exited: Callable[[], None]
 ) -> int:
-    """Pass the output on until the child has exited and closed both pipes; its status.
-    ``exited`` is called as soon as the child is gone, before the wait for pipes that a
-    grandchild may still hold: from then on a signal is envdoctor's own again."""
+    """Pass the output on until the child has exited and closed both pipes, or exited and
+    ``DRAIN_SECONDS`` have passed; its status. ``exited`` is called as soon as the child is
+    gone, before the drain: from then on a signal is envdoctor's own again."""
     lock = threading.Lock()
     failures: list[BaseException] = []
     if proc.stdout is None or proc.stderr is None:  # pragma: no cover (PIPE always gives both)
         raise RuntimeError("the child's output pipes are missing")
+    stop_read, stop_write = os.pipe()  # closing stop_write tells both pumps to stop
     pumps = [
         threading.Thread(
-            target=_pump, args=(proc.stdout, "stdout", on_output, lock, failures), daemon=True
+            target=_pump,
+            args=(proc.stdout, "stdout", on_output, lock, failures, stop_read),
+            daemon=True,
         ),
         threading.Thread(
-            target=_pump, args=(proc.stderr, "stderr", on_output, lock, failures), daemon=True
+            target=_pump,
+            args=(proc.stderr, "stderr", on_output, lock, failures, stop_read),
+            daemon=True,
         ),
     ]
     for pump in pumps:
@@ -124,8 +145,13 @@ def _pump_and_wait(
             if interrupts > 1:
                 proc.kill()
     exited()
+    deadline = time.monotonic() + DRAIN_SECONDS
+    for pump in pumps:
+        pump.join(max(0.0, deadline - time.monotonic()))
+    os.close(stop_write)  # pumps still reading (a grandchild holds the pipe) stop now
     for pump in pumps:
         pump.join()
+    os.close(stop_read)
     if failures:
         raise failures[0]
     return returncode
@@ -221,13 +247,23 @@ def _pump(
     on_output: OnOutput,
     lock: threading.Lock,
     failures: list[BaseException],
+    stop: int,
 ) -> None:
-    """Read one pipe to its end. A failing callback must not stop the reading: the child would
-    block on a full pipe. The first failure is kept and raised once the child has exited."""
+    """Read one pipe to its end, or until ``stop`` becomes readable (its writer closed). A
+    failing callback must not stop the reading: the child would block on a full pipe. The first
+    failure is kept and raised once the child has exited."""
     fd = stream.fileno()
+    poller = select.poll()
+    poller.register(fd, select.POLLIN)
+    poller.register(stop, select.POLLIN)
     while True:
         try:
+            ready = {f for f, _ in poller.poll()}
+            if stop in ready:
+                break  # told to stop: an orphan that floods the pipe does not keep us here
             data = os.read(fd, READ_SIZE)
+        except InterruptedError:  # pragma: no cover (poll is retried by Python since 3.5)
+            continue
         except OSError:
             break
         if not data:

@@ -14,13 +14,17 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.host import MAX_KMSG_BYTES, MAX_READ_BYTES, FileInfo, Identity
+from envdoctor.platform.host import (
+    MAX_KMSG_BYTES,
+    MAX_READ_BYTES,
+    CommandResult,
+    FileInfo,
+    Identity,
+)
 from envdoctor.platform.nvml import NvmlSession, open_pynvml
 
 if TYPE_CHECKING:
     import subprocess
-
-    from envdoctor.platform.commands import CommandResult
 
 MAX_OUTPUT_BYTES = 4 << 20  # per stream: ldconfig -p is ~100 KiB, the torch probe a few KiB
 EXIT_DRAIN = 0.2  # seconds to keep reading after the child exited (a grandchild may hold a pipe)
@@ -149,8 +153,6 @@ class SystemHost:
         env: Mapping[str, str] | None = None,
     ) -> CommandResult:
         import subprocess
-
-        from envdoctor.platform.commands import CommandResult
 
         args = tuple(argv)
         start = time.monotonic()

@@ -9,8 +9,7 @@ from typing import Any
 
 from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.commands import CommandResult
-from envdoctor.platform.host import Deadline, Host
+from envdoctor.platform.host import CommandResult, Deadline, Host
 from envdoctor.probes.interpreter import safe_path_flags
 from envdoctor.probes.torch_child import MARK as MARK  # the child prints it: one definition
 

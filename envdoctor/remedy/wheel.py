@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterable
 
-from envdoctor.compat import CompatTables
+from envdoctor.compat.tables import CompatTables
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found

@@ -1,19 +1,16 @@
 """The rule registry: every rule envdoctor runs, in a stable, explicit order.
 
-``CORE_RULES`` need no compatibility tables; ``ALL_RULES`` adds the table-driven ones. Both are
-built on first use (PEP 562) so that the fast probe tier does not import the table machinery.
+``core_rules()`` need no compatibility tables; ``all_rules()`` adds the table-driven ones. Both
+import their rule modules on first call, so the fast probe tier does not import the table machinery.
 """
 
 from __future__ import annotations
 
 import functools
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:
     from envdoctor.rules.base import Rule
-
-    ALL_RULES: tuple[Rule, ...]
-    CORE_RULES: tuple[Rule, ...]
 
 
 @functools.cache
@@ -59,11 +56,3 @@ def all_rules() -> tuple[Rule, ...]:
 def all_codes() -> tuple[str, ...]:
     """Every finding code any registered rule can emit."""
     return tuple(code for rule in all_rules() for code in rule.codes)
-
-
-def __getattr__(name: str) -> Any:
-    if name == "ALL_RULES":
-        return all_rules()
-    if name == "CORE_RULES":
-        return core_rules()
-    raise AttributeError(f"module 'envdoctor.rules' has no attribute {name!r}")

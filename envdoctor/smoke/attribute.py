@@ -669,9 +669,5 @@ def _tail(text: str, lines: int) -> str:
     return "\n".join(line[:300] for line in kept)
 
 
-def codes_of(findings: Iterable[Finding]) -> tuple[str, ...]:
-    return tuple(f.code for f in findings)
-
-
 def worst(findings: Iterable[Finding]) -> Severity:
     return max((f.severity for f in findings), default=Severity.OK)

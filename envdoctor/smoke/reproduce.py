@@ -35,6 +35,7 @@ import time
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 
+from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation, Severity
@@ -747,7 +748,7 @@ def reproduce_exit_code(findings: tuple[Finding, ...]) -> int:
     """1: the failure reproduced (or fails even without pressure); 0: it did not; 2: unknown."""
     codes = {f.code for f in findings}
     if "smoke.pressure-reproduces" in codes or any(f.severity >= Severity.ERROR for f in findings):
-        return 1
+        return exitcodes.UNHEALTHY
     if any(f.inconclusive for f in findings):
-        return 2
-    return 0
+        return exitcodes.UNKNOWN
+    return exitcodes.HEALTHY

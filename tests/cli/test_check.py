@@ -6,17 +6,16 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
+from tests.runner import invoke as cli_invoke
 
 
 def invoke(scenario: str, *args: str, **overrides: object):  # type: ignore[no-untyped-def]  # Result type is click's
     host = FakeHost.scenario(scenario, **overrides)
-    return CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    return cli_invoke(list(args), obj=AppContext(host=host, python=PYTHON))
 
 
 @pytest.mark.parametrize(
@@ -78,8 +77,8 @@ def test_collect_then_check_snapshot_offline(tmp_path: Path) -> None:
     assert invoke("uvm_missing", "collect", "-o", str(snap)).exit_code == 0
     live = json.loads(invoke("uvm_missing", "check", "--json").output)
     offline_host = FakeHost({})  # an empty machine: the snapshot alone must carry the facts
-    result = CliRunner().invoke(
-        app, ["check", "--json", "--snapshot", str(snap)], obj=AppContext(host=offline_host)
+    result = cli_invoke(
+        ["check", "--json", "--snapshot", str(snap)], obj=AppContext(host=offline_host)
     )
     offline = json.loads(result.output)
     assert [x["code"] for x in offline["findings"]] == [x["code"] for x in live["findings"]]

@@ -5,15 +5,14 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
 from envdoctor import smoke
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
+from tests.runner import invoke as cli_invoke
 
 SmokeCalls = list[tuple[str, float]]
 
@@ -34,8 +33,7 @@ def smoke_calls(monkeypatch: pytest.MonkeyPatch) -> SmokeCalls:
 @pytest.fixture
 def healthy_snapshot(tmp_path: Path) -> Path:
     snap = tmp_path / "healthy.json"
-    result = CliRunner().invoke(
-        app,
+    result = cli_invoke(
         ["collect", "-o", str(snap)],
         obj=AppContext(host=FakeHost.scenario("healthy_h100"), python=PYTHON),
     )
@@ -46,8 +44,8 @@ def healthy_snapshot(tmp_path: Path) -> Path:
 def check_offline(snap: Path, *args: str) -> tuple[int, str, FakeHost]:
     """`check --snapshot` on a machine that has a broken driver: none of it may leak in."""
     here = FakeHost.scenario("driver_mismatch")
-    result = CliRunner().invoke(
-        app, ["check", "--snapshot", str(snap), *args], obj=AppContext(host=here, python=PYTHON)
+    result = cli_invoke(
+        ["check", "--snapshot", str(snap), *args], obj=AppContext(host=here, python=PYTHON)
     )
     return result.exit_code, result.output, here
 
@@ -82,6 +80,6 @@ def test_python_with_snapshot_is_a_usage_error(healthy_snapshot: Path) -> None:
 def test_deep_live_still_runs_the_smoke_tests(smoke_calls: SmokeCalls) -> None:
     """Only the combination is refused: `--deep` on the live machine runs as before."""
     host = FakeHost.scenario("healthy_h100")
-    result = CliRunner().invoke(app, ["check", "--deep"], obj=AppContext(host=host, python=PYTHON))
+    result = cli_invoke(["check", "--deep"], obj=AppContext(host=host, python=PYTHON))
     assert result.exit_code == 0, result.output
     assert smoke_calls == [(PYTHON, 30.0)]

@@ -7,13 +7,9 @@ import os
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
-from envdoctor.cli import recommend as recommend_cli
-from envdoctor.cli import tables as tables_cli
 from envdoctor.cli.common import AppContext
-from envdoctor.compat import load_tables
+from envdoctor.compat.loader import load_tables
 from envdoctor.compat.recommend import (
     Machine,
     Recommendation,
@@ -29,6 +25,7 @@ from envdoctor.snapshot import dump_snapshot
 from tests import factories as f
 from tests.compat.machines import MACHINES, machine, named
 from tests.fakes.host import FakeHost
+from tests.runner import invoke as cli_invoke
 
 TABLES = load_tables()
 GOLDEN = Path(__file__).parent / "golden"
@@ -214,18 +211,6 @@ def test_unknown_compute_capability_is_noted_not_guessed() -> None:
 # --- the CLI ---------------------------------------------------------------------------------
 
 
-def cli() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """envdoctor (test app with the compat commands)."""
-
-    recommend_cli.register(app)
-    tables_cli.register(app)
-    return app
-
-
 def write_snapshot(tmp_path: Path, facts: Facts) -> Path:
     path = tmp_path / "snapshot.json"
     path.write_text(dump_snapshot(facts, redact=False), encoding="utf-8")
@@ -234,8 +219,7 @@ def write_snapshot(tmp_path: Path, facts: Facts) -> Path:
 
 def test_cli_recommend_from_a_snapshot(tmp_path: Path) -> None:
     snap = write_snapshot(tmp_path, named("a100-535"))
-    result = CliRunner().invoke(
-        cli(),
+    result = cli_invoke(
         ["recommend", "--snapshot", str(snap)],
         obj=AppContext(host=FakeHost.scenario("healthy_h100")),
     )
@@ -245,8 +229,7 @@ def test_cli_recommend_from_a_snapshot(tmp_path: Path) -> None:
 
 def test_cli_recommend_json_and_pin(tmp_path: Path) -> None:
     snap = write_snapshot(tmp_path, named("rtx5090-570"))
-    result = CliRunner().invoke(
-        cli(),
+    result = cli_invoke(
         ["recommend", "--snapshot", str(snap), "--json", "--torch", "2.14"],
         obj=AppContext(host=FakeHost.scenario("healthy_h100")),
     )
@@ -257,9 +240,7 @@ def test_cli_recommend_json_and_pin(tmp_path: Path) -> None:
 
 
 def test_cli_recommend_live_through_the_host_seam() -> None:
-    result = CliRunner().invoke(
-        cli(), ["recommend"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
-    )
+    result = cli_invoke(["recommend"], obj=AppContext(host=FakeHost.scenario("healthy_h100")))
     assert result.exit_code == 0, result.output
     assert (  # the installed torch 2.11.0+cu130 fits: its version is kept
         "pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130"
@@ -269,8 +250,7 @@ def test_cli_recommend_live_through_the_host_seam() -> None:
 
 def test_cli_bad_pin_is_exit_2(tmp_path: Path) -> None:
     snap = write_snapshot(tmp_path, named("a100-535"))
-    result = CliRunner().invoke(
-        cli(),
+    result = cli_invoke(
         ["recommend", "--snapshot", str(snap), "--torch", "9.9"],
         obj=AppContext(host=FakeHost.scenario("healthy_h100")),
     )
@@ -279,28 +259,27 @@ def test_cli_bad_pin_is_exit_2(tmp_path: Path) -> None:
 
 
 def test_cli_tables_validate_and_show(tmp_path: Path) -> None:
-    ok = CliRunner().invoke(cli(), ["tables", "validate"])
+    ok = cli_invoke(["tables", "validate"])
     assert ok.exit_code == 0 and "pytorch: 17 rows" in ok.output
     (tmp_path / "bad.yaml").write_text(
         "schema: 1\ntable: cudnn\nreleases:\n  - "
         "{cudnn: '>=9.30,<9.31', packages: [{cuda: '>=13.0,<14'}]}\n",
         encoding="utf-8",
     )
-    bad = CliRunner().invoke(cli(), ["tables", "validate", str(tmp_path)])
+    bad = cli_invoke(["tables", "validate", str(tmp_path)])
     assert bad.exit_code == 2
     assert f"{tmp_path / 'bad.yaml'}:4: cudnn releases: every row needs a source" in bad.output
     assert "Traceback" not in bad.output
-    shown = CliRunner().invoke(
-        cli(), ["tables", "show", "pytorch"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
+    shown = cli_invoke(
+        ["tables", "show", "pytorch"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
     )
     assert shown.exit_code == 0 and "torch 2.14 (latest 2.14.1" in shown.output
-    as_json = CliRunner().invoke(
-        cli(),
+    as_json = cli_invoke(
         ["tables", "show", "driver-branches", "--json"],
         obj=AppContext(host=FakeHost.scenario("healthy_h100")),
     )
     assert json.loads(as_json.output)["driver_branches"][0]["branch"] == 410
-    unknown = CliRunner().invoke(
-        cli(), ["tables", "show", "gpus"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
+    unknown = cli_invoke(
+        ["tables", "show", "gpus"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
     )
     assert unknown.exit_code == 2

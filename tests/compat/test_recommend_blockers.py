@@ -12,17 +12,16 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
-from envdoctor.compat import load_tables
+from envdoctor.compat.loader import load_tables
 from envdoctor.compat.recommend import Recommendation, machine_from_facts, recommend
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found, ProbeFailed
 from tests import factories as f
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
+from tests.runner import invoke as cli_invoke
 
 TABLES = load_tables()
 CPU_WHEEL = "--index-url https://download.pytorch.org/whl/cpu"
@@ -30,7 +29,7 @@ CPU_WHEEL = "--index-url https://download.pytorch.org/whl/cpu"
 
 def run(scenario: str, *args: str) -> tuple[int, str]:
     host = FakeHost.scenario(scenario)
-    result = CliRunner().invoke(app, ["recommend", *args], obj=AppContext(host=host, python=PYTHON))
+    result = cli_invoke(["recommend", *args], obj=AppContext(host=host, python=PYTHON))
     return result.exit_code, result.output
 
 
@@ -56,8 +55,7 @@ def cpu_machine(**over: Any) -> Facts:
 
 def test_driver_mismatch_is_a_blocker_not_a_cpu_wheel(tmp_path: Path) -> None:
     snap = tmp_path / "driver_mismatch.json"
-    collected = CliRunner().invoke(
-        app,
+    collected = cli_invoke(
         ["collect", "--no-redact", "-o", str(snap)],
         obj=AppContext(host=FakeHost.scenario("driver_mismatch"), python=PYTHON),
     )

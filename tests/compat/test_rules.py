@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import pytest
 
-from envdoctor.compat import CompatTables, load_tables
+from envdoctor.compat.loader import load_tables
+from envdoctor.compat.tables import CompatTables
 from envdoctor.engine import evaluate
 from envdoctor.model.facts import Facts, Nvcc
 from envdoctor.model.finding import Finding, Severity

@@ -10,8 +10,7 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envdoctor.compat import TABLE_NAMES, load_tables, shipped_dir
-from envdoctor.compat.loader import intervals_overlap
+from envdoctor.compat.loader import TABLE_NAMES, intervals_overlap, load_tables, shipped_dir
 from envdoctor.compat.versions import parse_cuda
 from envdoctor.errors import EnvdoctorError
 

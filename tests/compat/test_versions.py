@@ -7,9 +7,8 @@ from hypothesis import strategies as st
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envdoctor.compat import load_tables
 from envdoctor.compat.judge import DriverFit, judge_arch, judge_driver
-from envdoctor.compat.loader import intervals_overlap
+from envdoctor.compat.loader import intervals_overlap, load_tables
 from envdoctor.compat.versions import (
     ArchTarget,
     expand_torch_arch_list,

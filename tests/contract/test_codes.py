@@ -6,7 +6,7 @@ import re
 from pathlib import Path
 
 from envdoctor.model.finding import is_valid_code
-from envdoctor.rules import ALL_RULES, all_codes
+from envdoctor.rules import all_codes, all_rules
 
 DOC = (Path(__file__).parents[2] / "docs" / "findings.md").read_text(encoding="utf-8")
 DOCUMENTED = set(re.findall(r"^\| `([a-z0-9.-]+)` \|", DOC, flags=re.MULTILINE))
@@ -16,7 +16,7 @@ def test_codes_are_valid_and_unique() -> None:
     codes = all_codes()
     assert all(is_valid_code(c) for c in codes)
     assert len(codes) == len(set(codes))
-    assert len({r.name for r in ALL_RULES}) == len(ALL_RULES)
+    assert len({r.name for r in all_rules()}) == len(all_rules())
 
 
 def test_every_code_is_documented() -> None:

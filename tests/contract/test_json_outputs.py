@@ -21,14 +21,11 @@ from typing import Any, NamedTuple
 
 import jsonschema
 import pytest
-from typer.testing import CliRunner
 
 from envdoctor import __version__
 from envdoctor.cli import smoke as smoke_cli
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
-from envdoctor.cli.probe import run as run_probe
-from envdoctor.compat import TABLE_NAMES
+from envdoctor.compat.loader import TABLE_NAMES
 from envdoctor.envelope import KINDS, STATUS_OF_EXIT
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found
@@ -44,6 +41,7 @@ from tests.kb.helpers import CORPUS
 from tests.remedy.cases import mismatch_plan
 from tests.remedy.sandbox import Sandbox
 from tests.remedy.test_cli_fix import mismatch_host
+from tests.runner import invoke, run_probe
 from tests.schemas import SNAPSHOT, schemas, validate, validator
 from tests.smoke.conftest import FAKE_TORCH, gpu_facts
 
@@ -66,14 +64,14 @@ class Case(NamedTuple):
 
 
 def _cli(*args: str, host: Callable[[], FakeHost] | None = None, file: str = "") -> Produce:
-    """The command through Typer's runner on ``host()`` (healthy_h100 by default); ``{tmp}``
+    """The command, as from a shell (tests/runner.py), on ``host()`` (healthy_h100 by default); ``{tmp}``
     in ``args`` is the test's directory, and with ``file`` the document is read from that file
     in it (``-o``)."""
 
     def produce(tmp: Path, _mp: pytest.MonkeyPatch) -> Output:
         argv = [a.replace("{tmp}", str(tmp)) for a in args]
         machine = host() if host else FakeHost.scenario("healthy_h100")
-        result = CliRunner().invoke(app, argv, obj=AppContext(host=machine, python=PYTHON))
+        result = invoke(argv, obj=AppContext(host=machine, python=PYTHON))
         text = (tmp / file).read_text("utf-8") if file else result.stdout
         return Output(text, result.exit_code)
 
@@ -110,7 +108,7 @@ def _run(code: str) -> Produce:
 
     def produce(tmp: Path, mp: pytest.MonkeyPatch) -> Output:
         argv = ["run", "--format", "json", "--", sys.executable, "-c", code]
-        result = CliRunner().invoke(app, argv)
+        result = invoke(argv)
         assert "the command's stdout" in result.stderr  # passed through, but not on stdout
         return Output(result.stdout, result.exit_code)
 
@@ -127,8 +125,8 @@ def _smoke(*args: str, facts: Facts | None = None, rules: str = "", **fake: str)
         mp.setenv("ENVDOCTOR_FAKE_TORCH", rules)
         for key, value in fake.items():
             mp.setenv(f"ENVDOCTOR_FAKE_{key.upper()}", value)
-        mp.setattr(smoke_cli, "facts_for", lambda ctx, **kw: facts or gpu_facts(1))
-        result = CliRunner().invoke(app, ["smoke", "--python", sys.executable, *args, "--json"])
+        mp.setattr(smoke_cli, "facts_for", lambda inv, **kw: facts or gpu_facts(1))
+        result = invoke(["smoke", "--python", sys.executable, *args, "--json"])
         return Output(result.stdout, result.exit_code)
 
     return produce
@@ -351,7 +349,7 @@ def test_every_fix_step_kind_is_in_the_plan_schema() -> None:
 
 def _report() -> dict[str, Any]:
     host = FakeHost.scenario("driver_mismatch")
-    result = CliRunner().invoke(app, ["check", "--json"], obj=AppContext(host=host, python=PYTHON))
+    result = invoke(["check", "--json"], obj=AppContext(host=host, python=PYTHON))
     document: dict[str, Any] = json.loads(result.stdout)
     return document
 

@@ -26,15 +26,14 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.engine import NO_VERDICT
 from envdoctor.rules import all_codes, core_rules
 from tests.conftest import PYTHON
 from tests.fakes.host import SCENARIOS, FakeHost
 from tests.fleet.slurm_fakes import FakeSlurm, SlurmHost
+from tests.runner import invoke as cli_invoke
 
 EXPECT_GPU = {"env": {"ENVDOCTOR_EXPECT": "gpu"}}
 CASES: list[tuple[str, dict[str, Any]]] = [
@@ -89,7 +88,7 @@ class Run:
 
 def _run(name: str, over: dict[str, Any], *args: str, host: FakeHost | None = None) -> Run:
     host = host or FakeHost.scenario(name, **over)
-    result = CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    result = cli_invoke(list(args), obj=AppContext(host=host, python=PYTHON))
     return Run(result.exit_code, result.output)
 
 

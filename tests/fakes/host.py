@@ -11,8 +11,13 @@ from typing import Any
 import yaml
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.commands import CommandResult
-from envdoctor.platform.host import MAX_KMSG_BYTES, MAX_READ_BYTES, FileInfo, Identity
+from envdoctor.platform.host import (
+    MAX_KMSG_BYTES,
+    MAX_READ_BYTES,
+    CommandResult,
+    FileInfo,
+    Identity,
+)
 from envdoctor.platform.nvml import NvmlError, NvmlSession
 from envdoctor.probes.torch_build import MARK
 from tests.fakes.ldcache import build_ld_cache

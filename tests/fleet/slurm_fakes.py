@@ -14,7 +14,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
-from envdoctor.platform.commands import CommandResult
+from envdoctor.platform.host import CommandResult
 from envdoctor.platform.system import SystemHost
 from tests.fakes.host import FakeHost
 

@@ -5,15 +5,13 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from typer.testing import CliRunner
-
-from envdoctor.cli.app import app
 from envdoctor.fleet.diff import MISSING, diff_facts, flatten_facts
 from envdoctor.model.facts import Facts, MemoryInfo, Nvcc
 from envdoctor.model.probed import Absent, Found
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as fx
 from tests.conftest import scenario_facts
+from tests.runner import invoke as cli_invoke
 
 
 def paths(a: Facts, b: Facts, *, volatile: bool = False) -> dict[str, tuple[str, str]]:
@@ -91,7 +89,7 @@ def write(tmp_path: Path, name: str, facts: Facts) -> Path:
 def test_cli_side_by_side(tmp_path: Path) -> None:
     a = write(tmp_path, "node-a.json", scenario_facts("healthy_h100"))
     b = write(tmp_path, "node-b.json", scenario_facts("uvm_missing"))
-    result = CliRunner().invoke(app, ["diff", str(a), str(b)])
+    result = cli_invoke(["diff", str(a), str(b)])
     assert result.exit_code == 1
     lines = result.output.splitlines()
     assert lines[0].startswith("node-a.json and node-b.json: ")
@@ -102,11 +100,11 @@ def test_cli_side_by_side(tmp_path: Path) -> None:
 
 def test_cli_identical_exits_0_and_json(tmp_path: Path) -> None:
     a = write(tmp_path, "a.json", scenario_facts("healthy_h100"))
-    result = CliRunner().invoke(app, ["diff", str(a), str(a)])
+    result = cli_invoke(["diff", str(a), str(a)])
     assert result.exit_code == 0
     assert "no differences" in result.output
     b = write(tmp_path, "b.json", scenario_facts("memory_held"))
-    result = CliRunner().invoke(app, ["diff", "--json", str(a), str(b)])
+    result = cli_invoke(["diff", "--json", str(a), str(b)])
     data = json.loads(result.stdout)
     # memory in use differs, and only that: every difference is listed, none counts (no --all)
     assert (data["kind"], data["status"], data["exit_code"], result.exit_code) == (
@@ -122,6 +120,6 @@ def test_cli_identical_exits_0_and_json(tmp_path: Path) -> None:
 def test_cli_bad_snapshot_is_exit_2(tmp_path: Path) -> None:
     bad = tmp_path / "bad.json"
     bad.write_text("{not json", encoding="utf-8")
-    result = CliRunner().invoke(app, ["diff", str(bad), str(bad)])
+    result = cli_invoke(["diff", str(bad), str(bad)])
     assert result.exit_code == 2
     assert "bad.json:1: not valid JSON" in result.output

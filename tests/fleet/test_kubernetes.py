@@ -10,19 +10,20 @@ import shutil
 import subprocess
 import sys
 from collections.abc import Iterator
+from dataclasses import dataclass
 from pathlib import Path, PurePosixPath
 from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
+from envdoctor.cli import registry
 from envdoctor.cli.common import AppContext
-from envdoctor.cli.probe_options import ProbeOptions, parse_options
+from envdoctor.cli.options import parse
 from envdoctor.fleet.requirements import parse_requirements
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
+from tests.runner import invoke as cli_invoke
 
 DEPLOY = Path(__file__).resolve().parents[2] / "deploy" / "kubernetes"
 MANIFESTS = sorted(DEPLOY.glob("*.yaml"))
@@ -58,10 +59,26 @@ def probe_args(argv: list[str]) -> list[str] | None:
     return None
 
 
-def parse_probe(args: list[str]) -> ProbeOptions:
-    options = parse_options(args)
-    parse_requirements(options.require)  # every gate in a manifest must be valid
-    return options
+@dataclass
+class ProbeArgs:
+    timeout: float
+    format: str
+    output: str | None
+    verbose: bool
+    require: tuple[str, ...]
+
+
+def parse_probe(args: list[str]) -> ProbeArgs:
+    parsed = parse(registry.PROBE, args, "probe")
+    parse_requirements(parsed.texts("require"))  # every gate in a manifest must be valid
+    fmt = "json" if parsed.flag("json") else parsed.text("format") or "text"
+    return ProbeArgs(
+        parsed.number("timeout"),
+        fmt,
+        parsed.text("output"),
+        parsed.flag("verbose"),
+        parsed.texts("require"),
+    )
 
 
 def go_duration(text: str) -> float:
@@ -221,7 +238,7 @@ def test_npd_command_honours_npds_contract(scenario: str, code: int) -> None:
     config, _ = npd_config()
     (rule,) = config["rules"]
     host = FakeHost.scenario(scenario)
-    result = CliRunner().invoke(app, list(rule["args"]), obj=AppContext(host=host, python=PYTHON))
+    result = cli_invoke(list(rule["args"]), obj=AppContext(host=host, python=PYTHON))
     assert result.exit_code == code  # 0 OK, 1 NonOK, anything else Unknown
     message = result.output.strip()  # NPD trims the output, then keeps max_output_length bytes
     assert "\n" not in message

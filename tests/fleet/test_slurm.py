@@ -7,9 +7,7 @@ import time
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.fleet.slurm import (
     MAX_REASON_BYTES,
@@ -23,6 +21,7 @@ from envdoctor.fleet.slurm import (
 from envdoctor.platform.host import Deadline
 from tests.conftest import PYTHON
 from tests.fleet.slurm_fakes import FakeSlurm, SlurmHost
+from tests.runner import invoke as cli_invoke
 
 # Verbatim `scontrol show node vm` of Slurm 22.05.8 (Debian bookworm), drained by an operator.
 SHOW_NODE_22_05 = (Path(__file__).parent / "data" / "scontrol-show-node-22.05.txt").read_text()
@@ -114,7 +113,7 @@ def fake_slurm(tmp_path: Path) -> FakeSlurm:
 def healthcheck(fake: FakeSlurm, scenario: str, *args: str):  # type: ignore[no-untyped-def]  # click's Result
     host = SlurmHost(scenario, fake.environ)
     obj = AppContext(host=host, python=PYTHON)
-    return CliRunner().invoke(app, ["slurm-healthcheck", *args], obj=obj)
+    return cli_invoke(["slurm-healthcheck", *args], obj=obj)
 
 
 def test_unhealthy_node_is_drained_with_an_envdoctor_reason(fake_slurm: FakeSlurm) -> None:
@@ -171,7 +170,7 @@ def test_node_name_from_option_and_from_slurmd(fake_slurm: FakeSlurm) -> None:
     assert healthcheck(fake_slurm, "gpu_lost", "--node", "gpu042").exit_code == 1
     assert fake_slurm.calls[0] == ["show", "node", "gpu042"]
     host = SlurmHost("gpu_lost", fake_slurm.environ, env={"SLURMD_NODENAME": "gpu042"})
-    CliRunner().invoke(app, ["slurm-healthcheck"], obj=AppContext(host=host, python=PYTHON))
+    cli_invoke(["slurm-healthcheck"], obj=AppContext(host=host, python=PYTHON))
     assert fake_slurm.calls[-1][:2] == ["show", "node"] and fake_slurm.calls[2][2] == "gpu042"
 
 
@@ -186,9 +185,7 @@ def test_unknown_node_and_missing_scontrol_are_errors_not_tracebacks(
     empty = tmp_path / "empty"
     empty.mkdir()
     host = SlurmHost("gpu_lost", {"PATH": str(empty)})
-    result = CliRunner().invoke(
-        app, ["slurm-healthcheck"], obj=AppContext(host=host, python=PYTHON)
-    )
+    result = cli_invoke(["slurm-healthcheck"], obj=AppContext(host=host, python=PYTHON))
     assert "scontrol is not on PATH" in result.output
 
 

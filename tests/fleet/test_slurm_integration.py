@@ -19,13 +19,12 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.fleet.slurm import parse_show_node
 from tests.conftest import PYTHON
 from tests.fleet.slurm_fakes import SlurmHost
+from tests.runner import invoke as cli_invoke
 
 SBIN = ("/usr/sbin", "/usr/bin", "/sbin", "/bin")
 NEEDED = ("slurmctld", "slurmd", "scontrol", "munged")
@@ -182,7 +181,7 @@ def cluster(tmp_path_factory: pytest.TempPathFactory) -> Iterator[Cluster]:
 def healthcheck(cluster: Cluster, scenario: str, *args: str):  # type: ignore[no-untyped-def]  # click's Result
     host = SlurmHost(scenario, cluster.environ)
     obj = AppContext(host=host, python=PYTHON)
-    return CliRunner().invoke(app, ["slurm-healthcheck", "--node", cluster.node, *args], obj=obj)
+    return cli_invoke(["slurm-healthcheck", "--node", cluster.node, *args], obj=obj)
 
 
 def test_drain_resume_and_operator_drain_on_real_slurm(cluster: Cluster) -> None:

@@ -7,9 +7,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet import spec as ns
@@ -20,6 +18,7 @@ from envdoctor.snapshot import dump_snapshot
 from tests import factories as fx
 from tests.conftest import PYTHON, SCENARIO_NAMES, scenario_facts
 from tests.fakes.host import FakeHost
+from tests.runner import invoke as cli_invoke
 
 
 def eight_h100(**gpu: object) -> Facts:
@@ -302,13 +301,13 @@ def test_cudnn_versions(raw: str, dotted: str) -> None:
 
 
 def test_spec_rule_runs_beside_the_other_rules() -> None:
-    from envdoctor.compat import CompatTables
+    from envdoctor.compat.tables import CompatTables
     from envdoctor.engine import evaluate
-    from envdoctor.rules import ALL_RULES
+    from envdoctor.rules import all_rules
 
     facts = eight_h100()
     spec = ns.parse_spec("schema_version: 1\ngpus:\n  count: 16\n", source="n.yaml")
-    report = evaluate(facts, (*ALL_RULES, ns.spec_rule(spec)), CompatTables())
+    report = evaluate(facts, (*all_rules(), ns.spec_rule(spec)), CompatTables())
     assert report.exit_code == 1
     assert ns.GPU_COUNT in [f.code for f in report.findings]
 
@@ -318,7 +317,7 @@ def test_spec_rule_runs_beside_the_other_rules() -> None:
 
 def invoke(*args: str, scenario: str = "healthy_h100"):  # type: ignore[no-untyped-def]  # click's Result
     host = FakeHost.scenario(scenario)
-    return CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    return cli_invoke(list(args), obj=AppContext(host=host, python=PYTHON))
 
 
 def test_spec_init_writes_a_spec_that_validates(tmp_path: Path) -> None:

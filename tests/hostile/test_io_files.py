@@ -18,14 +18,13 @@ import threading
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.snapshot import dump_snapshot
 from tests.conftest import PYTHON, scenario_facts
 from tests.fakes.host import FakeHost
 from tests.hostile.child import envdoctor
+from tests.runner import invoke as cli_invoke
 
 NOBODY = 65534
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (CI runs as root)")
@@ -40,11 +39,11 @@ def snap(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def invoke(*args: str) -> object:
     host = FakeHost.scenario("healthy_h100")
-    return CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    return cli_invoke(list(args), obj=AppContext(host=host, python=PYTHON))
 
 
 def check_to(snap: Path, target: Path | str) -> tuple[int, str]:
-    result = CliRunner().invoke(app, ["check", "--snapshot", str(snap), "-o", str(target)])
+    result = cli_invoke(["check", "--snapshot", str(snap), "-o", str(target)])
     return result.exit_code, result.output
 
 

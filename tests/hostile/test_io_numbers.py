@@ -13,13 +13,12 @@ import json
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
 from tests.hostile.child import envdoctor
+from tests.runner import invoke as cli_invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 HUGE = "9" * 5000
@@ -28,7 +27,7 @@ LOG = ROOT / "tests" / "data" / "tracebacks" / "cuda.out-of-memory"
 
 def invoke(*args: str) -> tuple[int, str]:
     host = FakeHost.scenario("healthy_h100")
-    result = CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    result = cli_invoke(list(args), obj=AppContext(host=host, python=PYTHON))
     return result.exit_code, result.output
 
 

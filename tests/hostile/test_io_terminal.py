@@ -15,9 +15,7 @@ from typing import Any
 
 import pytest
 import yaml
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.remedy.model import Plan, Step, StopService
 from envdoctor.remedy.script import render_script
@@ -27,6 +25,7 @@ from tests.conftest import PYTHON, scenario_facts
 from tests.fakes.host import FakeHost
 from tests.hostile.child import envdoctor
 from tests.remedy.sandbox import Sandbox
+from tests.runner import invoke as cli_invoke
 
 # OSC 52 (write the clipboard), OSC 0 (window title), ESC[2J (clear), C1 CSI, a bidi override,
 # DEL, a carriage return (overwrite the line) and a line separator.
@@ -68,7 +67,7 @@ def snapshot(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 def invoke(*args: str) -> Any:
     host = FakeHost.scenario("memory_held")
-    return CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    return cli_invoke(list(args), obj=AppContext(host=host, python=PYTHON))
 
 
 # --- the function -------------------------------------------------------------------------
@@ -209,7 +208,7 @@ def test_probe_verdict_escapes_a_hostile_gpu_name() -> None:
     gpus = [dict(gpu, name=f"NVIDIA H100{PAYLOAD}") for gpu in nvml["gpus"]]
     host = FakeHost.scenario("healthy_h100", nvml=dict(nvml, gpus=gpus))
     for args in (["probe", "-v", "--require", "model~=H100"], ["probe", "--json"]):
-        result = CliRunner().invoke(app, args, obj=AppContext(host=host, python=PYTHON))
+        result = cli_invoke(args, obj=AppContext(host=host, python=PYTHON))
         assert raw_controls(result.output) == [], args
         assert "\\x1b]52" in result.output or "\\u001b]52" in result.output
 

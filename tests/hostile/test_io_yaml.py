@@ -15,13 +15,12 @@ import subprocess
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.errors import EnvdoctorError
 from envdoctor.kb.loader import default_root, load_kb
 from envdoctor.yamlsource import MAX_BYTES, MAX_DEPTH, Map, Reader, parse
 from tests.hostile.child import envdoctor
+from tests.runner import invoke as cli_invoke
 
 ROOT = Path(__file__).resolve().parents[2]
 
@@ -53,7 +52,7 @@ HOSTILE = {
 
 def run_in_process(*args: str) -> subprocess.CompletedProcess[str]:
     """The CLI in this process (fast); the child runs above prove the same without a crash."""
-    result = CliRunner().invoke(app, list(args))
+    result = cli_invoke(list(args))
     return subprocess.CompletedProcess(args, result.exit_code, result.stdout, result.stderr)
 
 

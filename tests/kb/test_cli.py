@@ -7,13 +7,12 @@ import sys
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.model.facts import Facts, LibraryCopy, LibraryFamily
 from envdoctor.model.probed import Found, ProbeFailed
 from tests import factories
 from tests.kb.helpers import CORPUS
+from tests.runner import invoke as cli_invoke
 from tests.schemas import validate
 
 OOM_LOG = CORPUS / "cuda.out-of-memory" / "dcrnn-6.txt"
@@ -21,7 +20,7 @@ ASSERT_LOG = CORPUS / "cuda.assert-target-out-of-range" / "seed-000.txt"
 
 
 def test_explain_a_file(tmp_path: Path) -> None:
-    result = CliRunner().invoke(app, ["explain", str(ASSERT_LOG)])
+    result = cli_invoke(["explain", str(ASSERT_LOG)])
     assert result.exit_code == 1
     assert "cuda.assert-target-out-of-range" in result.output
     assert "fix:" in result.output
@@ -29,7 +28,7 @@ def test_explain_a_file(tmp_path: Path) -> None:
 
 
 def test_explain_stdin_json_matches_schema() -> None:
-    result = CliRunner().invoke(app, ["explain", "--json"], input=OOM_LOG.read_bytes())
+    result = cli_invoke(["explain", "--json"], input=OOM_LOG.read_bytes())
     assert result.exit_code == 1
     data = json.loads(result.output)
     validate(data)
@@ -47,7 +46,7 @@ def test_explain_markdown_redacts_home_dirs(tmp_path: Path) -> None:
         "ImportError: /home/alice/venv/lib/libtorch_cuda.so: undefined symbol: cudaLaunchKernelExC\n",
         encoding="utf-8",
     )
-    result = CliRunner().invoke(app, ["explain", str(log), "--format", "markdown"])
+    result = cli_invoke(["explain", str(log), "--format", "markdown"])
     assert result.exit_code == 1
     assert "/home/<user>/" in result.output
     assert "alice" not in result.output
@@ -57,7 +56,7 @@ def test_explain_markdown_redacts_home_dirs(tmp_path: Path) -> None:
 def test_healthy_log_exits_0(tmp_path: Path) -> None:
     log = tmp_path / "ok.log"
     log.write_text("epoch 1 loss 0.3\nepoch 2 loss 0.2\ndone\n", encoding="utf-8")
-    result = CliRunner().invoke(app, ["explain", str(log)])
+    result = cli_invoke(["explain", str(log)])
     assert result.exit_code == 0
     assert "no known signature" in result.output
 
@@ -65,7 +64,7 @@ def test_healthy_log_exits_0(tmp_path: Path) -> None:
 def test_binary_file_is_handled(tmp_path: Path) -> None:
     blob = tmp_path / "core.bin"
     blob.write_bytes(bytes(range(256)) * 1000 + b"\nRuntimeError: CUDA error: out of memory\n")
-    result = CliRunner().invoke(app, ["explain", str(blob)])
+    result = cli_invoke(["explain", str(blob)])
     assert result.exit_code == 1
     assert "looks binary" in result.output
     assert "Traceback" not in result.output
@@ -77,21 +76,21 @@ def test_gzip_log(tmp_path: Path) -> None:
     path = tmp_path / "train.log.gz"
     with gzip.open(path, "wb") as f:
         f.write(OOM_LOG.read_bytes())
-    result = CliRunner().invoke(app, ["explain", str(path), "--json"])
+    result = cli_invoke(["explain", str(path), "--json"])
     assert json.loads(result.output)["causes"][0]["id"] == "cuda.out-of-memory"
 
 
 @pytest.mark.parametrize("target", ["missing.log", "."])
 def test_unreadable_input_is_one_line_and_exit_2(tmp_path: Path, target: str) -> None:
     path = tmp_path / target if target != "." else tmp_path
-    result = CliRunner().invoke(app, ["explain", str(path)])
+    result = cli_invoke(["explain", str(path)])
     assert result.exit_code == 2
     assert result.output.count("\n") == 1
     assert "envdoctor: error:" in result.output
 
 
 def test_list_signatures() -> None:
-    result = CliRunner().invoke(app, ["explain", "--list-signatures"])
+    result = cli_invoke(["explain", "--list-signatures"])
     assert result.exit_code == 0
     assert "cuda.out-of-memory" in result.output
     assert len(result.output.splitlines()) >= 40
@@ -111,7 +110,7 @@ def test_with_host_adds_live_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
 
     monkeypatch.setattr(cli_explain, "facts_for", fake_facts)
     log = b"Failed to initialize NVML: Driver/library version mismatch\n"
-    result = CliRunner().invoke(app, ["explain", "--with-host", "--json"], input=log)
+    result = cli_invoke(["explain", "--with-host", "--json"], input=log)
     data = json.loads(result.output)
     validate(data)
     checks = data["causes"][0]["host_checks"]
@@ -133,8 +132,8 @@ FAILING = (
 
 def test_run_passes_output_through_keeps_exit_code_and_explains(tmp_path: Path) -> None:
     log = tmp_path / "run.log"
-    result = CliRunner().invoke(
-        app, ["run", "--blocking", "--save", str(log), "--", sys.executable, "-c", FAILING]
+    result = cli_invoke(
+        ["run", "--blocking", "--save", str(log), "--", sys.executable, "-c", FAILING]
     )
     assert result.exit_code == 3
     assert "epoch 1 loss 0.5" in result.stdout
@@ -147,16 +146,14 @@ def test_run_passes_output_through_keeps_exit_code_and_explains(tmp_path: Path) 
 
 
 def test_run_success_is_silent_and_exit_0() -> None:
-    result = CliRunner().invoke(app, ["run", sys.executable, "-c", "print('fine')"])
+    result = cli_invoke(["run", sys.executable, "-c", "print('fine')"])
     assert result.exit_code == 0
     assert result.stdout == "fine\n"
     assert result.stderr == ""
 
 
 def test_run_json_is_alone_on_stdout_and_the_commands_output_goes_to_stderr() -> None:
-    result = CliRunner().invoke(
-        app, ["run", "--format", "json", "--", sys.executable, "-c", FAILING]
-    )
+    result = cli_invoke(["run", "--format", "json", "--", sys.executable, "-c", FAILING])
     assert result.exit_code == 3
     data = json.loads(result.stdout)  # the document and nothing else
     validate(data)
@@ -169,7 +166,7 @@ def test_run_json_is_alone_on_stdout_and_the_commands_output_goes_to_stderr() ->
 
 def test_run_json_when_the_command_succeeds_says_healthy() -> None:
     argv = ["run", "--format", "json", "--", sys.executable, "-c", "print('fine')"]
-    result = CliRunner().invoke(app, argv)
+    result = cli_invoke(argv)
     assert result.exit_code == 0
     data = json.loads(result.stdout)
     validate(data)
@@ -179,7 +176,7 @@ def test_run_json_when_the_command_succeeds_says_healthy() -> None:
 
 def test_run_unknown_failure_shows_stderr_tail() -> None:
     code = "import sys; sys.stderr.write('ValueError: something odd\\n'); sys.exit(1)"
-    result = CliRunner().invoke(app, ["run", sys.executable, "-c", code])
+    result = cli_invoke(["run", sys.executable, "-c", code])
     assert result.exit_code == 1
     assert "no known signature" in result.stderr
     assert "Last lines of stderr" in result.stderr
@@ -187,19 +184,19 @@ def test_run_unknown_failure_shows_stderr_tail() -> None:
 
 def test_run_signal_exit_code() -> None:
     code = "import os, signal; os.kill(os.getpid(), signal.SIGTERM)"
-    result = CliRunner().invoke(app, ["run", sys.executable, "-c", code])
+    result = cli_invoke(["run", sys.executable, "-c", code])
     assert result.exit_code == 128 + 15
     assert "SIGTERM" in result.stderr
 
 
 def test_run_missing_command_is_127() -> None:
-    result = CliRunner().invoke(app, ["run", "--", "no-such-program-envdoctor-test"])
+    result = cli_invoke(["run", "--", "no-such-program-envdoctor-test"])
     assert result.exit_code == 127
     assert "command not found" in result.stderr
 
 
 def test_run_binary_output_is_passed_through_unchanged() -> None:
     code = "import sys; sys.stdout.buffer.write(bytes(range(256))); sys.exit(2)"
-    result = CliRunner().invoke(app, ["run", sys.executable, "-c", code])
+    result = cli_invoke(["run", sys.executable, "-c", code])
     assert result.exit_code == 2
     assert result.stdout_bytes == bytes(range(256))

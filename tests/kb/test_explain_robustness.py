@@ -20,12 +20,11 @@ from contextlib import contextmanager, suppress
 from pathlib import Path
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.kb import load_default_kb, scan_bytes, scan_stream
 from envdoctor.kb.matcher import Scanner
 from envdoctor.kb.sources import LogStream
+from tests.runner import invoke as cli_invoke
 from tests.schemas import validate
 
 ROOT = Path(__file__).resolve().parents[2]
@@ -38,7 +37,7 @@ def _lines(first: int, last: int) -> bytes:
 
 
 def _explain(*args: str, stdin: bytes | None = None) -> tuple[int, str, str]:
-    result = CliRunner().invoke(app, ["explain", *args], input=stdin)
+    result = cli_invoke(["explain", *args], input=stdin)
     return result.exit_code, result.stdout, result.stderr
 
 
@@ -260,7 +259,7 @@ needs_dev_full = pytest.mark.skipif(not FULL.exists(), reason="no /dev/full here
 @pytest.mark.parametrize("lines", [10, 100_000])  # fails at the last flush / mid-run
 def test_a_save_file_that_cannot_be_written_does_not_stop_the_command(lines: int) -> None:
     code = f"for i in range({lines}): print(i)\nraise SystemExit(3)"
-    result = CliRunner().invoke(app, ["run", "--save", str(FULL), "--", sys.executable, "-c", code])
+    result = cli_invoke(["run", "--save", str(FULL), "--", sys.executable, "-c", code])
 
     assert result.exit_code == 3
     assert result.stdout_bytes == "".join(f"{i}\n" for i in range(lines)).encode()

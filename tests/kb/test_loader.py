@@ -202,6 +202,20 @@ BAD = [
         8,
         "anchor",
     ),
+    (
+        "lookbehind: not linear-time",
+        GOOD.replace("Something (?P<what>", "(?<=: )Something (?P<what>"),
+        8,
+        "linear time",
+    ),
+    (
+        "backreference: not linear-time",
+        GOOD.replace(
+            "Something (?P<what>\\w+) failed", "Something (?P<what>\\w+) (?P=what)?failed"
+        ),
+        8,
+        "linear time",
+    ),
     ("wrong schema", GOOD.replace("schema: 1", "schema: 2"), 1, "schema"),
     ("duplicate id", GOOD + GOOD.split("signatures:\n", 1)[1], 15, "duplicate signature id"),
     ("explains unknown", GOOD + "    explains: [nope.nothing]\n", 3, "explains"),

@@ -9,6 +9,7 @@ import tracemalloc
 import pytest
 
 from envdoctor.kb import Scanner, decor, load_default_kb, scan_bytes, scan_stream
+from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
 from envdoctor.kb.model import Pattern
 
@@ -42,6 +43,28 @@ def test_chunking_does_not_change_the_result(chunk: int) -> None:
     kb = load_default_kb()
     whole = scan_bytes(data, kb)
     scanner = Scanner(kb)
+    for i in range(0, len(data), chunk):
+        scanner.feed(data[i : i + chunk])
+    assert scanner.finish() == whole
+
+
+CONTEXT = (
+    '  File "model.py", line 10, in forward\n'
+    "    x = self.embedding(input_ids)\n"
+    "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
+)
+
+
+@pytest.mark.parametrize("engine", available_engines())
+@pytest.mark.parametrize("chunk", [1, 13, 4096, 1 << 16])
+def test_chunking_keeps_context_rules_and_captures(chunk: int, engine: str) -> None:
+    """A match on a line completed across pieces still sees the lines before it (context
+    rules) and keeps its captures, whatever the piece size and engine."""
+    data = _log(6000, {3000: CONTEXT, 5990: ASSERT})
+    kb = load_default_kb()
+    whole = scan_bytes(data, kb, engine=engine)
+    assert any(h.context_notes for h in whole.hits)
+    scanner = Scanner(kb, engine=engine)
     for i in range(0, len(data), chunk):
         scanner.feed(data[i : i + chunk])
     assert scanner.finish() == whole
@@ -198,11 +221,13 @@ def _mixed_log(seed: int) -> bytes:
     return ("\n".join(lines) + "\n").encode()
 
 
+@pytest.mark.parametrize("engine", available_engines())
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_optimised_scanner_agrees_with_the_obvious_matcher(seed: int) -> None:
-    """The prefilter, second stage and template cache never lose a match."""
+def test_optimised_scanner_agrees_with_the_obvious_matcher(seed: int, engine: str) -> None:
+    """The prefilter, second stage and template cache (Python's re) and the literal sweep
+    (RE2) never lose a match."""
     data = _mixed_log(seed)
-    result = scan_bytes(data, load_default_kb())
+    result = scan_bytes(data, load_default_kb(), engine=engine)
     got = sorted((h.signature_id, h.count, h.first_line) for h in result.hits)
     assert got == _reference(data)
 

@@ -8,14 +8,13 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.probes.holders import GPU_SERVICES
 from tests.conftest import PYTHON, SCENARIO_NAMES
 from tests.fakes.host import FakeHost
 from tests.remedy.sandbox import shellcheck, stat_line
+from tests.runner import invoke as cli_invoke
 
 # driver_mismatch, plus what `fix` looks at: holders of /dev/nvidia*, an active persistenced.
 HOLDERS: dict[str, Any] = {
@@ -54,7 +53,7 @@ HOLDERS: dict[str, Any] = {
 
 
 def invoke(host: FakeHost, *args: str):  # type: ignore[no-untyped-def]  # click's Result
-    return CliRunner().invoke(app, ["fix", *args], obj=AppContext(host=host, python=PYTHON))
+    return cli_invoke(["fix", *args], obj=AppContext(host=host, python=PYTHON))
 
 
 def mismatch_host() -> FakeHost:
@@ -113,13 +112,11 @@ def test_every_scenario_gives_a_clean_script(scenario: str, tmp_path: Path) -> N
 def test_fix_from_a_snapshot_probes_nothing_live(tmp_path: Path) -> None:
     snap = tmp_path / "snap.json"
     host = FakeHost.scenario("uvm_missing")
-    collected = CliRunner().invoke(
-        app, ["collect", "-o", str(snap)], obj=AppContext(host=host, python=PYTHON)
-    )
+    collected = cli_invoke(["collect", "-o", str(snap)], obj=AppContext(host=host, python=PYTHON))
     assert collected.exit_code == 0, collected.output
     offline = FakeHost({})
-    result = CliRunner().invoke(
-        app, ["fix", "--snapshot", str(snap), "--format", "json"], obj=AppContext(host=offline)
+    result = cli_invoke(
+        ["fix", "--snapshot", str(snap), "--format", "json"], obj=AppContext(host=offline)
     )
     assert result.exit_code == 0, result.output
     plan = json.loads(result.output)

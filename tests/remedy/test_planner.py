@@ -8,7 +8,7 @@ from typing import TypeVar
 
 import pytest
 
-from envdoctor.compat import load_tables
+from envdoctor.compat.loader import load_tables
 from envdoctor.model.facts import DeviceNode, GpuProcess, KernelModule, MemoryInfo
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Absent, Found

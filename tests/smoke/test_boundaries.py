@@ -60,7 +60,7 @@ def test_envdoctor_never_imports_torch_to_run_smoke() -> None:
     code = (
         "import sys\n"
         "import envdoctor.cli.smoke, envdoctor.smoke, envdoctor.smoke.reproduce\n"
-        "import envdoctor.smoke.render, envdoctor.smoke.child\n"
+        "import envdoctor.render.smoke, envdoctor.smoke.child\n"
         "assert 'torch' not in sys.modules, 'torch was imported'\n"
     )
     subprocess.run([PYTHON, "-c", code], check=True, timeout=60)

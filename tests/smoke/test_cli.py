@@ -1,4 +1,4 @@
-"""`envdoctor smoke` through Typer's runner, with the fake torch and facts from the factories."""
+"""`envdoctor smoke` through the CLI, with the fake torch and facts from the factories."""
 
 from __future__ import annotations
 
@@ -6,25 +6,13 @@ import json
 from pathlib import Path
 
 import pytest
-import typer
-from typer.testing import CliRunner
 
 from envdoctor.cli import smoke as smoke_cli
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found
 from tests import factories
+from tests.runner import invoke as cli_invoke
 from tests.smoke.conftest import FAKE_TORCH, PYTHON, gpu_facts
-
-
-def make_app() -> typer.Typer:
-    app = typer.Typer()
-
-    @app.callback()
-    def _root() -> None:
-        """test root"""
-
-    smoke_cli.register(app)
-    return app
 
 
 @pytest.fixture
@@ -34,11 +22,11 @@ def cli(monkeypatch: pytest.MonkeyPatch, tmp_path: Path):  # type: ignore[no-unt
     monkeypatch.delenv("ENVDOCTOR_FAKE_TORCH", raising=False)
 
     def invoke(*args: str, facts: Facts | None = None, rules: str = "", **fake: str):  # type: ignore[no-untyped-def]
-        monkeypatch.setattr(smoke_cli, "facts_for", lambda ctx, **kw: facts or gpu_facts(1))
+        monkeypatch.setattr(smoke_cli, "facts_for", lambda inv, **kw: facts or gpu_facts(1))
         monkeypatch.setenv("ENVDOCTOR_FAKE_TORCH", rules)
         for key, value in fake.items():
             monkeypatch.setenv(f"ENVDOCTOR_FAKE_{key.upper()}", value)
-        return CliRunner().invoke(make_app(), ["smoke", "--python", PYTHON, *args])
+        return cli_invoke(["smoke", "--python", PYTHON, *args])
 
     return invoke
 
@@ -134,7 +122,7 @@ def test_reproduce_refuses_a_busy_gpu_with_exit_2(cli) -> None:  # type: ignore[
 
 
 def test_help_warns_that_reproduce_fills_the_gpu() -> None:
-    result = CliRunner().invoke(make_app(), ["smoke", "--help"], env={"COLUMNS": "200"})
+    result = cli_invoke(["smoke", "--help"], env={"COLUMNS": "200"})
     text = " ".join(result.output.split())
     assert "WARNING: it fills the GPU's memory to the last MiB" in text
     assert "--gpu N --force" in text
@@ -161,7 +149,7 @@ def test_the_tf32_override_is_removed_and_reported(cli, monkeypatch: pytest.Monk
         (("--reproduce", "cudnn-init", "--force"), "--force needs --gpu N"),
         (("--gpu", "7"), "no GPU 7: NVML sees GPU(s) 0"),
         (("--reproduce", "cudnn-init", "--gpu", "0", "--gpu", "1"), "works on one GPU"),
-        (("--timeout", "0"), "must be positive"),
+        (("--timeout", "0"), "must be a positive number of seconds"),
     ],
 )
 def test_usage_errors_exit_2(cli, args: tuple[str, ...], message: str) -> None:  # type: ignore[no-untyped-def]

@@ -9,9 +9,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from typer.testing import CliRunner
 
-from envdoctor.cli.app import app
 from envdoctor.cli.common import AppContext
 from envdoctor.model.codec import decode, encode
 from envdoctor.model.containers import NOT_READ
@@ -24,6 +22,7 @@ from envdoctor.probes.engine_config import ConfigError, docker_config, parse_tom
 from envdoctor.rules.container_inside import judge_requirement
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
+from tests.runner import invoke as cli_invoke
 
 # scenario → (the one container code, its severity, a fix command or note that must be planned)
 CASES = {
@@ -54,7 +53,7 @@ CASES = {
 
 
 def _cli(host: FakeHost, *args: str) -> Any:
-    return CliRunner().invoke(app, list(args), obj=AppContext(host=host, python=PYTHON))
+    return cli_invoke(list(args), obj=AppContext(host=host, python=PYTHON))
 
 
 def _evidence(finding: dict[str, Any]) -> dict[str, str]:

@@ -7,13 +7,13 @@ from pathlib import Path
 
 import pytest
 
-from envdoctor.compat import CompatTables
+from envdoctor.compat.tables import CompatTables
 from envdoctor.engine import evaluate
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model import codec
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Severity
-from envdoctor.rules import ALL_RULES
+from envdoctor.rules import all_rules
 from envdoctor.rules.base import Rule, RuleContext
 from envdoctor.snapshot import dump_snapshot, load_snapshot, parse_snapshot
 from tests import factories as f
@@ -25,7 +25,7 @@ def _boom(_: RuleContext) -> Iterator[Finding]:
 
 
 def test_a_crashing_rule_becomes_a_finding_and_the_others_still_run() -> None:
-    rules = (Rule("test.boom", "crashes", ("test.boom",), _boom), *ALL_RULES)
+    rules = (Rule("test.boom", "crashes", ("test.boom",), _boom), *all_rules())
     report = evaluate(f.facts(env=f.env({"CUDA_LAUNCH_BLOCKING": "1"})), rules, CompatTables())
     codes = [x.code for x in report.findings]
     assert codes == ["envdoctor.rule-crashed", "env.cuda-launch-blocking"]

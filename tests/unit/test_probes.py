@@ -8,8 +8,7 @@ import pytest
 
 from envdoctor.model.facts import TorchBroken, TorchBuild
 from envdoctor.model.probed import Absent, Found, ProbeFailed
-from envdoctor.platform.commands import CommandResult
-from envdoctor.platform.host import Deadline
+from envdoctor.platform.host import CommandResult, Deadline
 from envdoctor.probes.kernel import parse_driver_version, parse_modules
 from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import cuda_version_string, probe_nvml

@@ -22,7 +22,7 @@ from envdoctor.model.probed import Absent, Found, ProbeFailed
 from envdoctor.platform.host import Deadline
 from envdoctor.probes.environment import probe_env
 from envdoctor.probes.fabric import NO_FABRIC, probe_fabric
-from envdoctor.rules import CORE_RULES
+from envdoctor.rules import core_rules
 from envdoctor.rules.health import is_data_centre, since_boot
 from envdoctor.rules.xid_catalog import xid_catalog
 from tests import factories as fx
@@ -33,7 +33,7 @@ REBOOT = "NVRM: Xid (PCI:0000:18:00): 154, GPU recovery action changed from 0x0 
 
 
 def findings(facts: Facts, code: str) -> list[Finding]:
-    return [f for f in evaluate(facts, CORE_RULES).findings if f.code == code]
+    return [f for f in evaluate(facts, core_rules()).findings if f.code == code]
 
 
 def xid(code: int, message: str = "", device: str = "0000:18:00", count: int = 1) -> XidEvents:

@@ -1,0 +1,400 @@
+"""Commands and their options as data: one parser (the standard library's getopt), one help
+renderer, one place where a bad command line becomes a usage error.
+
+Every command declares its options once (``cli/registry.py``). The declarations serve the
+parser here, ``-h``/``--help``, shell completion and the docs, and cost nothing to import: a
+command starts without loading a CLI framework (a startup probe runs every few seconds, and a
+person waits for ``check``). Spellings follow argparse's, which existing manifests and scripts
+use: unique long-option prefixes (``--form json``), ``--opt=value``, clustered short flags
+(``-vo FILE``), ``-oFILE``; a value that is itself one of the command's options is refused
+rather than swallowed (``-o --json``), and ``-h`` anywhere wins over every error.
+"""
+
+from __future__ import annotations
+
+import getopt
+import math
+import re
+import textwrap
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+from envdoctor.errors import EnvdoctorError
+from envdoctor.model.record import record
+
+KINDS = ("flag", "text", "number", "seconds", "integer", "choice", "path", "list", "integers")
+HELP_WIDTH = 80
+MAX_DIGITS = 9  # an integer option of more digits is a usage error, never a 5000-digit int
+_NEGATIVE_NUMBER = re.compile(r"-(\d+(\.\d*)?|\.\d+)")
+
+
+class UsageError(EnvdoctorError):
+    """A bad command line (exit 2); the message names the option and points at --help."""
+
+    def __init__(self, message: str, command: str = "") -> None:
+        where = f"envdoctor {command}".rstrip()
+        super().__init__(message, hint=f"see {where} --help")
+
+
+@record
+class Option:
+    """One option: its spellings (``--format``, ``-f``), where its value goes, and its help.
+
+    ``kind``: a ``flag``; a ``text``, ``path``, ``number`` (a float), ``seconds`` (a time
+    budget: positive, at most a day) or ``integer`` value; one of ``choices``; or a repeatable
+    ``list`` of texts / ``integers``. ``minimum``/``maximum`` bound numbers (a usage error
+    outside them).
+    """
+
+    flags: tuple[str, ...]
+    dest: str
+    help: str
+    kind: str = "text"
+    metavar: str = ""
+    choices: tuple[str, ...] = ()
+    default: Any = None
+    minimum: float | None = None
+    maximum: float | None = None
+
+    @property
+    def takes_value(self) -> bool:
+        return self.kind != "flag"
+
+    @property
+    def long(self) -> str:
+        return next((f for f in self.flags if f.startswith("--")), self.flags[0])
+
+    def shown_metavar(self) -> str:
+        if self.metavar:
+            return self.metavar
+        if self.kind == "choice":
+            return "{" + ",".join(self.choices) + "}"
+        return {"seconds": "SECONDS", "integer": "N", "integers": "N", "path": "FILE"}.get(
+            self.kind, self.dest.upper()
+        )
+
+
+@record
+class Argument:
+    """A positional argument; ``many`` takes every argument left (``run -- CMD ARGS…``)."""
+
+    dest: str
+    metavar: str
+    help: str
+    required: bool = True
+    many: bool = False
+    default: str | None = None
+
+
+@record
+class Command:
+    """A command: what it is for, its options and arguments, and the module that runs it
+    (``run(invocation) -> exit code``); or a group of ``subcommands``."""
+
+    name: str
+    summary: str
+    description: str = ""
+    options: tuple[Option, ...] = ()
+    arguments: tuple[Argument, ...] = ()
+    module: str = ""
+    subcommands: tuple[Command, ...] = ()
+    interspersed: bool = True
+    """False: options end at the first argument (``run --blocking -- python train.py -v``)."""
+    epilog: str = ""
+
+
+class Args:
+    """Parsed values, by ``dest``, typed by accessor; the declared default where not given."""
+
+    def __init__(self, command: Command, values: dict[str, Any], where: str) -> None:
+        self.command = command
+        self.where = where  # "check", "spec init" …: the command as typed
+        self._values = values
+
+    def given(self, dest: str) -> bool:
+        return dest in self._values
+
+    def _get(self, dest: str) -> Any:
+        if dest in self._values:
+            return self._values[dest]
+        for option in self.command.options:
+            if option.dest == dest:
+                return option.default
+        for argument in self.command.arguments:
+            if argument.dest == dest:
+                return argument.default
+        raise KeyError(f"{self.where}: no option {dest!r}")  # a programming error
+
+    def flag(self, dest: str) -> bool:
+        return bool(self._get(dest))
+
+    def text(self, dest: str) -> str | None:
+        value = self._get(dest)
+        return None if value is None else str(value)
+
+    def path(self, dest: str) -> Path | None:
+        value = self._get(dest)
+        return None if value is None else Path(value)
+
+    def number(self, dest: str) -> float:
+        return float(self._get(dest))
+
+    def integer(self, dest: str) -> int | None:
+        value = self._get(dest)
+        return None if value is None else int(value)
+
+    def texts(self, dest: str) -> tuple[str, ...]:
+        return tuple(self._get(dest) or ())
+
+    def integers(self, dest: str) -> tuple[int, ...]:
+        return tuple(self._get(dest) or ())
+
+
+def asks_for_help(command: Command, argv: Sequence[str]) -> bool:
+    """``-h``/``--help`` (or a prefix of it, or ``-h`` in a cluster) before ``--``, and, for a
+    command whose options end at its first argument, before that argument too."""
+    for arg in argv:
+        if arg == "--":
+            return False
+        if arg.startswith("--"):
+            if len(arg) > 2 and "--help".startswith(arg.partition("=")[0]):
+                return True
+        elif arg.startswith("-") and len(arg) > 1:
+            if "h" in _cluster_flags(command, arg[1:]):
+                return True
+        elif not command.interspersed:
+            return False
+    return False
+
+
+def _cluster_flags(command: Command, cluster: str) -> str:
+    """The letters of ``-vho FILE`` up to the first one that takes a value."""
+    valued = {f[1] for o in command.options if o.takes_value for f in o.flags if len(f) == 2}
+    out = ""
+    for letter in cluster:
+        out += letter
+        if letter in valued:
+            break
+    return out
+
+
+def parse(command: Command, argv: Sequence[str], path: str = "") -> Args:
+    """The command line as ``Args``, or a ``UsageError`` naming what is wrong."""
+    path = path or command.name
+    shorts, longs, by_flag = _getopt_spec(command)
+    parser = getopt.gnu_getopt if command.interspersed else getopt.getopt
+    try:
+        pairs, rest = parser(list(argv), shorts, longs)
+    except getopt.GetoptError as exc:
+        raise UsageError(_getopt_message(exc), path) from None
+    values: dict[str, Any] = {}
+    for flag, raw in pairs:
+        option = by_flag[flag]
+        if flag in ("-h", "--help"):
+            continue
+        if option.takes_value and _looks_like_option(raw, by_flag):
+            raise UsageError(f"{flag} needs a value (got the option {raw!r})", path)
+        _store(values, option, flag, raw, path)
+    _arguments(command, rest, values, path)
+    return Args(command, values, path)
+
+
+def _getopt_spec(command: Command) -> tuple[str, list[str], dict[str, Option]]:
+    shorts = "h"
+    longs = ["help"]
+    by_flag: dict[str, Option] = {
+        "-h": Option(("-h", "--help"), "help", "Show this help and exit.", kind="flag")
+    }
+    by_flag["--help"] = by_flag["-h"]
+    for option in command.options:
+        for flag in option.flags:
+            by_flag[flag] = option
+            if flag.startswith("--"):
+                longs.append(flag[2:] + ("=" if option.takes_value else ""))
+            else:
+                shorts += flag[1] + (":" if option.takes_value else "")
+    return shorts, longs, by_flag
+
+
+def _getopt_message(exc: getopt.GetoptError) -> str:
+    """getopt's messages, in argparse's words (existing scripts and tests match on them)."""
+    opt = exc.opt
+    text = exc.msg
+    # getopt names a long option with "--" in its message; "-s" and "--s" differ only there.
+    shown = f"--{opt}" if f"--{opt}" in text else f"-{opt}"
+    if "requires argument" in text:
+        return f"{shown} needs a value"
+    if "not recognized" in text or "not a unique prefix" in text:
+        why = "ambiguous" if "not a unique prefix" in text else "unrecognized"
+        return f"{why} option {shown!r}"
+    if "must not have an argument" in text:
+        return f"--{opt} takes no value"
+    return text
+
+
+def _looks_like_option(raw: str, by_flag: dict[str, Option]) -> bool:
+    if not raw.startswith("-") or raw == "-" or _NEGATIVE_NUMBER.fullmatch(raw):
+        return False
+    name = raw.partition("=")[0]
+    if name.startswith("--"):
+        return any(flag.startswith(name) for flag in by_flag if flag.startswith("--"))
+    return name[:2] in by_flag
+
+
+def _store(values: dict[str, Any], option: Option, flag: str, raw: str, path: str) -> None:
+    if option.kind == "flag":
+        values[option.dest] = True
+    elif option.kind == "list":
+        values.setdefault(option.dest, []).append(raw)
+    elif option.kind == "integers":
+        values.setdefault(option.dest, []).append(_integer(option, flag, raw, path))
+    elif option.kind == "integer":
+        values[option.dest] = _integer(option, flag, raw, path)
+    elif option.kind == "number":
+        values[option.dest] = _number(option, flag, raw, path)
+    elif option.kind == "seconds":
+        values[option.dest] = _seconds(flag, raw, path)
+    elif option.kind == "choice":
+        chosen = raw.lower()
+        if chosen not in option.choices:
+            raise UsageError(
+                f"{flag}: invalid choice {raw!r} (choose from {', '.join(option.choices)})", path
+            )
+        values[option.dest] = chosen
+    else:
+        if not raw:
+            raise UsageError(f"{flag} needs a value (got an empty one)", path)
+        values[option.dest] = raw
+
+
+def _integer(option: Option, flag: str, raw: str, path: str) -> int:
+    text = raw.strip()
+    digits = text.lstrip("+-")
+    if not (digits.isascii() and digits.isdigit()) or len(digits) > MAX_DIGITS:
+        raise UsageError(f"{flag}: expected a whole number, got {_shown(raw)}", path)
+    return int(_bounded(option, flag, float(int(text)), path))
+
+
+def _number(option: Option, flag: str, raw: str, path: str) -> float:
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{flag}: expected a number, got {_shown(raw)}", path) from None
+    if not math.isfinite(value):
+        raise UsageError(f"{flag}: expected a finite number, got {_shown(raw)}", path)
+    return _bounded(option, flag, value, path)
+
+
+def _seconds(flag: str, raw: str, path: str) -> float:
+    """A time budget every timer can hold (the one check every command shares)."""
+    from envdoctor.cli.watchdog import check_budget
+
+    try:
+        value = float(raw)
+    except ValueError:
+        raise UsageError(f"{flag}: expected a number of seconds, got {_shown(raw)}", path) from None
+    try:
+        return check_budget(value, flag)
+    except EnvdoctorError as exc:
+        raise UsageError(exc.message, path) from None
+
+
+def _bounded(option: Option, flag: str, value: float, path: str) -> float:
+    if option.minimum is not None and value < option.minimum:
+        raise UsageError(f"{flag} must be at least {option.minimum:g}", path)
+    if option.maximum is not None and value > option.maximum:
+        raise UsageError(f"{flag} must be at most {option.maximum:g}", path)
+    return value
+
+
+def _shown(raw: str) -> str:
+    return repr(raw if len(raw) <= 40 else raw[:40] + "…")
+
+
+def _arguments(command: Command, rest: list[str], values: dict[str, Any], path: str) -> None:
+    if rest[:1] == ["--"]:
+        rest = rest[1:]
+    for argument in command.arguments:
+        if argument.many:
+            if argument.required and not rest:
+                raise UsageError(f"missing {argument.metavar}", path)
+            values[argument.dest] = tuple(rest)
+            rest = []
+        elif rest:
+            values[argument.dest] = rest.pop(0)
+        elif argument.required:
+            raise UsageError(f"missing argument {argument.metavar}", path)
+    if rest:
+        raise UsageError(f"unexpected argument {_shown(rest[0])}", path)
+
+
+# --- help ---------------------------------------------------------------------------------------
+
+
+def render_help(command: Command, path: str, width: int = HELP_WIDTH) -> str:
+    """``envdoctor PATH --help``: usage, what the command does, its options and arguments."""
+    lines = [_usage(command, path), ""]
+    if command.description or command.summary:
+        for para in (command.description or command.summary).split("\n\n"):
+            lines.extend(textwrap.wrap(" ".join(para.split()), width) or [""])
+            lines.append("")
+    if command.subcommands:
+        lines.append("commands:")
+        lines.extend(_rows([(s.name, s.summary) for s in command.subcommands], width))
+        lines.append("")
+    if command.arguments:
+        lines.append("arguments:")
+        lines.extend(_rows([(a.metavar, a.help) for a in command.arguments], width))
+        lines.append("")
+    rows = [(_spelling(o), _option_help(o)) for o in command.options]
+    rows.append(("-h, --help", "Show this help and exit."))
+    lines.append("options:")
+    lines.extend(_rows(rows, width))
+    if command.epilog:
+        lines.append("")
+        for para in command.epilog.split("\n\n"):
+            lines.extend(textwrap.wrap(" ".join(para.split()), width) or [""])
+    return "\n".join(lines).rstrip() + "\n"
+
+
+def _usage(command: Command, path: str) -> str:
+    program = f"usage: envdoctor {path}".rstrip()
+    if command.subcommands:
+        return f"{program} COMMAND [OPTIONS]"
+    parts = [program, "[OPTIONS]"]
+    for argument in command.arguments:
+        shown = argument.metavar + (" …" if argument.many else "")
+        parts.append(shown if argument.required else f"[{shown}]")
+    return " ".join(parts)
+
+
+def _spelling(option: Option) -> str:
+    shorts = [f for f in option.flags if not f.startswith("--")]
+    longs = [f for f in option.flags if f.startswith("--")]
+    text = ", ".join([*shorts, *longs])
+    return f"{text} {option.shown_metavar()}" if option.takes_value else text
+
+
+def _option_help(option: Option) -> str:
+    text = option.help
+    if option.kind in ("list", "integers"):
+        text += " Repeatable."
+    if option.default not in (None, False, ()) and "default" not in text:
+        default = f"{option.default:g}" if isinstance(option.default, float) else option.default
+        text += f" (default: {default})"
+    return text
+
+
+def _rows(rows: list[tuple[str, str]], width: int) -> list[str]:
+    left = min(30, max((len(name) for name, _ in rows), default=0) + 4)
+    out = []
+    for name, text in rows:
+        body = textwrap.wrap(" ".join(text.split()), max(20, width - left)) or [""]
+        if len(name) + 4 > left:
+            out.append(f"  {name}")
+            out.extend(" " * left + line for line in body)
+        else:
+            out.append(f"  {name:<{left - 2}}{body[0]}")
+            out.extend(" " * left + line for line in body[1:])
+    return out

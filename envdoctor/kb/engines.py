@@ -1,0 +1,120 @@
+"""The two ways explain matches a log: RE2 when it is installed, Python's ``re`` otherwise.
+
+Both are linear in the size of the log; a log line shapes how long a regex runs, so that is a
+property to guarantee, not to hope for.
+
+- **RE2** (PyPI ``google-re2``, the ``re2`` extra; wheels for glibc Linux x86_64/aarch64 and
+  CPython 3.10 to 3.14) runs in time linear in the text by construction, whatever the pattern. It
+  also finds the candidate lines of every signature in one pass: one automaton for the
+  distinctive literal of every pattern, searched over whole blocks of the log, instead of one
+  substring search per prefilter trigger and a Python step per line that contains a trigger.
+  Measured on a 1 GB log with 17 % trigger-word lines it is about 4 times faster
+  (docs/explain.md, "Benchmark").
+- **Python's re** backtracks, so the fallback keeps to patterns whose search it can bound: the
+  loader admits only the POSIX ERE subset (``ere.to_ere``: no backreferences or lookarounds);
+  a pattern that starts with a literal followed by a gap that takes the rest of the line
+  (``rror[^\\n]*?…``, the idiom the docs recommend) is tried once, at the first occurrence of
+  that literal, because a match from any later occurrence implies one from the first; and every
+  pattern of every signature must pass ``tests/hostile/test_explain_regex_budget.py`` under
+  both engines (lines built from its own literals, per-line time budget), so a pattern that
+  backtracks catastrophically cannot be added unnoticed.
+
+``ENVDOCTOR_RE2=0`` forces the fallback (benchmarks, or a broken RE2 build).
+"""
+
+from __future__ import annotations
+
+import functools
+import os
+import re
+from collections.abc import Callable, Sequence
+from types import ModuleType
+from typing import Any, Protocol
+
+from envdoctor.kb.anchor import leading_gap_literal
+
+RE2 = "re2"
+PYTHON_RE = "re"
+
+
+class LineMatch(Protocol):
+    """What the scanner uses of a match (``re.Match`` and RE2's match both have it)."""
+
+    def groupdict(self) -> dict[str, Any]: ...
+
+    def start(self) -> int: ...
+
+
+LineSearch = Callable[[str], "LineMatch | None"]
+BlockSearch = Callable[[bytes, int, int], int]  # (block, pos, end) -> first hit or -1
+
+
+@functools.lru_cache(maxsize=1)
+def _re2() -> ModuleType | None:
+    """google-re2, or None when it is not installed or its native part does not load."""
+    if os.environ.get("ENVDOCTOR_RE2", "1") == "0":
+        return None
+    try:
+        import re2  # type: ignore[import-untyped,import-not-found,unused-ignore]  # optional, no stubs
+    except Exception:  # noqa: BLE001 (ImportError, or an OSError from a broken shared library)
+        return None
+    module: ModuleType = re2
+    return module
+
+
+def default_engine() -> str:
+    """``re2`` when it can be used, else ``re``."""
+    return RE2 if _re2() is not None else PYTHON_RE
+
+
+def available_engines() -> tuple[str, ...]:
+    return (RE2, PYTHON_RE) if _re2() is not None else (PYTHON_RE,)
+
+
+def line_search(regex: re.Pattern[str], engine: str) -> LineSearch:
+    """A function that finds ``regex`` in one line of text, in time linear in the line."""
+    if engine == RE2:
+        module = _need_re2()
+        compiled = module.compile(regex.pattern)
+        search: LineSearch = compiled.search
+        return search
+    lead = leading_gap_literal(regex.pattern)
+    if lead is None:
+        return regex.search
+    match = regex.match
+    find = str.find
+
+    def first_occurrence(text: str) -> re.Match[str] | None:
+        # ``lead`` is followed by a gap that takes any rest of the line: a match that starts at
+        # a later occurrence implies one from this occurrence, and ``search`` would return
+        # exactly this one; trying the later ones is what made such patterns quadratic
+        at = find(text, lead)
+        return None if at < 0 else match(text, at)
+
+    return first_occurrence
+
+
+def literal_sweep(literals: Sequence[str]) -> BlockSearch:
+    """RE2 only: the position of the first of ``literals`` in ``block[pos:end]`` (-1: none),
+    one automaton for all of them, over raw bytes (a literal is matched as its UTF-8 bytes)."""
+    module = _need_re2()
+    options = module.Options()
+    options.encoding = module.Options.Encoding.LATIN1
+    alternation = b"|".join(
+        re.escape(lit.encode("utf-8")) for lit in sorted(set(literals), key=len, reverse=True)
+    )
+    compiled = module.compile(alternation, options)
+    search = compiled.search
+
+    def first(block: bytes, pos: int, end: int) -> int:
+        m = search(block, pos, end)
+        return -1 if m is None else int(m.start())
+
+    return first
+
+
+def _need_re2() -> ModuleType:
+    module = _re2()
+    if module is None:
+        raise RuntimeError("RE2 (google-re2) is not available")
+    return module
