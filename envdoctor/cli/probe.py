@@ -62,6 +62,8 @@ def probe(
     # Loaded now, so that the watchdog never has to import while the main thread is stuck.
     if fmt == "json":
         import json  # noqa: F401
+
+        import envdoctor.envelope
     if fmt == "prometheus" or output is not None:
         import envdoctor.render.prometheus
     import envdoctor.render.probe  # noqa: F401

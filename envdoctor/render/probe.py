@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
 from envdoctor import exitcodes
-from envdoctor.envelope import envelope
 from envdoctor.fleet.verdict import MAX_VERDICT_BYTES, fit_line, one_line, verdict_line
 from envdoctor.terminal import json_document, safe_text
 
@@ -49,6 +48,7 @@ def _json(
     budget: float,
 ) -> dict[str, Any]:
     """``probe --json`` (docs/schema/probe.schema.json)."""
+    from envdoctor.envelope import envelope  # not at the top: the text verdict never needs it
     from envdoctor.fleet.requirements import evaluate_requirement
     from envdoctor.model import codec
     from envdoctor.model.finding import finding_to_json
@@ -85,6 +85,8 @@ def render_unknown(fmt: str, reason: str, duration: float, *, budget: float) -> 
 
         return verdict, render_prometheus_unknown(reason, duration, command="probe")
     if fmt == "json":
+        from envdoctor.envelope import envelope  # loaded before the watchdog started
+
         payload = {
             "verdict": verdict,
             "reason": reason,
