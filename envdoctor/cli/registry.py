@@ -420,7 +420,9 @@ RUN = Command(
     "Run a command, pass its output through unchanged, and explain it if it fails.",
     description="Run a command, pass its output through unchanged, and explain it if it fails. "
     "The exit code is the command's own (128+N when a signal killed it). The explanation goes "
-    "to stderr, so the command's stdout stays clean.",
+    "to stderr, so the command's stdout stays clean. With --format json a JSON document is the "
+    "only thing on stdout, whether the command failed or not; the command's stdout goes to "
+    "stderr with its stderr.",
     module="envdoctor.cli.run",
     interspersed=False,
     options=(
@@ -438,7 +440,11 @@ RUN = Command(
             metavar="FILE",
         ),
         format_option(
-            "text", "json", "markdown", help="Format of the explanation (printed on stderr)."
+            "text",
+            "json",
+            "markdown",
+            help="Format of the explanation (on stderr; json: on stdout, the command's output on "
+            "stderr).",
         ),
         Option(
             ("--with-host",),

@@ -2,9 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation
@@ -57,24 +54,13 @@ def show(inv: Invocation) -> int:
         raise EnvdoctorError(f"no table {name!r}", hint="tables: " + ", ".join(TABLE_NAMES))
     tables_dir = args.path("tables")
     tables = load_tables(str(tables_dir) if tables_dir else None, inv.host.env())
-    data = {field: [_plain(row) for row in getattr(tables, field)] for field in SECTIONS[key]}
     if args.flag("json"):
-        emit(json_document({"table": key, "origins": list(tables.origins), **data}))
+        from envdoctor.compat.tables_json import table_json
+
+        emit(json_document(table_json(key, tables, SECTIONS[key])))
     else:
         emit(safe_text(render(key, tables)) + "\n")
     return exitcodes.HEALTHY
-
-
-def _plain(row: object) -> dict[str, Any]:
-    out = {}
-    for f in dataclasses.fields(row):  # type: ignore[arg-type]
-        value = getattr(row, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            value = _plain(value)
-        elif isinstance(value, tuple):
-            value = [_plain(v) if dataclasses.is_dataclass(v) else v for v in value]
-        out[f.name] = value
-    return out
 
 
 def render(key: str, tables: CompatTables) -> str:

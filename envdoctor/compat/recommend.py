@@ -34,6 +34,7 @@ from envdoctor.compat.versions import (
     sm_name,
     torch_release_of,
 )
+from envdoctor.envelope import envelope
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, NvmlErrorKind, NvmlSystem
 from envdoctor.model.probed import Found, ProbeFailed, why_missing
@@ -737,7 +738,8 @@ def _python_range(spec: str) -> str:
 
 
 def to_json(tables: CompatTables, rec: Recommendation) -> dict[str, Any]:
-    """The ``--json`` document (``kind: envdoctor-recommendation``, ``schema_version: 1``)."""
+    """``recommend --json`` (docs/schema/recommend.schema.json): ``outcome`` is ``rec.status``
+    (ok, blocked, cpu-only, none); the envelope's ``status`` is the exit code's word."""
     m = rec.machine
 
     def cand(c: Candidate) -> dict[str, Any]:
@@ -759,11 +761,8 @@ def to_json(tables: CompatTables, rec: Recommendation) -> dict[str, Any]:
             "notes": list(c.notes),
         }
 
-    return {
-        "schema_version": 1,
-        "kind": "envdoctor-recommendation",
-        "status": rec.status,
-        "exit_code": rec.exit_code,
+    payload = {
+        "outcome": rec.status,
         "machine": {
             "driver": m.driver,
             "driver_cuda": cuda_text(m.driver_cuda) if m.driver_cuda else None,
@@ -777,6 +776,7 @@ def to_json(tables: CompatTables, rec: Recommendation) -> dict[str, Any]:
         "notes": list(rec.notes),
         "rejected": [cand(c) for c in rec.rejected],
     }
+    return envelope("recommend", payload, exit_code=rec.exit_code)
 
 
 def _gpu_json(gpu: MachineGpu) -> dict[str, Any]:

@@ -203,6 +203,7 @@ class _Planner:
             notes=(*self.live.notes, *self.notes),
             envdoctor_version=self.options.envdoctor_version,
             source=self.options.source,
+            status=self.report.status,
         )
 
     def _codes(self) -> set[str]:

@@ -88,7 +88,7 @@ def test_verbose_lists_each_finding_after_the_verdict() -> None:
 def test_json() -> None:
     result = invoke("memory_held", "--json")
     data = json.loads(result.output)
-    assert data["kind"] == "envdoctor-probe" and data["schema_version"] == 1
+    assert (data["kind"], data["schema_version"]) == ("probe", 2)
     assert (
         (data["status"], data["exit_code"]) == ("unhealthy", result.exit_code) == ("unhealthy", 1)
     )
