@@ -15,12 +15,11 @@ from envdoctor.compat.recommend import (
     Recommendation,
     machine_from_facts,
     recommend,
-    render_text,
-    to_json,
 )
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found
+from envdoctor.render.recommend import render_text, to_json
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as f
 from tests.compat.machines import MACHINES, machine, named
