@@ -16,6 +16,10 @@ EXIT_CODES = (
 )
 
 
+TABLE_NAMES = ("cuda-toolkits", "driver-branches", "architectures", "cudnn", "pytorch")
+"""``compat.loader.TABLE_NAMES``, spelled here so that help and completion load no tables (a test
+keeps the two equal)."""
+
 # --- options shared by several commands -------------------------------------------------------
 
 
@@ -484,6 +488,7 @@ TABLES = Command(
                     "name",
                     "NAME",
                     "cuda-toolkits, driver-branches, architectures, cudnn or pytorch.",
+                    completions=TABLE_NAMES,
                 ),
             ),
         ),
@@ -510,6 +515,21 @@ TOP = Command(
     "",
     "The doctor for GPU machines that run PyTorch: why it is broken and what to run.",
     subcommands=COMMANDS,
+    options=(
+        Option(("--version",), "version", "Print envdoctor's version and exit.", kind="flag"),
+        Option(
+            ("--install-completion",),
+            "install_completion",
+            "Install shell completion for SHELL (bash, zsh, fish, pwsh; default: this shell).",
+            metavar="[SHELL]",
+        ),
+        Option(
+            ("--show-completion",),
+            "show_completion",
+            "Print the completion script for SHELL, to install it by hand.",
+            metavar="[SHELL]",
+        ),
+    ),
     epilog=EXIT_CODES + " `envdoctor COMMAND --help` describes a command.",
 )
 
