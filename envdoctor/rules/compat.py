@@ -60,6 +60,12 @@ class _Driver:
     windows: bool
     source: str
 
+    def judge(self, tables: CompatTables, cuda: Cuda) -> DriverVerdict:
+        """Whether this driver runs code built for ``cuda`` (compat/judge.py)."""
+        return judge_driver(
+            tables, driver=self.version, driver_cuda=self.cuda, cuda=cuda, windows=self.windows
+        )
+
 
 def _driver(facts: Facts, tables: CompatTables) -> _Driver | None:
     """The driver compatibility is judged against (model/views.py: the installed user-space
@@ -161,13 +167,7 @@ def _driver_too_old(ctx: RuleContext) -> Evaluation:
     if build is None or driver is None or cuda is None:
         yield unknown(f"torch.version.cuda is not a CUDA version ({build.cuda if build else ''})")
         return
-    verdict = judge_driver(
-        ctx.tables,
-        driver=driver.version,
-        driver_cuda=driver.cuda,
-        cuda=cuda,
-        windows=driver.windows,
-    )
+    verdict = driver.judge(ctx.tables, cuda)
     evidence = (
         ("torch", build.version),
         ("torch.version.cuda", build.cuda),
@@ -278,13 +278,7 @@ def _arch_unsupported(ctx: RuleContext) -> Evaluation:
     driver = _driver(ctx.facts, ctx.tables)
     verdict: DriverVerdict | None = None
     if driver is not None:
-        verdict = judge_driver(
-            ctx.tables,
-            driver=driver.version,
-            driver_cuda=driver.cuda,
-            cuda=cuda,
-            windows=driver.windows,
-        )
+        verdict = driver.judge(ctx.tables, cuda)
     ptx_ok = verdict is None or verdict.fit is DriverFit.NATIVE
     arch_text = describe_arch_list(targets)
     for gpu in gpus(ctx.facts):
@@ -730,13 +724,7 @@ def _toolkit_driver_mismatch(ctx: RuleContext) -> Evaluation:
     if cuda is None:
         yield unknown(f"nvcc's version {nvcc.value.version!r} is not a CUDA version")
         return
-    verdict = judge_driver(
-        ctx.tables,
-        driver=driver.version,
-        driver_cuda=driver.cuda,
-        cuda=cuda,
-        windows=driver.windows,
-    )
+    verdict = driver.judge(ctx.tables, cuda)
     evidence = (
         ("nvcc", f"{nvcc.value.path} (CUDA {nvcc.value.version})"),
         ("driver", f"{driver.version} ({driver.source})"),
