@@ -66,6 +66,14 @@ class _Driver:
             tables, driver=self.version, driver_cuda=self.cuda, cuda=cuda, windows=self.windows
         )
 
+    def evidence(self, verdict: DriverVerdict) -> tuple[tuple[str, str], ...]:
+        """The driver's side of a verdict, for a finding's evidence."""
+        return (
+            ("driver", f"{self.version} ({self.source})"),
+            ("driver supports CUDA up to", verdict.driver_cuda_text()),
+            ("driver needed", verdict.needed_text()),
+        )
+
 
 def _driver(facts: Facts, tables: CompatTables) -> _Driver | None:
     """The driver compatibility is judged against (model/views.py: the installed user-space
@@ -171,9 +179,7 @@ def _driver_too_old(ctx: RuleContext) -> Evaluation:
     evidence = (
         ("torch", build.version),
         ("torch.version.cuda", build.cuda),
-        ("driver", f"{driver.version} ({driver.source})"),
-        ("driver supports CUDA up to", verdict.driver_cuda_text()),
-        ("driver needed", verdict.needed_text()),
+        *driver.evidence(verdict),
     )
     if verdict.fit is DriverFit.NATIVE:
         yield passed(
@@ -727,9 +733,7 @@ def _toolkit_driver_mismatch(ctx: RuleContext) -> Evaluation:
     verdict = driver.judge(ctx.tables, cuda)
     evidence = (
         ("nvcc", f"{nvcc.value.path} (CUDA {nvcc.value.version})"),
-        ("driver", f"{driver.version} ({driver.source})"),
-        ("driver supports CUDA up to", verdict.driver_cuda_text()),
-        ("driver needed", verdict.needed_text()),
+        *driver.evidence(verdict),
     )
     if verdict.fit is DriverFit.NATIVE:
         yield passed(
