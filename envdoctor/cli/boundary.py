@@ -9,14 +9,16 @@ away (``| head``) ends the command quietly, a full disk is one line; both exit 2
 
 from __future__ import annotations
 
-import contextlib
 import os
 import sys
-from collections.abc import Callable
 
 from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import safe_line
+
+TYPE_CHECKING = False  # no typing or contextlib on the start-up path (~10 ms)
+if TYPE_CHECKING:
+    from collections.abc import Callable
 
 
 class OutputError(EnvdoctorError):
@@ -87,9 +89,11 @@ def say(line: str) -> None:
     stream = sys.stderr
     if stream is None:
         return
-    with contextlib.suppress(OSError, ValueError):  # a broken stderr: nothing left to tell
+    try:
         stream.write(line + "\n")
         stream.flush()
+    except (OSError, ValueError):  # a broken stderr: nothing left to tell
+        pass
 
 
 def silence_stdout() -> None:
@@ -103,10 +107,12 @@ def silence_stdout() -> None:
     if stream is None:
         return
     # A stream without a descriptor (a test's capture) cannot fail at exit: leave it be.
-    with contextlib.suppress(OSError, ValueError, AttributeError):
+    try:
         fd = stream.fileno()
         devnull = os.open(os.devnull, os.O_WRONLY)
         try:
             os.dup2(devnull, fd)
         finally:
             os.close(devnull)
+    except (OSError, ValueError, AttributeError):
+        pass

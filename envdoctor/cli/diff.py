@@ -24,27 +24,19 @@ MAX_VALUE_WIDTH = 40
 
 
 def run(inv: Invocation) -> int:
-    from envdoctor.fleet.diff import diff_facts
+    from envdoctor.fleet.diff import diff_facts, diff_json
     from envdoctor.snapshot import load_snapshot
 
     args = inv.args
     a, b = Path(args.text("a") or ""), Path(args.text("b") or "")
     differences = diff_facts(load_snapshot(a), load_snapshot(b))
     shown = [d for d in differences if args.flag("all") or not d.volatile]
+    code = exitcodes.UNHEALTHY if shown else exitcodes.HEALTHY
     if args.flag("json"):
-        data = {
-            "schema_version": 1,
-            "kind": "envdoctor-diff",
-            "a": str(a),
-            "b": str(b),
-            "differences": [
-                {"path": d.path, "a": d.a, "b": d.b, "volatile": d.volatile} for d in differences
-            ],
-        }
-        emit(json_document(data))
+        emit(json_document(diff_json(str(a), str(b), differences, exit_code=code)))
     else:
         emit(safe_text(_table(a.name, b.name, shown, hidden=len(differences) - len(shown))) + "\n")
-    return exitcodes.UNHEALTHY if shown else exitcodes.HEALTHY
+    return code
 
 
 def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:

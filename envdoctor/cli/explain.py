@@ -4,13 +4,13 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, facts_for
 from envdoctor.errors import EnvdoctorError
+from envdoctor.inputfile import open_stream
 from envdoctor.terminal import safe_line
 
 if TYPE_CHECKING:
@@ -73,14 +73,4 @@ def _open_source(source: str) -> tuple[str, ByteSource, bool]:
                 hint="envdoctor explain train.log, or: python train.py 2>&1 | envdoctor explain",
             )
         return "<stdin>", sys.stdin.buffer, False
-    path = Path(source)
-    try:
-        return source, path.open("rb"), True
-    except FileNotFoundError:
-        raise EnvdoctorError("no such file", where=source) from None
-    except IsADirectoryError:
-        raise EnvdoctorError("is a directory, not a log file", where=source) from None
-    except PermissionError:
-        raise EnvdoctorError("permission denied", where=source) from None
-    except OSError as exc:
-        raise EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=source) from None
+    return source, open_stream(source), True

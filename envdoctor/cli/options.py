@@ -12,22 +12,22 @@ rather than swallowed (``-o --json``), and ``-h`` anywhere wins over every error
 
 from __future__ import annotations
 
-import getopt
-import math
-import re
-from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
-
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.record import record
 
+# `--help` must start about as fast as Python itself (issue 15: within 3x of `python -c pass`),
+# so nothing here imports at module level what help does not need: typing (~5 ms), dataclasses
+# (~8 ms), getopt (it imports gettext and locale) and re come in with the first parse.
+TYPE_CHECKING = False
 if TYPE_CHECKING:
+    import getopt
+    from collections.abc import Sequence
     from pathlib import Path
+    from typing import Any
 
 KINDS = ("flag", "text", "number", "seconds", "integer", "choice", "path", "list", "integers")
 HELP_WIDTH = 80
 MAX_DIGITS = 9  # an integer option of more digits is a usage error, never a 5000-digit int
-_NEGATIVE_NUMBER = re.compile(r"-(\d+(\.\d*)?|\.\d+)")
+_NEGATIVE_NUMBER = r"-(\d+(\.\d*)?|\.\d+)"
 
 
 class UsageError(EnvdoctorError):
@@ -38,8 +38,33 @@ class UsageError(EnvdoctorError):
         super().__init__(message, hint=f"see {where} --help")
 
 
-@record
-class Option:
+class _Declaration:
+    """An immutable declaration with equality and repr over its slots: what ``@record`` gives,
+    without generating code at import (help starts before dataclasses would be imported)."""
+
+    __slots__: tuple[str, ...] = ()
+
+    def _set(self, **values: object) -> None:
+        for name, value in values.items():
+            object.__setattr__(self, name, value)
+
+    def __setattr__(self, name: str, value: object) -> None:
+        raise AttributeError(f"{type(self).__name__} is immutable")
+
+    def __eq__(self, other: object) -> bool:
+        if other.__class__ is not self.__class__:
+            return NotImplemented
+        return all(getattr(self, n) == getattr(other, n) for n in self.__slots__)
+
+    def __hash__(self) -> int:
+        return hash(tuple(getattr(self, n) for n in self.__slots__))
+
+    def __repr__(self) -> str:
+        inner = ", ".join(f"{n}={getattr(self, n)!r}" for n in self.__slots__)
+        return f"{type(self).__name__}({inner})"
+
+
+class Option(_Declaration):
     """One option: its spellings (``--format``, ``-f``), where its value goes, and its help.
 
     ``kind``: a ``flag``; a ``text``, ``path``, ``number`` (a float), ``seconds`` (a time
@@ -48,15 +73,50 @@ class Option:
     outside them).
     """
 
+    __slots__ = (
+        "choices",
+        "default",
+        "dest",
+        "flags",
+        "help",
+        "kind",
+        "maximum",
+        "metavar",
+        "minimum",
+    )
     flags: tuple[str, ...]
     dest: str
     help: str
-    kind: str = "text"
-    metavar: str = ""
-    choices: tuple[str, ...] = ()
-    default: Any = None
-    minimum: float | None = None
-    maximum: float | None = None
+    kind: str
+    metavar: str
+    choices: tuple[str, ...]
+    default: Any
+    minimum: float | None
+    maximum: float | None
+
+    def __init__(
+        self,
+        flags: tuple[str, ...],
+        dest: str,
+        help: str,
+        kind: str = "text",
+        metavar: str = "",
+        choices: tuple[str, ...] = (),
+        default: Any = None,
+        minimum: float | None = None,
+        maximum: float | None = None,
+    ) -> None:
+        self._set(
+            flags=flags,
+            dest=dest,
+            help=help,
+            kind=kind,
+            metavar=metavar,
+            choices=choices,
+            default=default,
+            minimum=minimum,
+            maximum=maximum,
+        )
 
     @property
     def takes_value(self) -> bool:
@@ -76,33 +136,94 @@ class Option:
         )
 
 
-@record
-class Argument:
-    """A positional argument; ``many`` takes every argument left (``run -- CMD ARGS…``)."""
+class Argument(_Declaration):
+    """A positional argument; ``many`` takes every argument left (``run -- CMD ARGS…``).
 
+    ``completions``: the words shell completion offers (the parser does not restrict to them).
+    """
+
+    __slots__ = ("completions", "default", "dest", "help", "many", "metavar", "required")
     dest: str
     metavar: str
     help: str
-    required: bool = True
-    many: bool = False
-    default: str | None = None
+    required: bool
+    many: bool
+    default: str | None
+    completions: tuple[str, ...]
+
+    def __init__(
+        self,
+        dest: str,
+        metavar: str,
+        help: str,
+        required: bool = True,
+        many: bool = False,
+        default: str | None = None,
+        completions: tuple[str, ...] = (),
+    ) -> None:
+        self._set(
+            dest=dest,
+            metavar=metavar,
+            help=help,
+            required=required,
+            many=many,
+            default=default,
+            completions=completions,
+        )
 
 
-@record
-class Command:
+class Command(_Declaration):
     """A command: what it is for, its options and arguments, and the module that runs it
-    (``run(invocation) -> exit code``); or a group of ``subcommands``."""
+    (``run(invocation) -> exit code``); or a group of ``subcommands``.
 
+    ``interspersed`` False: options end at the first argument (``run --blocking -- python
+    train.py -v``).
+    """
+
+    __slots__ = (
+        "arguments",
+        "description",
+        "epilog",
+        "interspersed",
+        "module",
+        "name",
+        "options",
+        "subcommands",
+        "summary",
+    )
     name: str
     summary: str
-    description: str = ""
-    options: tuple[Option, ...] = ()
-    arguments: tuple[Argument, ...] = ()
-    module: str = ""
-    subcommands: tuple[Command, ...] = ()
-    interspersed: bool = True
-    """False: options end at the first argument (``run --blocking -- python train.py -v``)."""
-    epilog: str = ""
+    description: str
+    options: tuple[Option, ...]
+    arguments: tuple[Argument, ...]
+    module: str
+    subcommands: tuple[Command, ...]
+    interspersed: bool
+    epilog: str
+
+    def __init__(
+        self,
+        name: str,
+        summary: str,
+        description: str = "",
+        options: tuple[Option, ...] = (),
+        arguments: tuple[Argument, ...] = (),
+        module: str = "",
+        subcommands: tuple[Command, ...] = (),
+        interspersed: bool = True,
+        epilog: str = "",
+    ) -> None:
+        self._set(
+            name=name,
+            summary=summary,
+            description=description,
+            options=options,
+            arguments=arguments,
+            module=module,
+            subcommands=subcommands,
+            interspersed=interspersed,
+            epilog=epilog,
+        )
 
 
 class Args:
@@ -185,6 +306,8 @@ def _cluster_flags(command: Command, cluster: str) -> str:
 def parse(command: Command, argv: Sequence[str], path: str = "") -> Args:
     """The command line as ``Args``, or a ``UsageError`` naming what is wrong."""
     path = path or command.name
+    import getopt
+
     shorts, longs, by_flag = _getopt_spec(command)
     parser = getopt.gnu_getopt if command.interspersed else getopt.getopt
     try:
@@ -237,7 +360,9 @@ def _getopt_message(exc: getopt.GetoptError) -> str:
 
 
 def _looks_like_option(raw: str, by_flag: dict[str, Option]) -> bool:
-    if not raw.startswith("-") or raw == "-" or _NEGATIVE_NUMBER.fullmatch(raw):
+    import re
+
+    if not raw.startswith("-") or raw == "-" or re.fullmatch(_NEGATIVE_NUMBER, raw):
         return False
     name = raw.partition("=")[0]
     if name.startswith("--"):
@@ -284,6 +409,8 @@ def _number(option: Option, flag: str, raw: str, path: str) -> float:
         value = float(raw)
     except ValueError:
         raise UsageError(f"{flag}: expected a number, got {_shown(raw)}", path) from None
+    import math
+
     if not math.isfinite(value):
         raise UsageError(f"{flag}: expected a finite number, got {_shown(raw)}", path)
     return _bounded(option, flag, value, path)

@@ -62,6 +62,8 @@ def probe(
     # Loaded now, so that the watchdog never has to import while the main thread is stuck.
     if fmt == "json":
         import json  # noqa: F401
+
+        import envdoctor.envelope
     if fmt == "prometheus" or output is not None:
         import envdoctor.render.prometheus
     import envdoctor.render.probe  # noqa: F401
@@ -74,7 +76,8 @@ def probe(
 
         reason = f"no verdict within {timeout:g} s; stuck {traced.doing}"
         try:
-            _emit(stream, output, render_unknown(fmt, reason, time.monotonic() - started))
+            duration = time.monotonic() - started
+            _emit(stream, output, render_unknown(fmt, reason, duration, budget=timeout))
         except EnvdoctorError as exc:
             report_error(exc)
 

@@ -7,8 +7,9 @@ import re
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, facts_for, intent_for
 from envdoctor.compat.loader import load_tables
-from envdoctor.compat.recommend import machine_from_facts, recommend, render_text, to_json
+from envdoctor.compat.recommend import machine_from_facts, recommend
 from envdoctor.errors import EnvdoctorError
+from envdoctor.render.recommend import render_text, to_json
 from envdoctor.terminal import json_document, safe_text
 
 

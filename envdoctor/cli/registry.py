@@ -16,6 +16,10 @@ EXIT_CODES = (
 )
 
 
+TABLE_NAMES = ("cuda-toolkits", "driver-branches", "architectures", "cudnn", "pytorch")
+"""``compat.loader.TABLE_NAMES``, spelled here so that help and completion load no tables (a test
+keeps the two equal)."""
+
 # --- options shared by several commands -------------------------------------------------------
 
 
@@ -436,7 +440,9 @@ RUN = Command(
     "Run a command, pass its output through unchanged, and explain it if it fails.",
     description="Run a command, pass its output through unchanged, and explain it if it fails. "
     "The exit code is the command's own (128+N when a signal killed it). The explanation goes "
-    "to stderr, so the command's stdout stays clean.",
+    "to stderr, so the command's stdout stays clean. With --format json a JSON document is the "
+    "only thing on stdout, whether the command failed or not; the command's stdout goes to "
+    "stderr with its stderr.",
     module="envdoctor.cli.run",
     interspersed=False,
     options=(
@@ -454,7 +460,11 @@ RUN = Command(
             metavar="FILE",
         ),
         format_option(
-            "text", "json", "markdown", help="Format of the explanation (printed on stderr)."
+            "text",
+            "json",
+            "markdown",
+            help="Format of the explanation (on stderr; json: on stdout, the command's output on "
+            "stderr).",
         ),
         Option(
             ("--with-host",),
@@ -494,6 +504,7 @@ TABLES = Command(
                     "name",
                     "NAME",
                     "cuda-toolkits, driver-branches, architectures, cudnn or pytorch.",
+                    completions=TABLE_NAMES,
                 ),
             ),
         ),
@@ -520,6 +531,21 @@ TOP = Command(
     "",
     "The doctor for GPU machines that run PyTorch: why it is broken and what to run.",
     subcommands=COMMANDS,
+    options=(
+        Option(("--version",), "version", "Print envdoctor's version and exit.", kind="flag"),
+        Option(
+            ("--install-completion",),
+            "install_completion",
+            "Install shell completion for SHELL (bash, zsh, fish, pwsh; default: this shell).",
+            metavar="[SHELL]",
+        ),
+        Option(
+            ("--show-completion",),
+            "show_completion",
+            "Print the completion script for SHELL, to install it by hand.",
+            metavar="[SHELL]",
+        ),
+    ),
     epilog=EXIT_CODES + " `envdoctor COMMAND --help` describes a command.",
 )
 

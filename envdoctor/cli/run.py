@@ -64,14 +64,19 @@ class _SaveLog:
 class _Tee:
     """Receives the child's output: passes it on unchanged, saves it, scans it, keeps the tail
     of stderr. Lines are assembled per stream, so interleaved partial lines of stdout and
-    stderr never merge into one line of the scan (or of the saved log)."""
+    stderr never merge into one line of the scan (or of the saved log). With
+    ``stdout_to_stderr`` the command's stdout is passed on to stderr: envdoctor's stdout then
+    carries one JSON document alone."""
 
-    def __init__(self, scanner: Scanner, save: _SaveLog | None) -> None:
+    def __init__(
+        self, scanner: Scanner, save: _SaveLog | None, *, stdout_to_stderr: bool = False
+    ) -> None:
         self._scanner = scanner
         self._save = save
         self._partial = {"stdout": bytearray(), "stderr": bytearray()}
         self._tail = bytearray()
         self._closed: set[str] = set()
+        self._stdout_to_stderr = stdout_to_stderr
 
     def __call__(self, stream: str, data: bytes) -> None:
         self._passthrough(stream, data)
@@ -93,6 +98,8 @@ class _Tee:
             self._lines(rest)
 
     def _passthrough(self, stream: str, data: bytes) -> None:
+        if self._stdout_to_stderr:
+            stream = "stderr"
         if stream in self._closed:
             return
         target = sys.stdout if stream == "stdout" else sys.stderr
@@ -116,7 +123,8 @@ class _Tee:
         it has only begun), and not at all once stderr is gone."""
         if "stderr" in self._closed:
             return
-        lead = "\n" if self._partial["stderr"] else ""
+        begun = self._partial["stderr"] or (self._stdout_to_stderr and self._partial["stdout"])
+        lead = "\n" if begun else ""
         stream = sys.stderr
         try:
             stream.write(f"{lead}envdoctor: warning: {safe_line(message)}\n")
@@ -136,7 +144,7 @@ class _Tee:
 def run(inv: Invocation) -> int:
     from envdoctor.kb import Scanner, assess, explain, load_default_kb
     from envdoctor.kb.model import Role
-    from envdoctor.kb.render import render, to_data
+    from envdoctor.kb.render import render, run_data
     from envdoctor.platform.passthrough import run_passthrough, signal_name
 
     args = inv.args
@@ -147,7 +155,8 @@ def run(inv: Invocation) -> int:
     kb = load_default_kb()
     scanner = Scanner(kb)
     save_log = _open_save(save)
-    tee = _Tee(scanner, save_log)
+    as_json = fmt == "json"
+    tee = _Tee(scanner, save_log, stdout_to_stderr=as_json)
     overrides = {"CUDA_LAUNCH_BLOCKING": "1"} if blocking else {}
     try:
         result = run_passthrough(
@@ -163,20 +172,27 @@ def run(inv: Invocation) -> int:
     if not result.started:
         emit(f"envdoctor: {safe_line(result.error)}\n", err=True)
         return result.returncode
-    if result.returncode == 0:
+    if result.returncode == 0 and not as_json:
         return 0
     explanation = explain(scanner.finish(), kb, source=" ".join(command[:3]))
-    if args.flag("with_host"):
+    if args.flag("with_host") and result.returncode != 0:
         explanation = assess(explanation, facts_for(inv, include_torch=False))
     how = (
         f"was killed by {signal_name(result.signal)}"
         if result.signal is not None
         else f"exited with {result.returncode}"
     )
-    if fmt == "json":
-        data = to_data(explanation, stderr_tail=tail)
-        data.update(command=command, returncode=result.returncode, blocking=blocking)
-        emit(json_document(data), err=True)
+    if as_json:
+        signal = None if result.signal is None else signal_name(result.signal)
+        data = run_data(
+            explanation,
+            command=command,
+            returncode=result.returncode,
+            signal=signal,
+            blocking=blocking,
+            stderr_tail=tail,
+        )
+        emit(json_document(data))
     else:
         emit(f"\nenvdoctor: the command {how}.\n", err=True)
         emit(render(explanation, fmt, stderr_tail=tail), err=True)

@@ -2,35 +2,19 @@
 
 from __future__ import annotations
 
-import dataclasses
-from typing import Any
-
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation
-from envdoctor.compat.loader import TABLE_NAMES, load_tables, shipped_dir, validate_dir
-from envdoctor.compat.tables import CompatTables
+from envdoctor.compat.loader import (
+    SECTIONS,
+    TABLE_NAMES,
+    count_rows,
+    load_tables,
+    shipped_dir,
+    validate_dir,
+)
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import json_document, safe_line, safe_text
-
-# table name -> the CompatTables fields it fills
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "cuda-toolkits": (
-        "cuda_releases",
-        "minor_version_floors",
-        "minor_version_limitations",
-        "forward_compat_gpus",
-        "forward_compat_packages",
-    ),
-    "driver-branches": ("driver_branches",),
-    "architectures": ("architectures", "gpu_products"),
-    "cudnn": ("cudnn",),
-    "pytorch": ("torch_releases",),
-}
-
-
-def count_rows(tables: CompatTables) -> dict[str, int]:
-    return {name: sum(len(getattr(tables, f)) for f in fields) for name, fields in SECTIONS.items()}
 
 
 def run(inv: Invocation) -> int:
@@ -57,104 +41,12 @@ def show(inv: Invocation) -> int:
         raise EnvdoctorError(f"no table {name!r}", hint="tables: " + ", ".join(TABLE_NAMES))
     tables_dir = args.path("tables")
     tables = load_tables(str(tables_dir) if tables_dir else None, inv.host.env())
-    data = {field: [_plain(row) for row in getattr(tables, field)] for field in SECTIONS[key]}
     if args.flag("json"):
-        emit(json_document({"table": key, "origins": list(tables.origins), **data}))
+        from envdoctor.render.tables import table_json
+
+        emit(json_document(table_json(key, tables)))
     else:
-        emit(safe_text(render(key, tables)) + "\n")
+        from envdoctor.render.tables import table_text
+
+        emit(safe_text(table_text(key, tables)) + "\n")
     return exitcodes.HEALTHY
-
-
-def _plain(row: object) -> dict[str, Any]:
-    out = {}
-    for f in dataclasses.fields(row):  # type: ignore[arg-type]
-        value = getattr(row, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            value = _plain(value)
-        elif isinstance(value, tuple):
-            value = [_plain(v) if dataclasses.is_dataclass(v) else v for v in value]
-        out[f.name] = value
-    return out
-
-
-def render(key: str, tables: CompatTables) -> str:
-    """A compact text view of one table, one line per row."""
-    lines: list[str] = []
-    if key == "cuda-toolkits":
-        lines.append("CUDA release  label                             Linux driver  Windows driver")
-        for r in tables.cuda_releases:
-            mark = "  (unconfirmed)" if not r.confirmed else ""
-            lines.append(
-                f"{r.cuda:<13} {r.label:<33} {r.linux_driver or 'n/a':<13} "
-                f"{r.windows_driver or 'n/a'}{mark}"
-            )
-        lines.append("")
-        lines.append("minor-version compatibility floors:")
-        lines.extend(
-            f"  CUDA {f.major}.x: Linux ≥ {f.linux_driver}, Windows ≥ {f.windows_driver or 'n/a'}"
-            for f in tables.minor_version_floors
-        )
-        lines.append("not covered by minor-version compatibility:")
-        lines.extend(
-            f"  - {lim.feature} ({lim.symptom})" for lim in tables.minor_version_limitations
-        )
-        lines.append("forward compatibility (cuda-compat):")
-        lines.extend(
-            f"  {'yes' if c.supported else 'no ':<4}{c.gpus}" for c in tables.forward_compat_gpus
-        )
-        lines.extend(
-            f"  {p.package}: on branches {', '.join(f'R{b}' for b in p.base_branches)}"
-            for p in tables.forward_compat_packages
-        )
-    elif key == "driver-branches":
-        lines.append("branch  CUDA   example")
-        for b in tables.driver_branches:
-            mark = "  (unconfirmed)" if not b.confirmed else ""
-            kind = f"  [{b.kind}]" if b.kind else ""
-            lines.append(f"R{b.branch:<6} {b.cuda:<6} {b.example}{kind}{mark}")
-    elif key == "architectures":
-        lines.append(
-            "CC    arch             first CUDA  last CUDA  first driver  last branch  modules    "
-            "  GPUs"
-        )
-        lines.extend(
-            f"{a.cc:<5} {a.arch:<16} {a.first_cuda or '-':<11} {a.last_cuda or '-':<10} "
-            f"{a.first_driver or '-':<13} "
-            f"{('R' + str(a.last_driver_branch)) if a.last_driver_branch else '-':<12} "
-            f"{a.kernel_modules or '-':<12} {', '.join(a.gpus[:4])}"
-            + ("  (unconfirmed)" if not a.confirmed else "")
-            for a in tables.architectures
-        )
-        lines.extend(
-            f"  {p.product} (CC {p.cc}, GPU name contains {' or '.join(p.names)}): "
-            + ", ".join(
-                part
-                for part in (
-                    f"kernel modules {p.kernel_modules}" if p.kernel_modules else "",
-                    f"first driver {p.first_driver}" if p.first_driver else "",
-                )
-                if part
-            )
-            for p in tables.gpu_products
-        )
-    elif key == "cudnn":
-        for c in tables.cudnn:
-            pkgs = "; ".join(f"CUDA {p.cuda} (Linux ≥ {p.linux_driver or '?'})" for p in c.packages)
-            mark = "  (unconfirmed)" if not c.confirmed else ""
-            lines.append(
-                f"cuDNN {c.cudnn}: {pkgs}; CC {c.min_cc or '?'} to {c.max_cc or '?'}{mark}"
-            )
-    else:
-        for rel in tables.releases_newest_first():
-            default = f", PyPI default {rel.default}" if rel.default else ""
-            lines.append(f"torch {rel.torch} (latest {rel.latest}, Python {rel.python}{default})")
-            for v in rel.variants:
-                flags = " experimental" if v.experimental else ""
-                flags += " (unconfirmed)" if not v.confirmed else ""
-                lines.append(
-                    f"  {v.name:<6} CUDA {v.cuda:<5} cuDNN {v.cudnn or '?':<10} NCCL "
-                    f"{v.nccl or '?':<7} "
-                    f"arch {v.arch_spec}{flags}"
-                )
-                lines.append(f"         {v.index_url}")
-    return "\n".join(lines)

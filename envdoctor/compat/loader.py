@@ -50,6 +50,26 @@ SCHEMA_VERSION = 1
 ENV_VAR = "ENVDOCTOR_TABLES"
 TABLE_NAMES = ("cuda-toolkits", "driver-branches", "architectures", "cudnn", "pytorch")
 _HEADER_KEYS = {"schema", "table", "description", "sources", "replace"}
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "cuda-toolkits": (
+        "cuda_releases",
+        "minor_version_floors",
+        "minor_version_limitations",
+        "forward_compat_gpus",
+        "forward_compat_packages",
+    ),
+    "driver-branches": ("driver_branches",),
+    "architectures": ("architectures", "gpu_products"),
+    "cudnn": ("cudnn",),
+    "pytorch": ("torch_releases",),
+}
+"""Table name -> the ``CompatTables`` fields it fills."""
+
+
+def count_rows(tables: CompatTables) -> dict[str, int]:
+    """Rows per table, as ``tables validate`` reports them."""
+    return {name: sum(len(getattr(tables, f)) for f in fields) for name, fields in SECTIONS.items()}
+
 
 T = TypeVar("T")
 

@@ -12,9 +12,10 @@ from __future__ import annotations
 import json
 import re
 from collections import Counter
-from collections.abc import Iterator
+from collections.abc import Iterator, Sequence
 from typing import Any
 
+from envdoctor.envelope import envelope
 from envdoctor.fleet.requirements import format_bytes
 from envdoctor.model import codec
 from envdoctor.model.facts import Facts
@@ -58,6 +59,21 @@ def diff_facts(a: Facts, b: Facts) -> tuple[Difference, ...]:
         for p, (va, vb) in differing.items()
         if not any(ancestor in differing for ancestor in _ancestors(p))
     )
+
+
+def diff_json(
+    a: str, b: str, differences: Sequence[Difference], *, exit_code: int
+) -> dict[str, Any]:
+    """``diff --json`` (docs/schema/diff.schema.json): every difference, volatile ones marked;
+    ``exit_code`` is the command's (volatile differences count only with ``--all``)."""
+    payload = {
+        "a": a,
+        "b": b,
+        "differences": [
+            {"path": d.path, "a": d.a, "b": d.b, "volatile": d.volatile} for d in differences
+        ],
+    }
+    return envelope("diff", payload, exit_code=exit_code)
 
 
 SUMMARY_FIELDS = 4

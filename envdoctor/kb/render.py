@@ -7,10 +7,10 @@ import textwrap
 from typing import Any
 
 from envdoctor import __version__
+from envdoctor.envelope import HEALTHY, UNHEALTHY, envelope
 from envdoctor.kb.model import CONFIDENT, Cause, Explanation
 from envdoctor.terminal import json_document, safe_text
 
-EXPLAIN_SCHEMA_VERSION = 1
 WIDTH = 100
 MAX_EXCERPTS = 3
 TAIL_LINES = 8
@@ -162,15 +162,13 @@ def _tail_text(stderr_tail: str) -> list[str]:
 # --- json ---------------------------------------------------------------------------------
 
 
-def to_data(explanation: Explanation, *, stderr_tail: str = "") -> dict[str, Any]:
+def explain_payload(explanation: Explanation, *, stderr_tail: str = "") -> dict[str, Any]:
+    """What explain and run both say of a log: the scan, its causes (``outcome`` is
+    ``explanation.status``: explained, possible or no-signature)."""
     scan = explanation.scan
     data: dict[str, Any] = {
-        "schema_version": EXPLAIN_SCHEMA_VERSION,
-        "kind": "explain",
-        "envdoctor_version": __version__,
         "source": explanation.source,
-        "status": explanation.status,
-        "exit_code": explanation.exit_code,
+        "outcome": explanation.status,
         "lines": scan.lines,
         "bytes": scan.bytes,
         "binary": scan.binary,
@@ -181,6 +179,34 @@ def to_data(explanation: Explanation, *, stderr_tail: str = "") -> dict[str, Any
     if stderr_tail:
         data["stderr_tail"] = stderr_tail
     return data
+
+
+def to_data(explanation: Explanation, *, stderr_tail: str = "") -> dict[str, Any]:
+    """``explain --format json`` (docs/schema/explain.schema.json)."""
+    payload = explain_payload(explanation, stderr_tail=stderr_tail)
+    return envelope("explain", payload, exit_code=explanation.exit_code)
+
+
+def run_data(
+    explanation: Explanation,
+    *,
+    command: list[str],
+    returncode: int,
+    signal: str | None,
+    blocking: bool,
+    stderr_tail: str,
+) -> dict[str, Any]:
+    """``run --format json`` (docs/schema/run.schema.json): the process exits with the
+    command's own code, so that is ``exit_code``; ``status`` is healthy when it succeeded."""
+    payload = {
+        **explain_payload(explanation, stderr_tail=stderr_tail),
+        "command": command,
+        "returncode": returncode,
+        "signal": signal,
+        "blocking": blocking,
+    }
+    status = HEALTHY if returncode == 0 else UNHEALTHY
+    return envelope("run", payload, exit_code=returncode, status=status)
 
 
 def _cause_data(cause: Cause) -> dict[str, Any]:

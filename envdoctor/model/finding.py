@@ -5,6 +5,7 @@ from __future__ import annotations
 import enum
 import re
 from dataclasses import field
+from typing import Any
 
 from envdoctor.model.record import record
 
@@ -60,3 +61,26 @@ class Finding:
     def __post_init__(self) -> None:
         if not is_valid_code(self.code):
             raise ValueError(f"finding code {self.code!r} is not dotted kebab-case")
+
+
+def finding_to_json(finding: Finding) -> dict[str, Any]:
+    """A finding as every JSON document carries it (docs/schema/finding.schema.json): here, in
+    the model, so that each area's JSON builder (check, probe, smoke) gives it one shape."""
+    fix = finding.remediation
+    return {
+        "code": finding.code,
+        "severity": finding.severity.label,
+        "title": finding.title,
+        "subject": finding.subject,
+        "inconclusive": finding.inconclusive,
+        "evidence": [{"label": label, "value": value} for label, value in finding.evidence],
+        "remediation": None
+        if fix is None
+        else {
+            "summary": fix.summary,
+            "steps": list(fix.steps),
+            "needs_root": fix.needs_root,
+            "needs_reboot": fix.needs_reboot,
+            "docs": fix.docs,
+        },
+    }

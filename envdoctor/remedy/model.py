@@ -12,8 +12,6 @@ from typing import ClassVar, Union
 from envdoctor.model.record import record
 from envdoctor.probes.holders import GpuHolder
 
-PLAN_SCHEMA_VERSION = 1
-
 
 @record
 class HolderRef:
@@ -233,6 +231,7 @@ class Plan:
     notes: tuple[str, ...] = ()
     envdoctor_version: str = ""
     source: str = ""  # "live" or the snapshot path
+    status: str = "unknown"  # the diagnosis the plan answers: healthy, unhealthy or unknown
 
     @property
     def needs_root(self) -> bool:

@@ -4,8 +4,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from envdoctor.envelope import envelope
 from envdoctor.remedy.model import (
-    PLAN_SCHEMA_VERSION,
     Action,
     CreateNodes,
     HolderRef,
@@ -126,10 +126,9 @@ def render_steps(plan: Plan) -> str:
 
 
 def plan_to_json(plan: Plan) -> dict[str, Any]:
-    """The plan as plain JSON data (``schema_version`` 1)."""
-    return {
-        "schema_version": PLAN_SCHEMA_VERSION,
-        "envdoctor_version": plan.envdoctor_version,
+    """``fix --format json`` (docs/schema/fix-plan.schema.json). ``status`` is the diagnosis the
+    plan answers; ``exit_code`` 0, as `fix` exits once the plan is written (docs/fix.md)."""
+    payload = {
         "source": plan.source,
         "needs_root": plan.needs_root,
         "reboot_required": plan.reboot_required,
@@ -176,3 +175,4 @@ def plan_to_json(plan: Plan) -> dict[str, Any]:
             for n, step in enumerate(plan.steps, 1)
         ],
     }
+    return envelope("fix-plan", payload, exit_code=0, status=plan.status)

@@ -15,8 +15,6 @@ if TYPE_CHECKING:
     from envdoctor.engine import Report
     from envdoctor.fleet.requirements import Requirement
 
-PROBE_SCHEMA_VERSION = 1
-
 
 def render_probe(
     report: Report,
@@ -49,15 +47,13 @@ def _json(
     requirements: Sequence[Requirement],
     budget: float,
 ) -> dict[str, Any]:
+    """``probe --json`` (docs/schema/probe.schema.json)."""
+    from envdoctor.envelope import envelope  # not at the top: the text verdict never needs it
     from envdoctor.fleet.requirements import evaluate_requirement
     from envdoctor.model import codec
-    from envdoctor.render.report_json import finding_to_json
+    from envdoctor.model.finding import finding_to_json
 
-    return {
-        "schema_version": PROBE_SCHEMA_VERSION,
-        "kind": "envdoctor-probe",
-        "status": report.status,
-        "exit_code": report.exit_code,
+    payload = {
         "verdict": verdict,
         "duration_s": round(duration, 4),
         "budget_s": budget,
@@ -68,6 +64,7 @@ def _json(
         "findings": [finding_to_json(f) for f in report.findings],
         "facts": codec.encode(report.facts),
     }
+    return envelope("probe", payload, exit_code=report.exit_code)
 
 
 def _requirement_lines(report: Report, requirements: Sequence[Requirement]) -> list[str]:
@@ -79,24 +76,24 @@ def _requirement_lines(report: Report, requirements: Sequence[Requirement]) -> l
     return [f"  require {o.requirement.text}: {o.verdict} ({o.actual})" for o in outcomes]
 
 
-def render_unknown(fmt: str, reason: str, duration: float) -> tuple[str, str]:
-    """The watchdog's output: the budget ran out before a verdict."""
+def render_unknown(fmt: str, reason: str, duration: float, *, budget: float) -> tuple[str, str]:
+    """The watchdog's output: the budget ran out before a verdict (JSON: a ``reason``, no
+    facts)."""
     verdict = fit_line(f"unknown: {reason}", MAX_VERDICT_BYTES)
     if fmt == "prometheus":
         from envdoctor.render.prometheus import render_prometheus_unknown
 
         return verdict, render_prometheus_unknown(reason, duration, command="probe")
     if fmt == "json":
-        data = {
-            "schema_version": PROBE_SCHEMA_VERSION,
-            "kind": "envdoctor-probe",
-            "status": "unknown",
-            "exit_code": exitcodes.UNKNOWN,
+        from envdoctor.envelope import envelope  # loaded before the watchdog started
+
+        payload = {
             "verdict": verdict,
             "reason": reason,
             "duration_s": round(duration, 4),
+            "budget_s": budget,
             "requirements": [],
             "findings": [],
         }
-        return verdict, json_document(data)
+        return verdict, json_document(envelope("probe", payload, exit_code=exitcodes.UNKNOWN))
     return verdict, verdict + "\n"

@@ -1,45 +1,19 @@
-"""The versioned JSON envelope (schema: docs/schema/report.schema.json)."""
+"""``check --format json``: the report in the JSON envelope (docs/schema/check.schema.json)."""
 
 from __future__ import annotations
 
 from typing import Any
 
-from envdoctor import __version__
 from envdoctor.engine import Report
+from envdoctor.envelope import envelope
 from envdoctor.model import codec
-from envdoctor.model.finding import Finding, Severity
-
-REPORT_SCHEMA_VERSION = 1
-
-
-def finding_to_json(finding: Finding) -> dict[str, Any]:
-    fix = finding.remediation
-    return {
-        "code": finding.code,
-        "severity": finding.severity.label,
-        "title": finding.title,
-        "subject": finding.subject,
-        "inconclusive": finding.inconclusive,
-        "evidence": [{"label": label, "value": value} for label, value in finding.evidence],
-        "remediation": None
-        if fix is None
-        else {
-            "summary": fix.summary,
-            "steps": list(fix.steps),
-            "needs_root": fix.needs_root,
-            "needs_reboot": fix.needs_reboot,
-            "docs": fix.docs,
-        },
-    }
+from envdoctor.model.finding import Severity, finding_to_json
 
 
 def report_to_json(report: Report) -> dict[str, Any]:
-    """Stable keys; add fields freely, rename or remove only with a schema_version bump."""
-    return {
-        "schema_version": REPORT_SCHEMA_VERSION,
-        "tool": {"name": "envdoctor", "version": __version__},
-        "status": report.status,
-        "exit_code": report.exit_code,
+    """Stable keys; add fields freely, rename or remove only with a schema_version bump
+    (``envelope.KINDS``)."""
+    payload = {
         "summary": {
             s.label: sum(1 for f in report.findings if f.severity == s)
             for s in (Severity.ERROR, Severity.WARNING, Severity.INFO)
@@ -59,3 +33,4 @@ def report_to_json(report: Report) -> dict[str, Any]:
         "intent": {"expect_gpu": report.intent.expect_gpu, "source": report.intent.source},
         "facts": codec.encode(report.facts),
     }
+    return envelope("check", payload, exit_code=report.exit_code)

@@ -5,15 +5,13 @@ from __future__ import annotations
 from typing import Any
 
 from envdoctor.engine import Report
+from envdoctor.envelope import envelope
 from envdoctor.model.facts import Facts
-from envdoctor.model.finding import Finding
-from envdoctor.render.report_json import finding_to_json
+from envdoctor.model.finding import Finding, finding_to_json
 from envdoctor.render.text import UNICODE, Marks, render_text
 from envdoctor.smoke.model import FAILED, PASSED, ChildRun, SmokeRun, StepResult
 from envdoctor.smoke.reproduce import TORCH_CACHE, Probe, ReproduceRun
 from envdoctor.terminal import safe_text
-
-SMOKE_SCHEMA_VERSION = 1
 
 
 def step_line(step: StepResult, marks: Marks) -> str:
@@ -114,12 +112,8 @@ def child_json(child: ChildRun) -> dict[str, Any]:
 
 
 def smoke_json(facts: Facts, run: SmokeRun, findings: tuple[Finding, ...]) -> dict[str, Any]:
-    report = Report(facts, findings)
-    return {
-        "schema_version": SMOKE_SCHEMA_VERSION,
-        "command": "smoke",
-        "status": report.status,
-        "exit_code": report.exit_code,
+    """``smoke --json`` (docs/schema/smoke.schema.json)."""
+    payload = {
         "python": run.python,
         "seconds": run.seconds,
         "runs": [child_json(c) for c in run.runs],
@@ -127,6 +121,7 @@ def smoke_json(facts: Facts, run: SmokeRun, findings: tuple[Finding, ...]) -> di
         "notes": list(run.notes),
         "findings": [finding_to_json(f) for f in findings],
     }
+    return envelope("smoke", payload, exit_code=Report(facts, findings).exit_code)
 
 
 def _probe_json(probe: Probe) -> dict[str, Any]:
@@ -147,12 +142,10 @@ def _probe_json(probe: Probe) -> dict[str, Any]:
 def reproduce_json(
     run: ReproduceRun, findings: tuple[Finding, ...], exit_code: int
 ) -> dict[str, Any]:
-    return {
-        "schema_version": SMOKE_SCHEMA_VERSION,
-        "command": "smoke --reproduce",
-        "kind": run.kind,
+    """``smoke --reproduce KIND --json`` (docs/schema/reproduce.schema.json)."""
+    payload = {
+        "reproduce": run.kind,
         "target": run.target.label if run.target else None,
-        "exit_code": exit_code,
         "problem": run.problem,
         "seconds": run.seconds,
         "hold": run.hold,
@@ -164,3 +157,4 @@ def reproduce_json(
         "probes": [_probe_json(p) for p in run.probes],
         "findings": [finding_to_json(f) for f in findings],
     }
+    return envelope("reproduce", payload, exit_code=exit_code)

@@ -72,7 +72,7 @@ def test_driver_mismatch_json_names_the_blocker() -> None:
     code, out = run("driver_mismatch", "--json")
     data = json.loads(out)
     assert code == 1 and data["exit_code"] == 1
-    assert data["status"] == "none"
+    assert (data["status"], data["outcome"]) == ("unhealthy", "none")
     assert data["command"] is None and data["recommendation"] is None
     (blocker,) = data["blockers"]
     assert "Driver/library version mismatch" in blocker

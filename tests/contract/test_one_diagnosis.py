@@ -176,11 +176,11 @@ def test_recommend_agrees_with_check(diagnosis: dict[str, dict[str, Any]], case:
         assert runs["check"].code == 1, "recommend is blocked where check sees nothing wrong"
     if runs["check"].code == 0:
         assert runs["recommend"].code == 0
-    if rec["status"] == "cpu-only":
+    if rec["outcome"] == "cpu-only":
         assert "torch.cpu-build" not in codes
         assert codes & {"machine.cpu-only", "container.no-gpu-access"}
     if "torch.cpu-build" in codes:
-        assert rec["status"] != "cpu-only"
+        assert rec["outcome"] != "cpu-only"
 
 
 def _pick(rec: dict[str, Any]) -> tuple[str, str] | None:

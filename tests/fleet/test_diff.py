@@ -104,8 +104,16 @@ def test_cli_identical_exits_0_and_json(tmp_path: Path) -> None:
     assert result.exit_code == 0
     assert "no differences" in result.output
     b = write(tmp_path, "b.json", scenario_facts("memory_held"))
-    data = json.loads(cli_invoke(["diff", "--json", str(a), str(b)]).output)
-    assert data["kind"] == "envdoctor-diff"
+    result = cli_invoke(["diff", "--json", str(a), str(b)])
+    data = json.loads(result.stdout)
+    # memory in use differs, and only that: every difference is listed, none counts (no --all)
+    assert (data["kind"], data["status"], data["exit_code"], result.exit_code) == (
+        "diff",
+        "healthy",
+        0,
+        0,
+    )
+    assert data["differences"] and all(d["volatile"] for d in data["differences"])
     assert {"path", "a", "b", "volatile"} <= set(data["differences"][0])
 
 

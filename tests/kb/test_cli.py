@@ -6,7 +6,6 @@ import json
 import sys
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from envdoctor.model.facts import Facts, LibraryCopy, LibraryFamily
@@ -14,10 +13,8 @@ from envdoctor.model.probed import Found, ProbeFailed
 from tests import factories
 from tests.kb.helpers import CORPUS
 from tests.runner import invoke as cli_invoke
+from tests.schemas import validate
 
-SCHEMA = json.loads(
-    (Path(__file__).parents[2] / "docs" / "schema" / "explain.schema.json").read_text()
-)
 OOM_LOG = CORPUS / "cuda.out-of-memory" / "dcrnn-6.txt"
 ASSERT_LOG = CORPUS / "cuda.assert-target-out-of-range" / "seed-000.txt"
 
@@ -34,7 +31,7 @@ def test_explain_stdin_json_matches_schema() -> None:
     result = cli_invoke(["explain", "--json"], input=OOM_LOG.read_bytes())
     assert result.exit_code == 1
     data = json.loads(result.output)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     assert data["source"] == "<stdin>"
     assert data["causes"][0]["id"] == "cuda.out-of-memory"
     assert data["causes"][0]["captures"]["requested"] == "20.00 MiB"
@@ -115,7 +112,7 @@ def test_with_host_adds_live_evidence(monkeypatch: pytest.MonkeyPatch) -> None:
     log = b"Failed to initialize NVML: Driver/library version mismatch\n"
     result = cli_invoke(["explain", "--with-host", "--json"], input=log)
     data = json.loads(result.output)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     checks = data["causes"][0]["host_checks"]
     assert checks[0]["name"] == "driver-library-match"
     assert checks[0]["verdict"] == "confirms"
@@ -155,13 +152,26 @@ def test_run_success_is_silent_and_exit_0() -> None:
     assert result.stderr == ""
 
 
-def test_run_json_report_on_stderr() -> None:
+def test_run_json_is_alone_on_stdout_and_the_commands_output_goes_to_stderr() -> None:
     result = cli_invoke(["run", "--format", "json", "--", sys.executable, "-c", FAILING])
     assert result.exit_code == 3
-    data = json.loads(result.stderr[result.stderr.index("{") :])
-    jsonschema.validate(data, SCHEMA)
-    assert data["returncode"] == 3
+    data = json.loads(result.stdout)  # the document and nothing else
+    validate(data)
+    assert (data["kind"], data["status"], data["exit_code"]) == ("run", "unhealthy", 3)
+    assert (data["returncode"], data["signal"], data["outcome"]) == (3, None, "explained")
+    assert data["causes"][0]["id"] == "cuda.device-assert"
     assert "device-side assert" in data["stderr_tail"]
+    assert "epoch 1 loss 0.5" in result.stderr and "blocking=unset" in result.stderr
+
+
+def test_run_json_when_the_command_succeeds_says_healthy() -> None:
+    argv = ["run", "--format", "json", "--", sys.executable, "-c", "print('fine')"]
+    result = cli_invoke(argv)
+    assert result.exit_code == 0
+    data = json.loads(result.stdout)
+    validate(data)
+    assert (data["status"], data["exit_code"], data["outcome"]) == ("healthy", 0, "no-signature")
+    assert result.stderr == "fine\n"
 
 
 def test_run_unknown_failure_shows_stderr_tail() -> None:

@@ -19,16 +19,15 @@ from collections.abc import Iterator
 from contextlib import contextmanager, suppress
 from pathlib import Path
 
-import jsonschema
 import pytest
 
 from envdoctor.kb import load_default_kb, scan_bytes, scan_stream
 from envdoctor.kb.matcher import Scanner
 from envdoctor.kb.sources import LogStream
 from tests.runner import invoke as cli_invoke
+from tests.schemas import validate
 
 ROOT = Path(__file__).resolve().parents[2]
-SCHEMA = json.loads((ROOT / "docs" / "schema" / "explain.schema.json").read_text())
 ASSERT_LINE = "RuntimeError: CUDA error: device-side assert triggered"
 TIMEOUT = 30.0
 
@@ -61,7 +60,7 @@ def test_a_gzip_log_cut_in_half_is_explained_up_to_the_cut(tmp_path: Path) -> No
 
     assert code == 1
     data = json.loads(stdout)
-    jsonschema.validate(data, SCHEMA)
+    validate(data)
     assert [c["id"] for c in data["causes"]] == ["cuda.device-assert"]
     assert data["causes"][0]["first_line"] == 20_001
     warning = _only_line(stderr)
@@ -85,8 +84,13 @@ def test_a_cut_log_where_nothing_is_found_is_not_called_healthy(tmp_path: Path) 
     assert "compressed data ends early" in _only_line(stderr)
     code, stdout, _ = _explain(str(cut), "--json")
     data = json.loads(stdout)
-    jsonschema.validate(data, SCHEMA)
-    assert (code, data["exit_code"], data["status"]) == (2, 2, "no-signature")
+    validate(data)
+    assert (code, data["exit_code"], data["status"], data["outcome"]) == (
+        2,
+        2,
+        "unknown",
+        "no-signature",
+    )
 
 
 def _gzip_with_a_bad_block(before: bytes, after: bytes) -> bytes:

@@ -61,7 +61,7 @@ def test_json_output(cli) -> None:  # type: ignore[no-untyped-def]
     result = cli("--json", rules="conv=raise:cudnn-not-initialized")
     assert result.exit_code == 1
     data = json.loads(result.output)
-    assert (data["schema_version"], data["command"], data["exit_code"]) == (1, "smoke", 1)
+    assert (data["schema_version"], data["kind"], data["exit_code"]) == (2, "smoke", 1)
     (run,) = data["runs"]
     conv = next(s for s in run["steps"] if s["step"] == "conv-forward")
     assert conv["error"] == "RuntimeError: cuDNN error: CUDNN_STATUS_NOT_INITIALIZED"
@@ -93,7 +93,11 @@ def test_reproduce_json(cli) -> None:  # type: ignore[no-untyped-def]
     )
     assert result.exit_code == 0, result.output
     data = json.loads(result.output)
-    assert data["command"] == "smoke --reproduce" and data["kind"] == "cublas-alloc"
+    assert (data["kind"], data["reproduce"], data["status"]) == (
+        "reproduce",
+        "cublas-alloc",
+        "healthy",
+    )
     assert [p["leave_mib"] for p in data["probes"]] == [None, 1000]
     assert [f["code"] for f in data["findings"]] == ["smoke.pressure-ruled-out"]
 

@@ -53,10 +53,10 @@ def test_the_files_fit_what_the_device_tool_brings_back(validated: Path) -> None
 
 def test_smoke_and_both_reproductions_ran_from_the_checkout(validated: Path) -> None:
     smoke = json.loads((validated / "smoke.json").read_text())
-    assert smoke["command"] == "smoke"
+    assert smoke["kind"] == "smoke"
     for kind in ("cublas-alloc", "cudnn-init"):
         data = json.loads((validated / f"reproduce-{kind}.json").read_text())
-        assert (data["command"], data["kind"], data["hold"]) == ("smoke --reproduce", kind, "raw")
+        assert (data["kind"], data["reproduce"], data["hold"]) == ("reproduce", kind, "raw")
     lines = (validated / "reproduce-in-process.jsonl").read_text().splitlines()
     assert [json.loads(line)["hold"] for line in lines] == ["torch-cache", "torch-cache"]
     assert json.loads((validated / "check.json").read_text())["schema_version"]

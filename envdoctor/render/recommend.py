@@ -1,0 +1,140 @@
+"""``envdoctor recommend``'s text and JSON (docs/schema/recommend.schema.json): what
+``compat.recommend`` decided, shown."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from envdoctor.compat.recommend import (
+    Candidate,
+    MachineGpu,
+    Recommendation,
+    describe_machine,
+)
+from envdoctor.compat.tables import CompatTables, TorchVariant
+from envdoctor.compat.versions import cuda_text
+from envdoctor.envelope import envelope
+
+
+def render_text(tables: CompatTables, rec: Recommendation) -> str:
+    out: list[str] = ["Machine:"]
+    out.extend(f"  {line}" for line in describe_machine(tables, rec.machine))
+    if rec.blockers:
+        out.append("")
+        out.append("Fix first (no torch wheel can work around these):")
+        out.extend(f"  ✗ {b}" for b in rec.blockers)
+    out.append("")
+    if rec.choice is not None:
+        choice = rec.choice
+        out.append("Install:")
+        out.append(f"  {choice.command}")
+        out.append("")
+        out.append("Why:")
+        out.append(f"  - torch {choice.version} {choice.variant.name}: {_why_release(rec)}")
+        out.extend(f"  - {r}" for r in choice.reasons)
+        bundled = _bundled(choice.variant)
+        if bundled:
+            out.append(f"  - {bundled}; Python {_python_range(choice.release.python)}")
+        if choice.notes or rec.notes:
+            out.append("")
+            out.append("Notes:")
+            out.extend(f"  - {n}" for n in (*choice.notes, *rec.notes))
+    elif rec.cpu_command:
+        out.append("Install (CPU only):")
+        out.append(f"  {rec.cpu_command}")
+        out.extend(f"  - {n}" for n in rec.notes)
+    elif rec.blockers:
+        out.append("No wheel recommended until the driver is fixed.")
+        out.extend(f"  - {n}" for n in rec.notes)
+    else:
+        out.append("No official torch wheel in envdoctor's tables works on this machine.")
+        out.extend(f"  - {n}" for n in rec.notes)
+    if rec.rejected:
+        out.append("")
+        out.append("Would not work:")
+        out.extend(f"  ✗ {c.label}: {'; '.join(c.problems)}" for c in rec.rejected)
+    return "\n".join(out) + "\n"
+
+
+def _why_release(rec: Recommendation) -> str:
+    assert rec.choice is not None
+    if rec.pinned:
+        return f"the best variant of the pinned release {rec.choice.release.torch}"
+    if rec.considered and rec.considered[0] == rec.choice.release.torch:
+        return "the newest release in envdoctor's tables, best variant for this machine"
+    return "the newest release in envdoctor's tables with a variant that works here"
+
+
+def _bundled(variant: TorchVariant) -> str:
+    parts = []
+    if variant.cudnn:
+        parts.append(f"cuDNN {variant.cudnn}")
+    if variant.nccl:
+        parts.append(f"NCCL {variant.nccl}")
+    return "bundles " + " and ".join(parts) if parts else ""
+
+
+def _python_range(spec: str) -> str:
+    low = high = ""
+    for part in spec.split(","):
+        part = part.strip()
+        if part.startswith(">="):
+            low = part[2:]
+        elif part.startswith("<"):
+            major, _, minor = part[1:].partition(".")
+            high = f"{major}.{int(minor) - 1}" if minor.isdigit() else part[1:]
+    return f"{low} to {high}" if low and high else spec
+
+
+def to_json(tables: CompatTables, rec: Recommendation) -> dict[str, Any]:
+    """``recommend --json`` (docs/schema/recommend.schema.json): ``outcome`` is ``rec.status``
+    (ok, blocked, cpu-only, none); the envelope's ``status`` is the exit code's word."""
+    m = rec.machine
+
+    def cand(c: Candidate) -> dict[str, Any]:
+        return {
+            "torch": c.version,
+            "variant": c.variant.name,
+            "cuda": c.variant.cuda,
+            "index_url": c.variant.index_url,
+            "command": c.command,
+            "driver_fit": c.driver.fit.value if c.driver else None,
+            "needs_driver": c.driver.needed if c.driver else None,
+            "full_feature_driver": c.driver.full if c.driver else None,
+            "arch_list": list(c.variant.arch_list),
+            "cudnn": c.variant.cudnn,
+            "nccl": c.variant.nccl,
+            "experimental": c.variant.experimental,
+            "reasons": list(c.reasons),
+            "problems": list(c.problems),
+            "notes": list(c.notes),
+        }
+
+    payload = {
+        "outcome": rec.status,
+        "machine": {
+            "driver": m.driver,
+            "driver_cuda": cuda_text(m.driver_cuda) if m.driver_cuda else None,
+            "kernel_modules": m.kernel_flavor,
+            "gpus": [_gpu_json(g) for g in m.gpus],
+        },
+        "pinned": rec.pinned,
+        "recommendation": cand(rec.choice) if rec.choice else None,
+        "command": rec.choice.command if rec.choice else rec.cpu_command,
+        "blockers": list(rec.blockers),
+        "notes": list(rec.notes),
+        "rejected": [cand(c) for c in rec.rejected],
+    }
+    return envelope("recommend", payload, exit_code=rec.exit_code)
+
+
+def _gpu_json(gpu: MachineGpu) -> dict[str, Any]:
+    """A GPU of ``machine.gpus``; ``compute_capability_unknown`` (the reason) only when null."""
+    out: dict[str, Any] = {
+        "index": gpu.index,
+        "name": gpu.name,
+        "compute_capability": f"{gpu.cc[0]}.{gpu.cc[1]}" if gpu.cc else None,
+    }
+    if gpu.cc is None:
+        out["compute_capability_unknown"] = gpu.cc_problem or "unknown"
+    return out
