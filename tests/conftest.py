@@ -56,13 +56,18 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
 @pytest.hookimpl(hookwrapper=True)
 def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
     """Under pytest-xdist, a test marked ``serial`` runs alone: it holds an exclusive lock that
-    every other test (its setup, module fixtures included, and teardown) holds shared. One lock
-    file per test run, shared by its workers; a single process needs none."""
+    every other test (its setup, module fixtures included, and teardown) holds shared. The lock
+    file is in pytest's cache directory (the same file for every run), else one per run in the
+    temporary directory; a single process needs none."""
     run = getattr(item.config, "workerinput", {}).get("testrunuid")
     if run is None:
         yield
         return
-    path = Path(tempfile.gettempdir()) / f"envdoctor-tests-{run}.lock"
+    cache = getattr(item.config, "cache", None)  # None with -p no:cacheprovider
+    if cache is not None:
+        path = cache.mkdir("envdoctor-serial") / "serial.lock"
+    else:
+        path = Path(tempfile.gettempdir()) / f"envdoctor-tests-{run}.lock"
     with path.open("a") as lock:
         fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
         yield
