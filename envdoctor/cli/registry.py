@@ -66,6 +66,16 @@ def format_option(*formats: str, help: str = "Output format.") -> Option:
     )
 
 
+def no_cache_option() -> Option:
+    return Option(
+        ("--no-cache",),
+        "no_cache",
+        "Import torch afresh: do not reuse (or store) an earlier import from envdoctor's cache "
+        "($XDG_CACHE_HOME/envdoctor, by default ~/.cache/envdoctor).",
+        kind="flag",
+    )
+
+
 def json_option(help: str = "Shortcut for --format json.") -> Option:
     return Option(("--json",), "json", help, kind="flag")
 
@@ -108,6 +118,7 @@ CHECK = Command(
         ),
         output_option("Write the report to FILE (atomically) instead of stdout."),
         expect_option(),
+        no_cache_option(),
     ),
     epilog=EXIT_CODES,
 )
@@ -128,6 +139,7 @@ COLLECT = Command(
             "Keep the hostname, user name and GPU UUIDs (the file is then written 0600).",
             kind="flag",
         ),
+        no_cache_option(),
     ),
 )
 
@@ -177,6 +189,7 @@ FIX = Command(
             default="wheel",
         ),
         expect_option(),
+        no_cache_option(),
     ),
 )
 
@@ -228,6 +241,7 @@ SPEC = Command(
                     "Do not record (or probe) torch and cuDNN.",
                     kind="flag",
                 ),
+                no_cache_option(),
             ),
         ),
         Command(
@@ -309,6 +323,7 @@ SLURM = Command(
             kind="flag",
         ),
         expect_option(),
+        no_cache_option(),
     ),
     epilog=EXIT_CODES,
 )
@@ -379,6 +394,7 @@ SMOKE = Command(
             kind="seconds",
             default=300.0,
         ),
+        no_cache_option(),
     ),
     epilog="Exit 0 every step passed, 1 a step failed, 2 could not determine (nothing to test) "
     "or a usage error. With --reproduce: 1 the error reproduced, 0 it did not, 2 undetermined.",
