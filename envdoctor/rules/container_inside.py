@@ -44,6 +44,8 @@ def _scope(ctx: RuleContext, *, gpu: bool = True) -> str:
         return "not in a container"
     if gpu and machine.kind is MachineKind.CONTAINER_WITHOUT_GPU:
         return "this container was given no GPU (container.no-gpu-access)"
+    if gpu and machine.kind is MachineKind.CPU:
+        return f"{machine.why_no_gpu()}: no GPU for the NVIDIA hook to give this container"
     return ""
 
 

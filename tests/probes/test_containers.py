@@ -362,3 +362,19 @@ def test_our_merge_of_drop_ins_is_what_containerd_reads(tmp_path: Path) -> None:
         dumped.nvidia_runtimes,
     )
     assert mine.nvidia_runtimes == ("nvidia",) and mine.default_runtime == "runc"
+
+
+def test_a_cpu_machine_in_a_container_has_no_gpu_checks_left_undecided() -> None:
+    """Seen on this CI machine (a Docker container, no NVIDIA hardware): "did the NVIDIA hook
+    mount the driver's libraries" said *unknown* (NVML not found) instead of not applicable."""
+    report = _check("cpu_only", files={"/.dockerenv": ""})
+    outcomes = {c["name"]: (c["outcome"], c["reason"]) for c in report["checks"]}
+    for name in (
+        "container.driver-libraries",
+        "container.library-version",
+        "container.require-cuda",
+    ):
+        outcome, reason = outcomes[name]
+        assert outcome == "not-applicable", (name, reason)
+        assert "no NVIDIA GPU" in reason
+    assert report["status"] == "healthy"
