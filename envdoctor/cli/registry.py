@@ -404,7 +404,7 @@ EXPLAIN = Command(
     arguments=(
         Argument(
             "source",
-            "[FILE|-]",
+            "FILE|-",
             "The log to explain (a file, .gz too; - or nothing: stdin).",
             required=False,
             default="-",
@@ -453,7 +453,9 @@ RUN = Command(
             kind="flag",
         ),
     ),
-    arguments=(Argument("command", "-- CMD [ARGS]", "The command to run.", many=True),),
+    arguments=(
+        Argument("command", "CMD [ARGS]...", "The command to run, after --.", many=True),
+    ),
 )
 
 TABLES = Command(
@@ -468,7 +470,7 @@ TABLES = Command(
             arguments=(
                 Argument(
                     "directory",
-                    "[DIR]",
+                    "DIR",
                     "A directory of your own tables (validated merged over the shipped ones).",
                     required=False,
                 ),
