@@ -15,7 +15,7 @@ from envdoctor.cli.common import (
     target_python,
     text_width,
     unicode_out,
-    write_output,
+    write_report,
 )
 from envdoctor.errors import EnvdoctorError
 
@@ -65,7 +65,7 @@ def run(inv: Invocation) -> int:
         text = render_prometheus(report, time.monotonic() - start)
     else:
         text = render(report, fmt, verbose=args.flag("verbose"))
-    write_output(text, args.path("output"))
+    write_report(inv, text, paint=_colour if fmt == "text" else None)
     return report.exit_code
 
 
@@ -92,6 +92,12 @@ def _with_smoke(report: Report, python: str, timeout: float) -> Report:
     findings = (*report.findings, *deep_findings(report.facts, python=python, timeout=timeout))
     ordered = tuple(sorted(findings, key=lambda f: (-f.severity, f.code, f.subject)))
     return dataclasses.replace(report, findings=ordered)
+
+
+def _colour(text: str) -> str:
+    from envdoctor.render.text import colour_report
+
+    return colour_report(text)
 
 
 def render(report: Report, fmt: str, *, verbose: bool = False) -> str:

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for
+from envdoctor.cli.common import Invocation, facts_for, output_format, write_report
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import safe_line
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 
 def run(inv: Invocation) -> int:
     from envdoctor.kb import assess, explain, load_default_kb, scan_stream
-    from envdoctor.kb.render import render
+    from envdoctor.kb.render import colour_text, render
     from envdoctor.kb.sources import LogStream
 
     args = inv.args
@@ -27,7 +27,7 @@ def run(inv: Invocation) -> int:
     if args.flag("list_signatures"):
         emit("".join(f"{s.id:<34} {s.title}\n" for s in kb.signatures))
         return exitcodes.HEALTHY
-    fmt = "json" if args.flag("json") else args.text("format") or "text"
+    fmt = output_format(inv)
     source = args.text("source") or "-"
     name, raw, owned = _open_source(source)
     try:
@@ -40,7 +40,7 @@ def run(inv: Invocation) -> int:
     if args.flag("with_host"):
         facts = facts_for(inv, include_torch=False, timeout=args.number("timeout"))
         explanation = assess(explanation, facts)
-    emit(render(explanation, fmt))
+    write_report(inv, render(explanation, fmt), paint=colour_text if fmt == "text" else None)
     if source.endswith(".gz") and not log.gzip and scan.bytes:
         # Read as text rather than refused: the scanner takes any bytes, and a misnamed log
         # (`tee train.log.gz`, a rotation that renames without compressing) still holds the

@@ -159,6 +159,27 @@ def _tail_text(stderr_tail: str) -> list[str]:
     return ["", "Last lines of stderr:", *(f"  │ {line}" for line in tail)]
 
 
+COLOURS = (
+    (
+        r"envdoctor explain: .* — (?:(\d[\d,]* causes? found)|(no known signature)|(no confident "
+        r"cause; possible causes below))$",
+        ("error", "ok", "warning"),
+    ),
+    (r"(?:(✗)|(\?)) ", ("error", "warning")),  # a cause, confident or possible
+    (r"  (why:|fix:)$", ("bold",)),
+    (r"(Consequences \(explained by a cause above\):|Last lines of stderr:)$", ("bold",)),
+    (r"  (note:) ", ("dim",)),
+)
+"""Where an explanation's text takes colour (``explain``, and ``run`` on stderr)."""
+
+
+def colour_text(text: str) -> str:
+    """The text ``render_text`` made, coloured for a terminal."""
+    from envdoctor.colour import paint
+
+    return paint(text, COLOURS)
+
+
 # --- json ---------------------------------------------------------------------------------
 
 

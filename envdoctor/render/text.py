@@ -5,6 +5,7 @@ from __future__ import annotations
 import textwrap
 
 from envdoctor import __version__
+from envdoctor.colour import Rule, paint
 from envdoctor.engine import CheckResult, Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.outcome import Outcome
@@ -57,6 +58,27 @@ class Marks:
 
 UNICODE = Marks("✓", "i", "!", "✗", "–", "?")
 ASCII = Marks("ok", "i", "!", "x", "-", "?")
+
+COLOURS: tuple[Rule, ...] = (
+    # the verdict, in the header and the result line
+    (
+        r"(?:envdoctor \S+ — |Result: )(?:(healthy)|(UNHEALTHY)|(could not determine))\b",
+        ("ok", "error", "warning"),
+    ),
+    # a mark (either set) at the start of a finding, a check or a smoke step
+    (
+        r"  (?:(✓|ok)|(✗|x)|(!)|(i)|(–|-)|(\?)) ",
+        ("ok", "error", "warning", "info", "dim", "unknown"),
+    ),
+    (r"    (fix:) ", ("bold",)),
+    (r"([A-Z][A-Za-z ]*|envdoctor)$", ("bold",)),  # a section's title
+)
+"""Where the check report (and smoke's, which shares its marks) takes colour."""
+
+
+def colour_report(text: str) -> str:
+    """The report ``render_text`` made, coloured for a terminal."""
+    return paint(text, COLOURS)
 
 
 def render_text(

@@ -69,3 +69,15 @@ def test_run_usage_shows_where_the_command_goes() -> None:
 )
 def test_optional_arguments_have_one_pair_of_brackets(path: list[str], usage: str) -> None:
     assert invoke([*path, "--help"]).stdout.splitlines()[0] == usage
+
+
+@pytest.mark.parametrize(
+    "path",
+    [p for p in PATHS if p and p[0] in ("check", "probe", "smoke", "explain", "recommend", "diff")]
+    + [["run"]],
+    ids=" ".join,
+)
+def test_every_text_report_takes_color_and_output(path: list[str]) -> None:
+    text = invoke([*path, "--help"]).stdout
+    assert "--color WHEN" in text and "auto" in text and "NO_COLOR" in text
+    assert "-o, --output FILE" in text
