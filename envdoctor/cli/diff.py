@@ -12,6 +12,7 @@ from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.cli.common import Invocation, output_format, write_report
+from envdoctor.model.units import plural
 from envdoctor.terminal import json_document, safe_text
 
 if TYPE_CHECKING:
@@ -43,7 +44,7 @@ def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:
     note = f"; {hidden} that change from run to run hidden (--all shows them)" if hidden else ""
     if not diffs:
         return f"{a} and {b}: no differences{note}"
-    head = f"{a} and {b}: {len(diffs)} difference{'s' if len(diffs) != 1 else ''}{note}"
+    head = f"{a} and {b}: {plural(len(diffs), 'difference')}{note}"
     path_w = max(len("fact"), *(len(d.path) for d in diffs))
     a_w = min(MAX_VALUE_WIDTH, max(len(a), *(len(_show(d.a)) for d in diffs)))
     lines = [head, "", f"{'fact':<{path_w}}  {a:<{a_w}}  {b}"]

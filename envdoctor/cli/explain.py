@@ -11,6 +11,7 @@ from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, facts_for, output_format, write_report
 from envdoctor.errors import EnvdoctorError
+from envdoctor.model.units import plural
 from envdoctor.terminal import safe_line
 
 if TYPE_CHECKING:
@@ -49,11 +50,11 @@ def run(inv: Invocation) -> int:
     if scan.truncated_lines:
         n = scan.truncated_lines
         _warn(
-            f"{name}: {n:,} line{'s' if n != 1 else ''} longer than 1 MiB, scanned in 1 MiB "
+            f"{name}: {plural(n, 'line')} longer than 1 MiB, scanned in 1 MiB "
             "pieces (binary data, or output without newlines)"
         )
     if log.damage:
-        lines = f"{scan.lines:,} line{'s' if scan.lines != 1 else ''}"
+        lines = plural(scan.lines, "line")
         done = f"explained the first {lines}" if scan.lines else "nothing before it was readable"
         _warn(f"{name}: {log.damage}; {done}")
     # what was found stands; nothing found in part of a log is 2 (see Explanation.exit_code)

@@ -14,6 +14,7 @@ from envdoctor.compat.loader import (
     validate_dir,
 )
 from envdoctor.errors import EnvdoctorError
+from envdoctor.model.units import plural
 from envdoctor.terminal import json_document, safe_line, safe_text
 
 
@@ -27,7 +28,8 @@ def validate(inv: Invocation) -> int:
     tables = validate_dir(str(directory)) if directory is not None else load_tables()
     where = str(directory) if directory is not None else str(shipped_dir())
     counts = count_rows(tables)
-    lines = [safe_line(f"ok: {where}"), *(f"  {name}: {counts[name]} rows" for name in TABLE_NAMES)]
+    rows = (f"  {name}: {plural(counts[name], 'row')}" for name in TABLE_NAMES)
+    lines = [safe_line(f"ok: {where}"), *rows]
     emit("\n".join(lines) + "\n")
     return exitcodes.HEALTHY
 

@@ -40,7 +40,9 @@ def render_markdown(report: Report) -> str:
                 out.extend(["  ```", *(f"  {line}" for line in value.splitlines()), "  ```"])
         if finding.remediation is not None:
             out.append(f"- **fix**: {finding.remediation.summary}")
-            out.extend(f"  {i}. `{step}`" for i, step in enumerate(finding.remediation.steps, 1))
+            out.extend(
+                f"  {i}. {_step(step)}" for i, step in enumerate(finding.remediation.steps, 1)
+            )
         out.append("")
     for outcome, title in _OUTCOMES:
         listed = [c for c in report.checks if c.outcome is outcome and not c.findings]
@@ -51,6 +53,12 @@ def render_markdown(report: Report) -> str:
         out.extend(f"- {c.rule.summary}: {_code(c.reason)}" for c in listed)
         out.extend(["", "</details>"])
     return safe_text(Redactor(report.facts).text("\n".join(out)) + "\n")
+
+
+def _step(step: str) -> str:
+    """A fix step: a command as code; a sentence that marks its own code (`envdoctor fix`
+    writes…) as it is, since a code span round it would nest backticks."""
+    return step if "`" in step else f"`{step}`"
 
 
 def _code(value: str) -> str:

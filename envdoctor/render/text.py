@@ -10,6 +10,7 @@ from envdoctor.engine import CheckResult, Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.outcome import Outcome
 from envdoctor.model.record import record
+from envdoctor.model.units import plural
 from envdoctor.render.summary import machine_lines
 from envdoctor.terminal import safe_text
 
@@ -131,12 +132,12 @@ def _checks(
         )
     elif passed:
         n = len(passed)
-        lines.append(f"  {marks.ok} {n} other check{'s' if n > 1 else ''} passed")
+        lines.append(f"  {marks.ok} {plural(n, 'other check')} passed")
     if undecided:
         n = len(undecided)
         lines.extend(
             _wrap(
-                f"  {marks.unknown} {n} check{'s' if n > 1 else ''} could not decide "
+                f"  {marks.unknown} {plural(n, 'check')} could not decide "
                 f"({undecided[0].reason}{'; …' if n > 1 else ''}): `envdoctor check -v` lists "
                 f"{'them' if n > 1 else 'it'}",
                 width,
@@ -191,7 +192,7 @@ def _counts(report: Report) -> str:
     ):
         n = sum(1 for f in report.findings if f.severity == severity)
         if n:
-            parts.append(f"{n} {noun}{'s' if n > 1 else ''}")
+            parts.append(plural(n, noun))
     return ", ".join(parts) or "no problems found"
 
 
