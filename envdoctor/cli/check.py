@@ -64,7 +64,8 @@ def run(inv: Invocation) -> int:
 
         text = render_prometheus(report, time.monotonic() - start)
     else:
-        text = render(report, fmt, verbose=args.flag("verbose"))
+        origin = str(snapshot) if snapshot is not None else None
+        text = render(report, fmt, verbose=args.flag("verbose"), snapshot=origin)
     write_report(inv, text, paint=_colour if fmt == "text" else None)
     return report.exit_code
 
@@ -100,8 +101,9 @@ def _colour(text: str) -> str:
     return colour_report(text)
 
 
-def render(report: Report, fmt: str, *, verbose: bool = False) -> str:
-    """The report in ``fmt`` ("text", "json", "markdown")."""
+def render(report: Report, fmt: str, *, verbose: bool = False, snapshot: str | None = None) -> str:
+    """The report in ``fmt`` ("text", "json", "markdown"); ``snapshot``: the file the facts
+    were read from (the text and Markdown headers name it)."""
     if fmt == "json":
         from envdoctor.render.report_json import report_to_json
         from envdoctor.terminal import json_document
@@ -110,8 +112,8 @@ def render(report: Report, fmt: str, *, verbose: bool = False) -> str:
     if fmt == "markdown":
         from envdoctor.render.markdown import render_markdown
 
-        return render_markdown(report)
+        return render_markdown(report, snapshot=snapshot)
     from envdoctor.render.text import ASCII, UNICODE, render_text
 
     marks = UNICODE if unicode_out() else ASCII
-    return render_text(report, width=text_width(), marks=marks, verbose=verbose)
+    return render_text(report, width=text_width(), marks=marks, verbose=verbose, snapshot=snapshot)

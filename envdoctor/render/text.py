@@ -11,7 +11,7 @@ from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.outcome import Outcome
 from envdoctor.model.record import record
 from envdoctor.model.units import plural
-from envdoctor.render.summary import machine_lines
+from envdoctor.render.summary import machine_lines, snapshot_origin
 from envdoctor.terminal import safe_text
 
 SECTIONS = (
@@ -83,11 +83,25 @@ def colour_report(text: str) -> str:
 
 
 def render_text(
-    report: Report, *, width: int = 100, marks: Marks = UNICODE, verbose: bool = False
+    report: Report,
+    *,
+    width: int = 100,
+    marks: Marks = UNICODE,
+    verbose: bool = False,
+    snapshot: str | None = None,
 ) -> str:
-    """The full report as plain text (no colour), wrapped at ``width``."""
-    out: list[str] = [f"envdoctor {__version__} — {_verdict(report)}", ""]
-    for label, value in machine_lines(report.facts):
+    """The full report as plain text (no colour), wrapped at ``width``; ``snapshot``: the file
+    the facts were read from, which the header then names with where and when it was taken."""
+    if snapshot is None:
+        out: list[str] = [f"envdoctor {__version__} — {_verdict(report)}", ""]
+        machine = machine_lines(report.facts)
+    else:
+        origin = snapshot_origin(report.facts, snapshot)
+        head = f"envdoctor {__version__} — {_verdict(report)} — snapshot of {origin.host} taken "
+        out = [*_wrap(head + origin.taken, width, "  "), ""]
+        source = f"{origin.path} ({origin.notes})" if origin.notes else origin.path
+        machine = [("file", source), *machine_lines(report.facts)]
+    for label, value in machine:
         out.extend(_wrap(f"{label:<7} {value}", width, "        "))
     by_section: dict[str, list[Finding]] = {}
     for finding in report.findings:
