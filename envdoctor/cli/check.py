@@ -88,9 +88,13 @@ def _snapshot_only(*, deep: bool, python: str | None) -> None:
 
 def _with_smoke(report: Report, python: str, timeout: float) -> Report:
     """The report plus the smoke kernels' findings (run in child processes, per GPU)."""
+    from envdoctor.cli.progress import Progress, SmokeSteps
     from envdoctor.smoke import deep_findings
 
-    findings = (*report.findings, *deep_findings(report.facts, python=python, timeout=timeout))
+    steps = SmokeSteps()  # which GPU is at which step, on a terminal's stderr
+    with Progress(steps.describe):
+        deep = deep_findings(report.facts, python=python, timeout=timeout, on_step=steps)
+    findings = (*report.findings, *deep)
     ordered = tuple(sorted(findings, key=lambda f: (-f.severity, f.code, f.subject)))
     return dataclasses.replace(report, findings=ordered)
 

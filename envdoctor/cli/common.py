@@ -115,15 +115,29 @@ def facts_for(
         from envdoctor.snapshot import load_snapshot
 
         return load_snapshot(snapshot)
+    import time
+
+    from envdoctor.cli.progress import Progress, elapsed
+    from envdoctor.platform.traced import TracedHost
     from envdoctor.probes import collect_facts
 
-    return collect_facts(
-        inv.host,
-        python=target_python(inv),
-        deadline=Deadline(timeout),
-        include_torch=include_torch,
-        torch_version_only=torch_version_only,
-    )
+    python = target_python(inv)
+    started = time.monotonic()
+    traced = TracedHost(inv.host)
+
+    def status() -> str:
+        doing = "; ".join(traced.busy()) or traced.doing
+        return f"reading this machine ({elapsed(started)}): {doing}"
+
+    progress = Progress(status)
+    with progress:
+        return collect_facts(
+            traced if progress.enabled else inv.host,
+            python=python,
+            deadline=Deadline(timeout),
+            include_torch=include_torch,
+            torch_version_only=torch_version_only,
+        )
 
 
 def _has(inv: Invocation, dest: str) -> bool:

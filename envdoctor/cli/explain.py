@@ -10,8 +10,9 @@ from typing import TYPE_CHECKING
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, facts_for, output_format, write_report
+from envdoctor.cli.progress import Progress
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.units import plural
+from envdoctor.model.units import binary_size, plural
 from envdoctor.terminal import safe_line
 
 if TYPE_CHECKING:
@@ -32,8 +33,11 @@ def run(inv: Invocation) -> int:
     source = args.text("source") or "-"
     name, raw, owned = _open_source(source)
     try:
-        log = LogStream(raw, name)
-        scan = dataclasses.replace(scan_stream(log, kb), incomplete=log.damage)
+        size = _file_size(raw)
+        counted = _Counted(raw)
+        with Progress(lambda: _reading(name, counted.count, size)):
+            log = LogStream(counted, name)
+            scan = dataclasses.replace(scan_stream(log, kb), incomplete=log.damage)
     finally:
         if owned:
             raw.close()
@@ -59,6 +63,46 @@ def run(inv: Invocation) -> int:
         _warn(f"{name}: {log.damage}; {done}")
     # what was found stands; nothing found in part of a log is 2 (see Explanation.exit_code)
     return explanation.exit_code
+
+
+class _Counted:
+    """The log's stream, counting the bytes read from it (of a gzip log: compressed bytes, as
+    its file's size counts them), for the progress line, which reads ``count`` on its thread."""
+
+    def __init__(self, raw: ByteSource) -> None:
+        self._raw = raw
+        self.count = 0
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self._raw.read(size)
+        self.count += len(data)
+        return data
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _file_size(raw: ByteSource) -> int | None:
+    """The size of a log that is a regular file (stdin redirected from one too), else None."""
+    import os
+    import stat
+
+    fileno = getattr(raw, "fileno", None)  # a file's stream has one; a ByteSource need not
+    try:
+        info = os.fstat(fileno()) if fileno is not None else None
+    except (OSError, ValueError):  # not a real file (io.BytesIO), or closed
+        return None
+    if info is None:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) and info.st_size else None
+
+
+def _reading(name: str, done: int, size: int | None) -> str:
+    """``read 1.2 GiB of 4.0 GiB (30%) of train.log``, or without a size (a pipe): ``read 1.2 GiB
+    of train.log``; the name last, where a narrow terminal cuts the line."""
+    if size is None:
+        return f"read {binary_size(done)} of {name}"
+    return f"read {binary_size(done)} of {binary_size(size)} ({done * 100 // size}%) of {name}"
 
 
 def _warn(message: str) -> None:

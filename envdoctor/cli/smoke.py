@@ -6,6 +6,8 @@ usage error. With ``--reproduce``: 1 the error reproduced, 0 it did not, 2 undet
 
 from __future__ import annotations
 
+import time
+
 from envdoctor.cli.common import (
     Invocation,
     facts_for,
@@ -15,6 +17,7 @@ from envdoctor.cli.common import (
     unicode_out,
     write_report,
 )
+from envdoctor.cli.progress import Progress, SmokeSteps, elapsed
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import json_document
 
@@ -59,7 +62,9 @@ def run(inv: Invocation) -> int:
             in_process=args.flag("in_process"),
             budget=args.number("budget"),
         )
-        result = run_reproduce(facts, options)
+        started = time.monotonic()
+        with Progress(lambda: f"reproducing {reproduce} ({elapsed(started)})"):
+            result = run_reproduce(facts, options)
         findings = reproduce_findings(facts, result)
         code = reproduce_exit_code(findings)
         if as_json:
@@ -77,13 +82,16 @@ def run(inv: Invocation) -> int:
     from envdoctor.render.smoke import render_smoke_text, smoke_json
     from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
 
+    steps = SmokeSteps()  # which GPU is at which step, on a terminal's stderr
     smoke_options = SmokeOptions(
         python=python,
         timeout=timeout,
         step_timeout=min(args.number("step_timeout"), timeout),
         gpus=gpu,
+        on_step=steps,
     )
-    run_ = run_smoke(facts, smoke_options)
+    with Progress(steps.describe):
+        run_ = run_smoke(facts, smoke_options)
     findings = smoke_findings(facts, run_)
     if as_json:
         write_report(inv, json_document(smoke_json(facts, run_, findings)))
