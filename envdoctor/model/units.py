@@ -21,6 +21,13 @@ def binary_size(n: int) -> str:
     return plural(n, "byte")
 
 
+def each(n: int, noun: str) -> str:
+    """All ``n`` of something, as said: "the GPU", "both GPUs", "all 8 GPUs"."""
+    if n == 1:
+        return f"the {noun}"
+    return f"both {noun}s" if n == 2 else f"all {n:,} {noun}s"
+
+
 def plural(n: int, noun: str, many: str = "") -> str:
     """``n`` and its noun in the right number: "1 line", "0 lines", "1,024 lines" (``many``
     for a plural that is not noun + s: "1 copy", "2 copies")."""

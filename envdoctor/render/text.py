@@ -134,7 +134,7 @@ def _checks(
         for check in results:
             if check.findings and check.outcome is not Outcome.UNKNOWN:
                 continue  # shown above as findings
-            text = f"  {marks.outcome(check.outcome)} {check.rule.summary}: {check.reason}"
+            text = f"  {marks.outcome(check.outcome)} {check.rule.summary}: {_clause(check.reason)}"
             lines.extend(_wrap(text, width, "    "))
         return lines
     passed = [c for c in results if c.outcome is Outcome.PASSED and not c.findings]
@@ -159,6 +159,12 @@ def _checks(
             )
         )
     return lines
+
+
+def _clause(reason: str) -> str:
+    """A reason after a colon: a finding's title used as one starts in lower case there
+    ("could not determine …"), an acronym stays ("NVML lists no GPU")."""
+    return reason[0].lower() + reason[1:] if reason[1:2].islower() else reason
 
 
 def _finding(finding: Finding, width: int, marks: Marks) -> list[str]:

@@ -8,7 +8,7 @@ from envdoctor.model.facts import DeviceNode
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Found, why_missing
-from envdoctor.model.units import plural
+from envdoctor.model.units import each, plural
 from envdoctor.model.views import MODESET_NODE, MachineKind, denied_nodes, group_only, module_state
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.rules.driver import kernel_loaded
@@ -116,7 +116,7 @@ def _permission(ctx: RuleContext) -> Evaluation:
     denied = denied_nodes(nodes.value)
     user = f"{facts.host.user} (uid {facts.host.uid})"
     if not denied:
-        yield passed(f"{user} may read and write all {len(chars)} NVIDIA device nodes")
+        yield passed(f"{user} may read and write {each(len(chars), 'NVIDIA device node')}")
         return
     yield Finding(
         code="device.permission-denied",
