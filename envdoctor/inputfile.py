@@ -1,8 +1,9 @@
-"""Reading an input file someone handed envdoctor (a table, a spec, a snapshot), bounded.
+"""Reading an input file someone handed envdoctor (a table, a spec, a snapshot, a log), bounded.
 
 Such a path may name anything: a FIFO nobody writes (reading blocks forever), ``/dev/zero``
 (never ends), a file of gigabytes. ``read_input`` reads only a regular file, and at most
-``limit`` bytes of it; anything else is one ``EnvdoctorError`` naming the path.
+``limit`` bytes of it; anything else is one ``EnvdoctorError`` naming the path. ``open_stream``
+opens a log to stream (a pipe too: ``explain <(journalctl -k)``), with the same messages.
 """
 
 from __future__ import annotations
@@ -10,7 +11,7 @@ from __future__ import annotations
 import os
 import stat
 from pathlib import Path
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, BinaryIO
 
 from envdoctor.errors import EnvdoctorError
 
@@ -68,12 +69,27 @@ def _read_bounded(path: Path, limit: int) -> bytes:
             return b"".join(chunks)
         finally:
             os.close(fd)
-    except FileNotFoundError:
-        raise EnvdoctorError("no such file", where=where) from None
-    except PermissionError:
-        raise EnvdoctorError("cannot read: permission denied", where=where) from None
     except OSError as exc:
-        raise EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=where) from None
+        raise _unreadable(exc, where) from None
+
+
+def open_stream(path: str) -> BinaryIO:
+    """``path`` opened for reading in binary, whatever it is but a directory (the caller reads it
+    in bounded pieces), else an ``EnvdoctorError`` naming the path."""
+    try:
+        return Path(path).open("rb")
+    except IsADirectoryError:
+        raise EnvdoctorError("cannot read: a directory", where=path) from None
+    except OSError as exc:
+        raise _unreadable(exc, path) from None
+
+
+def _unreadable(exc: OSError, where: str) -> EnvdoctorError:
+    if isinstance(exc, FileNotFoundError):
+        return EnvdoctorError("no such file", where=where)
+    if isinstance(exc, PermissionError):
+        return EnvdoctorError("cannot read: permission denied", where=where)
+    return EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=where)
 
 
 def _size(limit: int) -> str:

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import shutil
@@ -13,6 +14,7 @@ import pytest
 
 from envdoctor.model.facts import TorchBuild
 from envdoctor.model.probed import Absent, Found
+from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import Deadline
 from envdoctor.platform.system import SystemHost
 from envdoctor.probes.torch_build import probe_torch
@@ -35,18 +37,34 @@ def _envdoctor(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 
 
 @pytest.mark.parametrize("force_import", [False, True], ids=["version-file", "import"])
-def test_real_torch_child_reads_the_installed_build(force_import: bool) -> None:
-    facts = probe_torch(
-        SystemHost(), python=sys.executable, deadline=Deadline(60), force_import=force_import
-    )
-    assert isinstance(facts.torch, Found) and isinstance(facts.torch.value, TorchBuild)
-    build = facts.torch.value
+def test_real_torch_child_reads_the_installed_build(force_import: bool, tmp_path: Path) -> None:
+    """The import is cached: a second run reuses it (and says so) with the same facts."""
+    cache = CacheDir(str(tmp_path / "envdoctor"))
+    runs = [
+        probe_torch(
+            SystemHost(),
+            python=sys.executable,
+            deadline=Deadline(60),
+            force_import=force_import,
+            cache=cache,
+        ).torch
+        for _ in range(2)
+    ]
+    builds = [run.value for run in runs if isinstance(run, Found)]
+    assert len(builds) == 2 and all(isinstance(b, TorchBuild) for b in builds), runs
+    build, again = builds
+    assert isinstance(build, TorchBuild) and isinstance(again, TorchBuild)
     assert build.version.startswith("2.13.0")
     assert build.location.endswith("site-packages/torch")
     if build.is_cpu_build:
         assert not build.cuda_available
         reason = "not compiled with CUDA" if force_import else "built without CUDA"
         assert reason in build.unavailable_reason
+    assert build.from_cache == ""
+    if force_import:
+        assert again.from_cache and again == dataclasses.replace(build, from_cache=again.from_cache)
+    else:  # the version file is read every time: nothing to cache
+        assert again == build and not any(tmp_path.rglob("torch-*.json"))
 
 
 def test_real_interpreter_without_torch(tmp_path: Path) -> None:

@@ -16,6 +16,7 @@ if TYPE_CHECKING:
 
     from envdoctor.cli.options import Args
     from envdoctor.model.facts import Facts
+    from envdoctor.platform.cache import CacheDir
 
 
 class AppContext:
@@ -137,7 +138,18 @@ def facts_for(
             deadline=Deadline(timeout),
             include_torch=include_torch,
             torch_version_only=torch_version_only,
+            torch_cache=torch_cache(inv),
         )
+
+
+def torch_cache(inv: Invocation) -> CacheDir | None:
+    """The user's cache for the torch child (``probes/torch_cache.py``), unless ``--no-cache``
+    or there is no home to keep it in."""
+    if _has(inv, "no_cache") and inv.args.flag("no_cache"):
+        return None
+    from envdoctor.platform.cache import user_cache
+
+    return user_cache(inv.host.env())
 
 
 def _has(inv: Invocation, dest: str) -> bool:

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import dataclasses
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
@@ -12,6 +11,7 @@ from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, facts_for, output_format, write_report
 from envdoctor.cli.progress import Progress
 from envdoctor.errors import EnvdoctorError
+from envdoctor.inputfile import open_stream
 from envdoctor.model.units import binary_size, plural
 from envdoctor.terminal import safe_line
 
@@ -118,14 +118,4 @@ def _open_source(source: str) -> tuple[str, ByteSource, bool]:
                 hint="envdoctor explain train.log, or: python train.py 2>&1 | envdoctor explain",
             )
         return "<stdin>", sys.stdin.buffer, False
-    path = Path(source)
-    try:
-        return source, path.open("rb"), True
-    except FileNotFoundError:
-        raise EnvdoctorError("no such file", where=source) from None
-    except IsADirectoryError:
-        raise EnvdoctorError("is a directory, not a log file", where=source) from None
-    except PermissionError:
-        raise EnvdoctorError("permission denied", where=source) from None
-    except OSError as exc:
-        raise EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=source) from None
+    return source, open_stream(source), True

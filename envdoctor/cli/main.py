@@ -7,6 +7,7 @@ the declarations in ``cli/registry.py``, and a command's module is imported only
 from __future__ import annotations
 
 import importlib
+import os
 
 from envdoctor import __version__, exitcodes
 from envdoctor.cli import registry
@@ -26,6 +27,10 @@ def dispatch(argv: Sequence[str], app: AppContext | None = None) -> int:
 
 
 def _dispatch(argv: list[str], app: AppContext | None) -> int:
+    if os.environ.get(COMPLETE_VAR) or (argv[:1] and argv[0].split("=")[0] in COMPLETION_FLAGS):
+        from envdoctor.cli.completion import complete  # Typer: only for completion
+
+        return complete(argv)
     if not argv:
         emit(render_help(registry.TOP, ""), err=True)
         return exitcodes.UNKNOWN
@@ -49,6 +54,11 @@ def _dispatch(argv: list[str], app: AppContext | None) -> int:
     module = importlib.import_module(command.module)
     code: int = module.run(Invocation(args, app if app is not None else AppContext()))
     return code
+
+
+COMPLETE_VAR = "_ENVDOCTOR_COMPLETE"
+"""Set by Typer's completion scripts (``_{PROG}_COMPLETE``) when they ask for completions."""
+COMPLETION_FLAGS = ("--install-completion", "--show-completion")
 
 
 def _find(group: Command, path: str, argv: list[str]) -> tuple[Command, str, list[str]]:

@@ -140,16 +140,18 @@ class Argument(_Declaration):
     """A positional argument; ``many`` takes every argument left (``run -- CMD ARGS…``).
 
     ``metavar`` is what help shows (``FILE``, ``CMD [ARGS]...``); usage adds the brackets of an
-    optional one.
+    optional one. ``completions``: the words shell completion offers (the parser does not
+    restrict to them).
     """
 
-    __slots__ = ("default", "dest", "help", "many", "metavar", "required")
+    __slots__ = ("completions", "default", "dest", "help", "many", "metavar", "required")
     dest: str
     metavar: str
     help: str
     required: bool
     many: bool
     default: str | None
+    completions: tuple[str, ...]
 
     def __init__(
         self,
@@ -159,9 +161,16 @@ class Argument(_Declaration):
         required: bool = True,
         many: bool = False,
         default: str | None = None,
+        completions: tuple[str, ...] = (),
     ) -> None:
         self._set(
-            dest=dest, metavar=metavar, help=help, required=required, many=many, default=default
+            dest=dest,
+            metavar=metavar,
+            help=help,
+            required=required,
+            many=many,
+            default=default,
+            completions=completions,
         )
 
 

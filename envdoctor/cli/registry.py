@@ -16,6 +16,10 @@ EXIT_CODES = (
 )
 
 
+TABLE_NAMES = ("cuda-toolkits", "driver-branches", "architectures", "cudnn", "pytorch")
+"""``compat.loader.TABLE_NAMES``, spelled here so that help and completion load no tables (a test
+keeps the two equal)."""
+
 # --- options shared by several commands -------------------------------------------------------
 
 
@@ -59,6 +63,16 @@ def output_option(help: str = "Write the output to FILE (atomically) instead of 
 def format_option(*formats: str, help: str = "Output format.") -> Option:
     return Option(
         ("--format", "-f"), "format", help, kind="choice", choices=formats, default=formats[0]
+    )
+
+
+def no_cache_option() -> Option:
+    return Option(
+        ("--no-cache",),
+        "no_cache",
+        "Import torch afresh: do not reuse (or store) an earlier import from envdoctor's cache "
+        "($XDG_CACHE_HOME/envdoctor, by default ~/.cache/envdoctor).",
+        kind="flag",
     )
 
 
@@ -117,6 +131,7 @@ CHECK = Command(
         ),
         output_option("Write the report to FILE (atomically) instead of stdout."),
         expect_option(),
+        no_cache_option(),
         color_option(),
     ),
     epilog=EXIT_CODES,
@@ -138,6 +153,7 @@ COLLECT = Command(
             "Keep the hostname, user name and GPU UUIDs (the file is then written 0600).",
             kind="flag",
         ),
+        no_cache_option(),
     ),
 )
 
@@ -190,6 +206,7 @@ FIX = Command(
             default="wheel",
         ),
         expect_option(),
+        no_cache_option(),
     ),
 )
 
@@ -242,6 +259,7 @@ SPEC = Command(
                     "Do not record (or probe) torch and cuDNN.",
                     kind="flag",
                 ),
+                no_cache_option(),
             ),
         ),
         Command(
@@ -326,6 +344,7 @@ SLURM = Command(
             kind="flag",
         ),
         expect_option(),
+        no_cache_option(),
     ),
     epilog=EXIT_CODES,
 )
@@ -399,6 +418,7 @@ SMOKE = Command(
             kind="seconds",
             default=300.0,
         ),
+        no_cache_option(),
     ),
     epilog="Exit 0 every step passed, 1 a step failed, 2 could not determine (nothing to test) "
     "or a usage error. With --reproduce: 1 the error reproduced, 0 it did not, 2 undetermined.",
@@ -520,6 +540,7 @@ TABLES = Command(
                     "name",
                     "NAME",
                     "cuda-toolkits, driver-branches, architectures, cudnn or pytorch.",
+                    completions=TABLE_NAMES,
                 ),
             ),
         ),
@@ -546,6 +567,21 @@ TOP = Command(
     "",
     "The doctor for GPU machines that run PyTorch: why it is broken and what to run.",
     subcommands=COMMANDS,
+    options=(
+        Option(("--version",), "version", "Print envdoctor's version and exit.", kind="flag"),
+        Option(
+            ("--install-completion",),
+            "install_completion",
+            "Install shell completion for SHELL (bash, zsh, fish, pwsh; default: this shell).",
+            metavar="[SHELL]",
+        ),
+        Option(
+            ("--show-completion",),
+            "show_completion",
+            "Print the completion script for SHELL, to install it by hand.",
+            metavar="[SHELL]",
+        ),
+    ),
     epilog=EXIT_CODES + " `envdoctor COMMAND --help` describes a command.",
 )
 

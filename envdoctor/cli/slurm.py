@@ -1,7 +1,7 @@
 """``envdoctor slurm-healthcheck``: Slurm's ``HealthCheckProgram`` (or an NHC-style wrapper).
 
-It probes the node (the probe tier; torch only with ``--python`` or a spec that pins torch),
-prints the verdict line, and then:
+It probes the node as ``check`` does, but for torch and the CUDA toolkit (nvcc), which it reads
+only with ``--python`` or a spec that pins torch; it prints the verdict line, and then:
 
 - unhealthy → ``scontrol update NodeName=N State=DRAIN Reason="envdoctor: <code> …"``, unless
   someone else already drained the node (their reason stays);
@@ -18,7 +18,7 @@ import time
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, intent_for, resolve_python
+from envdoctor.cli.common import Invocation, intent_for, resolve_python, torch_cache
 from envdoctor.terminal import safe_line
 
 FACTS_SHARE = 0.6  # of the budget for probing; the rest is for scontrol (two calls at most)
@@ -57,11 +57,14 @@ def run(inv: Invocation) -> int:
         print(fit_line(f"unknown: {reason}", MAX_VERDICT_BYTES), flush=True)
 
     watchdog = Watchdog(timeout, expire).start()
+    with_torch = python is not None or bool(node_spec and node_spec.needs_torch)
     facts = collect_facts(
         host,
         python=python or inv.app.python,
         deadline=Deadline(timeout * FACTS_SHARE),
-        include_torch=python is not None or bool(node_spec and node_spec.needs_torch),
+        include_torch=with_torch,
+        toolkit=with_torch,  # nvcc matters next to torch only (its CUDA against torch's)
+        torch_cache=torch_cache(inv),
     )
     rules = [*all_rules()]
     if requirements:

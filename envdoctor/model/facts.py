@@ -445,6 +445,11 @@ class TorchBuild:
     alloc_conf: tuple[tuple[str, str], ...] = ()
     """(variable, "" or torch's error) for each allocator-config variable set: torch's own
     parser's verdict on PYTORCH_CUDA_ALLOC_CONF / PYTORCH_ALLOC_CONF, asked in the child."""
+    from_cache: str = ""
+    """When ``import torch`` ran (UTC), if it was not in this run: the import's facts come from
+    envdoctor's cache (nothing the import read has changed since); ``cuda_available``,
+    ``unavailable_reason`` and ``device_count`` were read now through the CUDA driver API.
+    "" when torch was imported (or its version file read) in this run."""
 
     @property
     def is_cpu_build(self) -> bool:

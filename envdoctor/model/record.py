@@ -10,6 +10,11 @@ generated ones: equal only to an instance of the same class whose compared field
 hashed on those fields, shown as ``Name(field=value, ...)``; ``field(compare=False)``,
 ``field(repr=False)`` and ``field(hash=...)`` are honoured, and a method written in the class
 body is kept.
+
+When to retire it: Python 3.13's dataclasses compile a class's methods in one ``exec``; once the
+oldest Python envdoctor supports does that, replace ``@record`` with
+``@dataclass(frozen=True, slots=True)`` if ``benchmarks/bench_probe.py`` shows no loss (on 3.11
+here a record takes ~0.5 ms to make, a frozen slotted dataclass ~0.7 ms).
 """
 
 from __future__ import annotations

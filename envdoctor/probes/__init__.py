@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from envdoctor import __version__
 from envdoctor.model.containers import ContainerFacts
@@ -27,8 +28,13 @@ from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import probe_nvml
 from envdoctor.probes.system import probe_host
 
+if TYPE_CHECKING:
+    from envdoctor.platform.cache import CacheDir
+
 FAST_TIER = "not probed by the fast tier (envdoctor check reads it)"
 """Why a fact is missing from ``envdoctor probe``: it starts neither torch nor nvcc."""
+NO_TOOLKIT = "not probed: the CUDA toolkit is read with torch only (envdoctor check reads both)"
+"""Why nvcc is missing from ``slurm-healthcheck`` without ``--python``: it matters next to torch."""
 
 
 def collect_facts(
@@ -39,12 +45,16 @@ def collect_facts(
     include_torch: bool = True,
     fast: bool = False,
     torch_version_only: bool = False,
+    torch_cache: CacheDir | None = None,
+    toolkit: bool = True,
 ) -> Facts:
     """Probe everything once. The torch child (the slow part) runs while the rest is read.
 
     ``fast`` is the probe tier, for a 1 s startup probe: NVML, ``/proc``, ``/dev`` and the
     loader's view of the CUDA libraries (``/etc/ld.so.cache`` read as a file: a CUDA stub
     shadowing the driver's libcuda is a broken node too), but no torch, no nvcc, no process.
+    ``toolkit=False`` runs no nvcc in the full tier either (``slurm-healthcheck`` without torch);
+    ``torch_cache`` lets the torch child reuse an earlier import (``probes/torch_cache.py``).
     """
     if fast:
         host_facts = probe_host(host)
@@ -66,6 +76,8 @@ def collect_facts(
             deadline=deadline,
             include_torch=include_torch,
             version_only=torch_version_only,
+            cache=torch_cache,
+            toolkit=toolkit,
         )
         fabric = probe_fabric(host, nvml, deadline=deadline)
     kernel_log = probe_kernel_log(host, deadline=deadline, fast=fast)
@@ -85,7 +97,14 @@ def collect_facts(
 
 
 def _collect_all(
-    host: Host, *, python: str, deadline: Deadline, include_torch: bool, version_only: bool
+    host: Host,
+    *,
+    python: str,
+    deadline: Deadline,
+    include_torch: bool,
+    version_only: bool,
+    cache: CacheDir | None,
+    toolkit: bool,
 ) -> tuple[
     HostFacts,
     KernelFacts,
@@ -104,7 +123,12 @@ def _collect_all(
     with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
         torch_future = (
             pool.submit(
-                probe_torch, host, python=python, deadline=deadline, version_only=version_only
+                probe_torch,
+                host,
+                python=python,
+                deadline=deadline,
+                version_only=version_only,
+                cache=cache,
             )
             if include_torch
             else None
@@ -113,7 +137,15 @@ def _collect_all(
         kernel = probe_kernel(host)
         nvml = probe_nvml(host, deadline=deadline)
         libraries = probe_libraries(host, deadline=deadline)
-        env = probe_env(host, deadline=deadline)
+        env = (
+            probe_env(host, deadline=deadline)
+            if toolkit
+            else EnvFacts(
+                variables=probe_variables(host),
+                nvcc=Absent(NO_TOOLKIT),
+                build_nvcc=Absent(NO_TOOLKIT),
+            )
+        )
         containers = probe_containers(
             host, deadline=deadline, fast=False, host_facts=host_facts, kernel=kernel, nvml=nvml
         )

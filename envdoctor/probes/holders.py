@@ -162,11 +162,21 @@ class FixFacts:
     os_ids: Probed[tuple[str, ...]]  # ID and ID_LIKE words from /etc/os-release
     self_pid: int = 0  # envdoctor's own PID (never listed as a holder); 0 when unknown
     notes: tuple[str, ...] = ()
+    module_file: Probed[str] = ProbeFailed("not read")
+    """Where the running kernel's nvidia module is (``modinfo -n nvidia``); Absent: none is built
+    for this kernel (a kernel upgrade DKMS did not build for), so ``modprobe nvidia`` would fail;
+    ProbeFailed: not known (a snapshot, no modinfo), and the plan loads it as usual."""
+    dkms: str | None = None  # the dkms program, which builds it
 
 
 def absent_fix_facts(reason: str) -> FixFacts:
     """FixFacts for a run that cannot look at the machine (``--snapshot``)."""
-    return FixFacts(holders=Absent(reason), active_services=Absent(reason), os_ids=Absent(reason))
+    return FixFacts(
+        holders=Absent(reason),
+        active_services=Absent(reason),
+        os_ids=Absent(reason),
+        module_file=ProbeFailed(reason),
+    )
 
 
 def probe_fix_facts(host: Host, *, deadline: Deadline) -> FixFacts:
@@ -180,6 +190,8 @@ def probe_fix_facts(host: Host, *, deadline: Deadline) -> FixFacts:
         os_ids=probe_os_ids(host),
         self_pid=self_pid,
         notes=tuple(notes),
+        module_file=probe_module_file(host, deadline=deadline),
+        dkms=host.which("dkms"),
     )
 
 
@@ -247,6 +259,23 @@ def probe_services(host: Host, *, deadline: Deadline) -> Probed[tuple[str, ...]]
     return Found(
         tuple(unit for unit, state in zip(GPU_SERVICES, states, strict=True) if state == "active")
     )
+
+
+def probe_module_file(host: Host, *, deadline: Deadline) -> Probed[str]:
+    """The nvidia module the running kernel would load (``modinfo -n nvidia``, which resolves it
+    through /lib/modules/$(uname -r) as modprobe does)."""
+    if host.which("modinfo") is None:
+        return ProbeFailed("modinfo is not installed (kmod): cannot tell whether a module is built")
+    result = host.run(("modinfo", "-n", "nvidia"), timeout=deadline.cap(5.0))
+    if result.status != "ok":
+        return ProbeFailed(result.describe())
+    path = result.stdout.strip()
+    if result.returncode == 0 and path:
+        return Found(path)
+    if "not found" in result.stderr:
+        release = host.identity().kernel_release
+        return Absent(f"no nvidia module is built for kernel {release} ({result.stderr.strip()})")
+    return ProbeFailed(result.describe())
 
 
 def probe_os_ids(host: Host) -> Probed[tuple[str, ...]]:

@@ -4,21 +4,26 @@ from __future__ import annotations
 
 import json
 import signal
-from importlib import resources
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import CommandResult, Deadline, Host
+from envdoctor.probes import torch_child
 from envdoctor.probes.interpreter import safe_path_flags
 from envdoctor.probes.torch_child import MARK as MARK  # the child prints it: one definition
+
+if TYPE_CHECKING:
+    from envdoctor.platform.cache import CacheDir
 
 TORCH_TIMEOUT = 60.0
 
 
 def child_source() -> str:
-    """The child script's source, passed with ``-c`` so the target needs no envdoctor."""
-    return resources.files("envdoctor.probes").joinpath("torch_child.py").read_text("utf-8")
+    """The child script's source, passed with ``-c`` so the target needs no envdoctor. Read
+    beside the module already imported (importlib.resources cost 10 ms of every check)."""
+    with open(torch_child.__file__, encoding="utf-8") as handle:
+        return handle.read()
 
 
 def probe_torch(
@@ -28,10 +33,13 @@ def probe_torch(
     deadline: Deadline,
     force_import: bool = False,
     version_only: bool = False,
+    cache: CacheDir | None = None,
 ) -> TorchFacts:
     """torch's facts. A CPU-only build is read from torch/version.py without the ~1 s import,
     unless ``force_import`` (its import can still be checked then); ``version_only`` reads
     every build that way (``imported`` is False: what CUDA makes of it is not known).
+    With a ``cache``, an earlier import is reused while nothing it read has changed
+    (``probes/torch_cache.py``).
 
     The child runs in ``/`` with ``-P`` where the interpreter has it: nothing the current
     directory holds is imported (see ``probes/interpreter.py``).
@@ -40,6 +48,11 @@ def probe_torch(
     timeout = deadline.cap(TORCH_TIMEOUT)
     flags = ["--import"] if force_import else ["--version-only"] if version_only else []
     argv = [python, *safe, "-c", child_source(), *flags]
+    if cache is not None and not version_only:
+        from envdoctor.probes.torch_cache import probe_cached  # only commands that import torch
+
+        probed = probe_cached(host, cache, argv, python=python, deadline=deadline)
+        return TorchFacts(python=python, torch=probed)
     result = host.run(argv, timeout=timeout)
     return TorchFacts(python=python, torch=parse_child(result, python))
 
@@ -62,7 +75,7 @@ def parse_child(result: CommandResult, python: str) -> Probed[TorchBuild | Torch
         )
     if result.status != "ok":
         return ProbeFailed(f"cannot run {python}: {result.error}")
-    data = _last_json(result.stdout)
+    data = last_json(result.stdout)
     if data is None:
         if result.returncode < 0:
             name = _signal_name(-result.returncode)
@@ -71,6 +84,11 @@ def parse_child(result: CommandResult, python: str) -> Probed[TorchBuild | Torch
             f"the torch probe printed no result (exit {result.returncode})",
             detail=_tail(result.stderr),
         )
+    return decode_result(data, python)
+
+
+def decode_result(data: dict[str, Any], python: str) -> Probed[TorchBuild | TorchBroken]:
+    """The child's JSON result as a probed value (a malformed one is a probe failure)."""
     try:
         return _decode(data, python)
     except (KeyError, TypeError, ValueError) as exc:
@@ -121,7 +139,8 @@ def _probed_int(value: dict[str, Any]) -> Probed[int]:
     return Found(int(value["found"])) if "found" in value else Absent(str(value["absent"]))
 
 
-def _last_json(stdout: str) -> dict[str, Any] | None:
+def last_json(stdout: str) -> dict[str, Any] | None:
+    """The child's result line (the last one with the mark), decoded; None when there is none."""
     for line in reversed(stdout.splitlines()):
         if line.startswith(MARK):
             try:

@@ -2,12 +2,19 @@
 
 Standard library only, and no envdoctor imports: the target environment may not have envdoctor
 installed. Everything torch says, including its warnings, is reported, never interpreted here.
+
+The import takes seconds, so the caller may cache what it found (``probes/torch_cache.py``).
+``--manifest`` adds what a later run needs to tell that nothing the import depended on has
+changed: the files it read (modules, shared libraries, their directories, ``sys.path``) and a
+digest of their state with the interpreter, the environment and the driver.
+``--unchanged-since=BLOB`` hands that back: when the digest still matches, torch is not
+imported; a CUDA build's "can CUDA be used" is read now through the CUDA driver API instead
+(``libcuda``: ``cuInit``, ``cuDeviceGetCount``), as torch's own ``cudaGetDeviceCount`` does.
 """
 
 import json
 import os
 import sys
-import traceback
 import warnings
 from typing import Any, Callable, Dict, List, Optional, Tuple
 
@@ -20,6 +27,13 @@ LIB_FAMILIES = (
     "libcuda.so",
     "libnvidia-ml.so",
 )
+
+
+def format_exc() -> str:
+    """The current traceback's end (``traceback`` is imported only on this path: 4 ms)."""
+    import traceback
+
+    return traceback.format_exc()[-4000:]
 
 
 def emit(data: Dict[str, Any]) -> None:
@@ -66,17 +80,23 @@ def loaded_libraries() -> List[List[str]]:
 
 
 def nvidia_wheels() -> List[Tuple[str, str]]:
-    try:
-        from importlib import metadata
-
-        names: Dict[str, str] = {}
-        for dist in metadata.distributions():
-            name = (dist.metadata["Name"] or "").lower()
-            if name.startswith("nvidia-"):
-                names[name] = dist.version
-        return sorted(names.items())
-    except Exception:
-        return []
+    """The ``nvidia-*`` distributions on ``sys.path``, from their ``.dist-info`` directories'
+    names (``nvidia_cudnn_cu13-9.24.0.43.dist-info``): what importlib.metadata would list, the
+    first on the path winning as in an import, without reading every distribution's METADATA
+    (that took 40 ms, more than the rest of a CPU build's probe)."""
+    names: Dict[str, str] = {}
+    for entry in sys.path:
+        try:
+            listing = sorted(os.listdir(entry or "."))
+        except OSError:
+            continue
+        for item in listing:
+            if item.lower().startswith("nvidia") and item.endswith((".dist-info", ".egg-info")):
+                name, _, version = item.rsplit(".", 1)[0].partition("-")
+                key = name.lower().replace("_", "-").replace(".", "-")
+                if key.startswith("nvidia-"):
+                    names.setdefault(key, version.split("-")[0])
+    return sorted(names.items())
 
 
 def allocator_verdict(torch: Any, value: str) -> str:
@@ -105,6 +125,219 @@ def read_version_file(spec: Any) -> Tuple[Optional[Dict[str, Any]], str]:
         return namespace, spec.submodule_search_locations[0]
     except Exception:
         return None, ""
+
+
+# --- the cache's side: what the import depended on, and the driver API ------------------------
+
+SESSION_ENV = frozenset(
+    (
+        "_",
+        "PWD",
+        "OLDPWD",
+        "SHLVL",
+        "TERM",
+        "COLORTERM",
+        "TERM_PROGRAM",
+        "TERM_PROGRAM_VERSION",
+        "TERM_SESSION_ID",
+        "COLUMNS",
+        "LINES",
+        "PS1",
+        "PS2",
+        "PROMPT_COMMAND",
+        "DISPLAY",
+        "WAYLAND_DISPLAY",
+        "WINDOWID",
+        "TMUX",
+        "TMUX_PANE",
+        "STY",
+        "WINDOW",
+        "DBUS_SESSION_BUS_ADDRESS",
+        "GPG_AGENT_INFO",
+        "MAIL",
+        "LS_COLORS",
+        "LESSOPEN",
+        "LESSCLOSE",
+        "HISTFILE",
+        "HISTSIZE",
+        "HISTCONTROL",
+        "HISTFILESIZE",
+        "XDG_SESSION_ID",
+        "XDG_SESSION_TYPE",
+        "XDG_SESSION_CLASS",
+        "XDG_VTNR",
+        "XDG_SEAT",
+    )
+)
+SESSION_PREFIXES = ("SSH_",)
+"""The terminal's and the login's own variables: no import reads them. Every other variable is
+part of the digest (a change is a cache miss): whether torch's import reads one (LD_PRELOAD,
+KMP_DUPLICATE_LIB_OK, PYTHONPATH, CUDA_HOME …) is not something to guess."""
+
+
+def state_of(path: str) -> List[Any]:
+    """What changes when a file or directory is replaced, edited, touched or created/removed in."""
+    try:
+        st = os.stat(path)
+    except OSError as exc:
+        return ["missing", exc.errno]
+    return [st.st_mode, st.st_dev, st.st_ino, st.st_size, st.st_mtime_ns, st.st_ctime_ns]
+
+
+def read_small(path: str) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(65536).decode("utf-8", "replace")
+    except OSError as exc:
+        return "unreadable: %s" % exc.errno
+
+
+def digest(paths: List[str]) -> str:
+    """The interpreter, its import path, the environment (but the session's own variables), the
+    driver, the loader's cache and the state of every file in ``paths``: equal digests, same
+    import."""
+    import hashlib
+
+    library_path = os.environ.get("LD_LIBRARY_PATH", "")
+    loader = ["/etc/ld.so.cache"] + [d for d in library_path.split(":") if d]
+    state = {
+        "executable": [sys.executable, os.path.realpath(sys.executable), sys.version],
+        "path": [os.path.abspath(p) for p in sys.path],
+        "env": sorted(
+            [k, v]
+            for k, v in os.environ.items()
+            if k not in SESSION_ENV and not k.startswith(SESSION_PREFIXES)
+        ),
+        "driver": read_small("/proc/driver/nvidia/version"),
+        "files": [[p, state_of(p)] for p in loader + paths],
+    }
+    return hashlib.sha256(json.dumps(state, sort_keys=True).encode("utf-8")).hexdigest()
+
+
+def import_manifest() -> Optional[Dict[str, Any]]:
+    """Every file the import read (modules, mapped libraries), their directories and the import
+    path; None when one cannot be told (a library deleted while mapped)."""
+    files = set()
+    for module in list(sys.modules.values()):
+        name = getattr(module, "__file__", None)
+        if isinstance(name, str) and name.startswith("/"):
+            files.add(name)
+    try:
+        with open("/proc/self/maps") as maps:
+            for line in maps:
+                fields = line.split(None, 5)
+                path = fields[5].strip() if len(fields) == 6 else ""
+                if path.endswith("(deleted)"):
+                    return None
+                if path.startswith("/") and not path.startswith(("/dev/", "/proc/", "/sys/")):
+                    files.add(path)
+    except OSError:
+        return None
+    dirs = {os.path.dirname(f) for f in files}
+    dirs.update(os.path.abspath(p) for p in sys.path)  # "" (python -c): the current directory
+    paths = sorted(files | dirs)
+    libcuda = [p for family, p in loaded_libraries() if family == "libcuda"]
+    return {"paths": paths, "digest": digest(paths), "libcuda": libcuda[0] if libcuda else ""}
+
+
+def pack(manifest: Dict[str, Any]) -> str:
+    import base64
+    import zlib
+
+    raw = json.dumps(manifest, separators=(",", ":")).encode("utf-8")
+    return base64.b64encode(zlib.compress(raw, 6)).decode("ascii")
+
+
+def unpack(blob: str) -> Optional[Dict[str, Any]]:
+    import base64
+    import zlib
+
+    try:
+        data = json.loads(zlib.decompress(base64.b64decode(blob.encode("ascii"))))
+    except Exception:
+        return None
+    return data if isinstance(data, dict) else None
+
+
+def driver_api(lib: Any, cuda: str) -> Dict[str, Any]:
+    """Can CUDA be used, as torch's ``is_available()`` decides it (the runtime's
+    ``cudaGetDeviceCount``): a driver new enough for torch's CUDA major version, ``cuInit``,
+    and at least one device. ``lib`` is libcuda, loaded with ctypes."""
+    import ctypes
+
+    def error(call: str, code: int) -> str:
+        name, text = ctypes.c_char_p(), ctypes.c_char_p()
+        lib.cuGetErrorName(code, ctypes.byref(name))
+        lib.cuGetErrorString(code, ctypes.byref(text))
+        return "%s failed: %s (%d): %s" % (
+            call,
+            (name.value or b"unknown error").decode("utf-8", "replace"),
+            code,
+            (text.value or b"").decode("utf-8", "replace"),
+        )
+
+    version = ctypes.c_int(0)
+    code = lib.cuDriverGetVersion(ctypes.byref(version))
+    if code != 0:
+        return {"available": False, "reason": error("cuDriverGetVersion", code)}
+    major = int(cuda.split(".")[0]) if cuda.split(".")[0].isdigit() else 0
+    if version.value < major * 1000:
+        return {
+            "available": False,
+            "reason": "the NVIDIA driver is too old for torch's CUDA %s: it supports CUDA %d.%d "
+            "(cuDriverGetVersion %d)"
+            % (cuda, version.value // 1000, version.value % 1000 // 10, version.value),
+        }
+    code = lib.cuInit(0)
+    if code != 0:
+        return {"available": False, "reason": error("cuInit", code)}
+    count = ctypes.c_int(0)
+    code = lib.cuDeviceGetCount(ctypes.byref(count))
+    if code != 0:
+        return {"available": False, "reason": error("cuDeviceGetCount", code)}
+    if count.value < 1:
+        return {"available": False, "reason": "cuDeviceGetCount: no CUDA device is visible"}
+    return {"available": True, "reason": "", "device_count": count.value}
+
+
+def cuda_now(cuda: str, expected_libcuda: str) -> Optional[Dict[str, Any]]:
+    """The driver API's answer for a CUDA build, or None when libcuda is not the one the cached
+    import used (then the caller must import torch afresh)."""
+    import ctypes
+
+    try:
+        lib = ctypes.CDLL("libcuda.so.1")
+    except OSError as exc:
+        if expected_libcuda:
+            return None
+        reason = "no NVIDIA driver: libcuda.so.1 cannot be loaded (%s)" % exc
+        return {"available": False, "reason": reason, "libcuda": ""}
+    loaded = [p for family, p in loaded_libraries() if family == "libcuda"]
+    if (loaded[0] if loaded else "") != expected_libcuda:
+        return None
+    answer = driver_api(lib, cuda)
+    answer["libcuda"] = expected_libcuda
+    return answer
+
+
+def unchanged(version: Optional[Dict[str, Any]], argv: List[str]) -> Optional[Dict[str, Any]]:
+    """The result to emit when the cached import still holds, else None (import torch)."""
+    blob = next((a.split("=", 1)[1] for a in argv if a.startswith("--unchanged-since=")), None)
+    manifest = unpack(blob) if blob is not None else None
+    if manifest is None or version is None or version.get("hip"):
+        return None
+    if os.environ.get("PYTORCH_NVML_BASED_CUDA_CHECK") == "1":
+        return None  # torch then asks NVML, not the driver API: only torch can answer
+    paths = manifest.get("paths")
+    if not isinstance(paths, list) or digest([str(p) for p in paths]) != manifest.get("digest"):
+        return None
+    cuda = str(version.get("cuda") or "")
+    if not cuda:
+        return {"installed": True, "unchanged": True}  # a CPU build: nothing changes at run time
+    answer = cuda_now(cuda, str(manifest.get("libcuda") or ""))
+    if answer is None:
+        return {"installed": True, "stale": "libcuda is not the one the cached import loaded"}
+    return {"installed": True, "unchanged": True, "cuda_now": answer}
 
 
 def main() -> None:
@@ -143,6 +376,10 @@ def main() -> None:
             }
         )
         return
+    reuse = unchanged(version, sys.argv)
+    if reuse is not None:
+        emit(reuse)
+        return
     try:
         import torch  # type: ignore[import-not-found,unused-ignore]  # the target's torch, may be absent here
     except BaseException as exc:
@@ -150,7 +387,7 @@ def main() -> None:
             {
                 "installed": True,
                 "import_error": "%s: %s" % (type(exc).__name__, exc),
-                "traceback": traceback.format_exc()[-4000:],
+                "traceback": format_exc(),
                 "version": dist_version("torch"),
             }
         )
@@ -187,25 +424,40 @@ def main() -> None:
         if available
         else {"absent": "CUDA is not available to torch"}
     )
-    emit(
-        {
-            "installed": True,
-            "version": torch.__version__,
-            "location": (torch.__file__ or "").rsplit("/", 1)[0],
-            "cuda": cuda,
-            "hip": hip,
-            "cudnn_version": cudnn,
-            "nccl_version": nccl,
-            "arch_list": arch_list,
-            "cuda_available": available,
-            "unavailable_reason": "" if available else reason,
-            "device_count": count,
-            "loaded_libraries": loaded_libraries(),
-            "nvidia_wheels": nvidia_wheels(),
-            "imported": True,
-            "alloc_conf": alloc_conf,
-        }
-    )
+    result = {
+        "installed": True,
+        "version": torch.__version__,
+        "location": (torch.__file__ or "").rsplit("/", 1)[0],
+        "cuda": cuda,
+        "hip": hip,
+        "cudnn_version": cudnn,
+        "nccl_version": nccl,
+        "arch_list": arch_list,
+        "cuda_available": available,
+        "unavailable_reason": "" if available else reason,
+        "device_count": count,
+        "loaded_libraries": loaded_libraries(),
+        "nvidia_wheels": nvidia_wheels(),
+        "imported": True,
+        "alloc_conf": alloc_conf,
+    }  # type: Dict[str, Any]
+    if "--manifest" in sys.argv:
+        manifest = import_manifest()
+        if manifest is not None:
+            result["manifest"] = pack(manifest)
+    emit(result)
+
+
+def finish() -> None:
+    """Leave without the interpreter's teardown: after ``import torch`` it took 0.35-0.5 s
+    (torch's atexit hooks, and freeing thousands of modules and objects), more than all the
+    rest of the probe; nothing is left to clean up once the result is written."""
+    import contextlib
+
+    with contextlib.suppress(BaseException):  # a closed or broken pipe: the parent has it all
+        sys.stdout.flush()
+        sys.stderr.flush()
+    os._exit(0)
 
 
 if __name__ == "__main__":
@@ -215,6 +467,7 @@ if __name__ == "__main__":
         emit(
             {
                 "child_error": "%s: %s" % (type(exc).__name__, exc),
-                "traceback": traceback.format_exc()[-4000:],
+                "traceback": format_exc(),
             }
         )
+    finish()

@@ -27,7 +27,7 @@ from dataclasses import dataclass, field
 from envdoctor.compat.tables import CompatTables
 from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
-from envdoctor.model.probed import Found
+from envdoctor.model.probed import Absent, Found
 from envdoctor.model.record import record
 from envdoctor.model.views import denied_nodes, gpu_presence, group_only, nvml_gpus
 from envdoctor.probes.holders import GPU_SERVICES, FixFacts, GpuHolder
@@ -366,6 +366,20 @@ class _Planner:
 
     def _load(self) -> None:
         why = (MODULE_NOT_LOADED,)
+        built = self.live.module_file
+        if isinstance(built, Absent):  # modinfo: none built for this kernel; modprobe would fail
+            if self.live.dkms is None:
+                self.notes.append(
+                    f"{built.reason}, and DKMS is not installed to build it: install the driver's "
+                    "kernel module package for this kernel (Ubuntu: linux-modules-nvidia-BRANCH-"
+                    "$(uname -r)), or reinstall the driver, then run envdoctor fix again"
+                )
+                return
+            self._add(
+                f"Build the nvidia module for this kernel: {built.reason}",
+                RunCommand(("dkms", "autoinstall")),
+                *why,
+            )
         self._add("Load the nvidia kernel module", LoadModule("nvidia"), *why)
         self._add(
             "Load nvidia_uvm and create /dev/nvidia-uvm, /dev/nvidia-uvm-tools",

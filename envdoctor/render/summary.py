@@ -78,7 +78,8 @@ def _torch(facts: Facts) -> str:
                 if value.cuda
                 else (f"ROCm {value.hip}" if value.hip else "CPU-only build")
             )
-            return f"{value.version} ({variant}) for {facts.torch.python}"
+            cached = f"; imported at {value.from_cache} (cached)" if value.from_cache else ""
+            return f"{value.version} ({variant}) for {facts.torch.python}{cached}"
         if isinstance(value, TorchBroken):
             return f"import fails: {value.error}"
     return why_missing(probed)

@@ -60,6 +60,20 @@ class _Driver:
     windows: bool
     source: str
 
+    def judge(self, tables: CompatTables, cuda: Cuda) -> DriverVerdict:
+        """Whether this driver runs code built for ``cuda`` (compat/judge.py)."""
+        return judge_driver(
+            tables, driver=self.version, driver_cuda=self.cuda, cuda=cuda, windows=self.windows
+        )
+
+    def evidence(self, verdict: DriverVerdict) -> tuple[tuple[str, str], ...]:
+        """The driver's side of a verdict, for a finding's evidence."""
+        return (
+            ("driver", f"{self.version} ({self.source})"),
+            ("driver supports CUDA up to", verdict.driver_cuda_text()),
+            ("driver needed", verdict.needed_text()),
+        )
+
 
 def _driver(facts: Facts, tables: CompatTables) -> _Driver | None:
     """The driver compatibility is judged against (model/views.py: the installed user-space
@@ -161,19 +175,11 @@ def _driver_too_old(ctx: RuleContext) -> Evaluation:
     if build is None or driver is None or cuda is None:
         yield unknown(f"torch.version.cuda is not a CUDA version ({build.cuda if build else ''})")
         return
-    verdict = judge_driver(
-        ctx.tables,
-        driver=driver.version,
-        driver_cuda=driver.cuda,
-        cuda=cuda,
-        windows=driver.windows,
-    )
+    verdict = driver.judge(ctx.tables, cuda)
     evidence = (
         ("torch", build.version),
         ("torch.version.cuda", build.cuda),
-        ("driver", f"{driver.version} ({driver.source})"),
-        ("driver supports CUDA up to", verdict.driver_cuda_text()),
-        ("driver needed", verdict.needed_text()),
+        *driver.evidence(verdict),
     )
     if verdict.fit is DriverFit.NATIVE:
         yield passed(
@@ -278,13 +284,7 @@ def _arch_unsupported(ctx: RuleContext) -> Evaluation:
     driver = _driver(ctx.facts, ctx.tables)
     verdict: DriverVerdict | None = None
     if driver is not None:
-        verdict = judge_driver(
-            ctx.tables,
-            driver=driver.version,
-            driver_cuda=driver.cuda,
-            cuda=cuda,
-            windows=driver.windows,
-        )
+        verdict = driver.judge(ctx.tables, cuda)
     ptx_ok = verdict is None or verdict.fit is DriverFit.NATIVE
     arch_text = describe_arch_list(targets)
     for gpu in gpus(ctx.facts):
@@ -730,18 +730,10 @@ def _toolkit_driver_mismatch(ctx: RuleContext) -> Evaluation:
     if cuda is None:
         yield unknown(f"nvcc's version {nvcc.value.version!r} is not a CUDA version")
         return
-    verdict = judge_driver(
-        ctx.tables,
-        driver=driver.version,
-        driver_cuda=driver.cuda,
-        cuda=cuda,
-        windows=driver.windows,
-    )
+    verdict = driver.judge(ctx.tables, cuda)
     evidence = (
         ("nvcc", f"{nvcc.value.path} (CUDA {nvcc.value.version})"),
-        ("driver", f"{driver.version} ({driver.source})"),
-        ("driver supports CUDA up to", verdict.driver_cuda_text()),
-        ("driver needed", verdict.needed_text()),
+        *driver.evidence(verdict),
     )
     if verdict.fit is DriverFit.NATIVE:
         yield passed(

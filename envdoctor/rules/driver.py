@@ -4,10 +4,10 @@ from __future__ import annotations
 
 from envdoctor.model.facts import NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.outcome import failed_elsewhere, not_applicable, passed, unknown
+from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
 from envdoctor.model.probed import Found, ProbeFailed
 from envdoctor.model.views import MachineKind, module_state, show
-from envdoctor.rules.base import Evaluation, Rule, RuleContext
+from envdoctor.rules.base import Evaluation, Rule, RuleContext, judged
 from envdoctor.rules.container_inside import LIBRARY_MISMATCH, container_cause
 
 RELOAD_STEPS = (
@@ -29,22 +29,21 @@ INSTALL_STEPS = (
 )
 
 
-def _host_side(ctx: RuleContext) -> str:
-    """Why the host's driver is not this check's business here ("" when it is)."""
+def _host_side(ctx: RuleContext) -> Verdict | None:
+    """Not applicable where the host's driver is not this check's business (WSL, a container
+    that was given no GPU)."""
     if ctx.facts.host.wsl:
-        return "WSL: the Windows NVIDIA driver serves the GPU"
+        return not_applicable("WSL: the Windows NVIDIA driver serves the GPU")
     if ctx.machine.kind is MachineKind.CONTAINER_WITHOUT_GPU:
-        return "a container: the host's driver serves the GPU, and this one was given none"
-    return ""
+        return not_applicable(
+            "a container: the host's driver serves the GPU, and this one was given none"
+        )
+    return None
 
 
 def _installed(ctx: RuleContext) -> Evaluation:
     machine = ctx.machine
     driver = machine.driver
-    elsewhere = _host_side(ctx)
-    if elsewhere:
-        yield not_applicable(elsewhere)
-        return
     if driver.present:
         yield passed(
             f"driver {driver.describe()} (read from {driver.version_source or 'its files'})"
@@ -93,10 +92,6 @@ def _installed(ctx: RuleContext) -> Evaluation:
 def _module_not_loaded(ctx: RuleContext) -> Evaluation:
     machine = ctx.machine
     driver = machine.driver
-    elsewhere = _host_side(ctx)
-    if elsewhere:
-        yield not_applicable(elsewhere)
-        return
     if not driver.present:
         yield not_applicable("no NVIDIA driver is installed")
         return
@@ -224,13 +219,13 @@ RULES = (
         "driver.installed",
         "An NVIDIA driver is installed",
         ("driver.not-installed",),
-        _installed,
+        judged(_installed, _host_side, ok=None),
     ),
     Rule(
         "driver.loaded",
         "The nvidia kernel module is loaded",
         ("driver.module-not-loaded",),
-        _module_not_loaded,
+        judged(_module_not_loaded, _host_side, ok=None),
     ),
     Rule(
         "driver.versions-agree",

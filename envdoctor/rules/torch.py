@@ -88,7 +88,13 @@ def _import_failed(ctx: RuleContext) -> Evaluation:
     broken = torch_broken(ctx.facts)
     build = torch_build(ctx.facts)
     if broken is None:
-        if build is not None and build.imported:
+        if build is not None and build.from_cache:
+            yield passed(
+                f"`import torch` ran in a child of {ctx.facts.torch.python} at "
+                f"{build.from_cache} (envdoctor's cache: nothing it read has changed since; "
+                "--no-cache imports it again)"
+            )
+        elif build is not None and build.imported:
             yield passed(f"`import torch` ran in a child of {ctx.facts.torch.python}")
         elif build is not None:
             yield not_applicable(
@@ -186,17 +192,21 @@ def _cuda_unavailable(ctx: RuleContext) -> Evaluation:
         return
     if build.cuda_available:
         yield passed(
-            f"torch.cuda.is_available() returned True in a child of {ctx.facts.torch.python}"
+            f"CUDA is usable now (the CUDA driver API: cuInit, {show(build.device_count)} "
+            f"device(s)); torch's import is from envdoctor's cache of {build.from_cache}"
+            if build.from_cache
+            else f"torch.cuda.is_available() returned True in a child of {ctx.facts.torch.python}"
         )
         return
     reason = build.unavailable_reason or "torch gave no reason"
+    why = "why (the CUDA driver API, now)" if build.from_cache else "torch's reason"
     yield Finding(
         code="torch.cuda-unavailable",
         severity=Severity.ERROR,
         title="torch.cuda.is_available() is False",
         evidence=(
             ("torch", f"{build.version} (CUDA {build.cuda or build.hip})"),
-            ("torch's reason", reason),
+            (why, reason),
             ("CUDA_VISIBLE_DEVICES", ctx.facts.env.get("CUDA_VISIBLE_DEVICES") or "(unset)"),
         ),
         remediation=Remediation(

@@ -9,6 +9,9 @@ PACKAGE = Path(__file__).parents[2] / "envdoctor"
 SEAM_ONLY = {"subprocess", "ctypes", "pynvml"}
 # Files that run in the *target* interpreter or inside the user's training process.
 TORCH_ALLOWED = {"probes/torch_child.py", "smoke/child.py", "guard.py"}
+# The torch child runs in the *target* interpreter, never in envdoctor's process: it may load
+# libcuda with ctypes there (the CUDA driver API, when a cached import is reused).
+CTYPES_IN_CHILD = {"probes/torch_child.py"}
 
 
 def _imports(path: Path) -> set[str]:
@@ -27,7 +30,9 @@ def _modules() -> list[tuple[str, set[str]]]:
 
 def test_native_access_only_behind_the_platform_seam() -> None:
     offenders = [
-        (rel, sorted(n for n in names if n.split(".")[0] in SEAM_ONLY))
+        (rel, sorted(n for n in names if n.split(".")[0] in SEAM_ONLY - {"ctypes"}))
+        if rel in CTYPES_IN_CHILD
+        else (rel, sorted(n for n in names if n.split(".")[0] in SEAM_ONLY))
         for rel, names in _modules()
         if not rel.startswith("platform/")
     ]

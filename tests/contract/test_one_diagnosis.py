@@ -5,7 +5,8 @@ runs check, probe, slurm-healthcheck, recommend, fix and a node spec of the mach
 holds them to one answer:
 
 - the same verdict class: probe and slurm-healthcheck report what check reports, restricted to
-  the findings their tier can see (neither reads torch; slurm-healthcheck judges no tables);
+  the findings their tier can see (neither reads torch; slurm-healthcheck judges no tables and
+  runs no nvcc without torch);
 - recommend is blocked only where check is unhealthy, and a healthy machine gets its wheel;
 - the torch that recommend picks is the one in check's remediation and in fix's step;
 - no command advises a step another calls wrong: no CPU wheel where check wants a CUDA build,
@@ -49,6 +50,8 @@ ALL_CODES = frozenset(all_codes())
 # torch's facts decide these too (the CUDA of the torch, a CUDA build's strictness)
 TORCH_DEPENDENT = {"cuda.nvcc-torch-mismatch", "cuda.cuda-home-invalid", "env.alloc-conf-invalid"}
 NO_TORCH = frozenset(c for c in CORE_CODES if not c.startswith("torch.")) - TORCH_DEPENDENT
+# slurm-healthcheck runs nvcc only next to torch (--python): a toolkit without a driver is no drain.
+SLURM_VISIBLE = NO_TORCH - {"cuda.nvcc-without-driver"}
 # The probe starts no process: no nvcc, no systemctl or nv-fabricmanager (an HGX A100 shows a
 # failed fabric manager by its service alone: the probe's fabric check is then "unknown").
 PROBE_VISIBLE = NO_TORCH - {
@@ -158,7 +161,7 @@ def test_probe_and_slurm_say_what_check_says_for_what_they_read(
     unchecked = {"gpu.xid-unchecked"} if _journal(check["facts"]) else set()
     assert {f["code"] for f in visible} - blind <= found <= {f["code"] for f in visible} | unchecked
     assert probe["status"] == _status([f for f in visible if f["code"] in found])
-    slurm_seen = [f for f in check["findings"] if f["code"] in NO_TORCH]
+    slurm_seen = [f for f in check["findings"] if f["code"] in SLURM_VISIBLE]
     verdict = runs["slurm"].output.splitlines()[0]  # "healthy (1 warning): …", "unhealthy: …"
     assert verdict.split(":", 1)[0].split(" ")[0] == _status(slurm_seen), runs["slurm"].output
 

@@ -2,7 +2,7 @@
 
 Scenarios keep the listing (readable, and what people paste); the fake host serves the binary
 ``/etc/ld.so.cache`` that glibc's ldconfig would have written for it, and the listing itself for
-``ldconfig -p``. tests/unit/test_ldcache.py checks the bytes with the real ``ldconfig -p -C``.
+``ldconfig -p``. tests/probes/test_ldcache.py checks the bytes with the real ``ldconfig -p -C``.
 """
 
 from __future__ import annotations

@@ -5,7 +5,7 @@ translation of every answer) where no GPU is: the unit tests, and ``benchmarks/b
 ("probe on 8 simulated GPUs with 1 ms per NVML call"). Each call sleeps ``delay`` seconds,
 releasing the GIL as a ctypes call into ``libnvidia-ml`` does. Constants, ctypes structures and
 ``NVMLError`` are the installed nvidia-ml-py's own, and every function here has the name and
-the parameters of the real binding (``tests/unit/test_nvml_health.py`` holds it to that), so a
+the parameters of the real binding (``tests/probes/test_nvml_health.py`` holds it to that), so a
 misspelt or misused binding fails here as it would on a GPU.
 """
 

@@ -26,7 +26,7 @@ ROOT = Path(__file__).resolve().parents[2]
 UNHEALTHY = {"cvd_hides_all", "driver_mismatch", "gpu_lost", "memory_held", "mig_enabled"}
 UNHEALTHY |= {"no_driver", "no_permission", "nouveau_loaded", "uvm_missing"}
 UNHEALTHY |= {"mismatch_old_module", "memory_held_elsewhere", "memory_held_some_gpus"}
-UNHEALTHY |= {"nodes_root_only", "nouveau_builtin"}
+UNHEALTHY |= {"nodes_root_only", "nouveau_builtin", "driver_module_not_loaded"}
 # The probe tier judges the fabric by NVML's state and reads only /dev/kmsg: an HGX A100 whose
 # fabric manager failed, or Xids only the journal shows, need `envdoctor check`.
 UNHEALTHY |= {"xid_reboot_required", "fabric_manager_stopped"}

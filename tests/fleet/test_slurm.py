@@ -189,6 +189,43 @@ def test_unknown_node_and_missing_scontrol_are_errors_not_tracebacks(
     assert "scontrol is not on PATH" in result.output
 
 
+NVCC = "/usr/local/cuda/bin/nvcc"
+WITH_NVCC = {
+    "which": {"nvcc": NVCC, "python3": PYTHON},
+    "files": {NVCC: "#!/bin/sh\n"},
+    "commands": [
+        {"argv": [NVCC, "--version"], "stdout": "Cuda compilation tools, release 13.0, V13.0.88\n"}
+    ],
+}
+
+
+def _children(host: SlurmHost) -> list[str]:
+    """What the host was asked to run, by program name (the torch child as ``torch-child``)."""
+    return [
+        "torch-child" if any("ENVDOCTOR-TORCH-JSON" in a for a in argv) else argv[0].rsplit("/")[-1]
+        for argv in host.ran
+    ]
+
+
+def test_no_nvcc_and_no_torch_unless_torch_is_asked_for(fake_slurm: FakeSlurm) -> None:
+    """docs/fleet.md: slurm-healthcheck reads the node as check does, but runs nvcc and the
+    torch child only for --python (or a spec that pins torch). `check` on the same host runs
+    nvcc: the scenario really has one to run."""
+    host = SlurmHost("healthy_h100", fake_slurm.environ, **WITH_NVCC)
+    result = cli_invoke(["slurm-healthcheck"], obj=AppContext(host=host, python=PYTHON))
+    assert result.exit_code == 0, result.output
+    assert not {"nvcc", "torch-child"} & set(_children(host)), _children(host)
+
+    asked = SlurmHost("healthy_h100", fake_slurm.environ, **WITH_NVCC)
+    args = ["slurm-healthcheck", "--python", "python3"]
+    cli_invoke(args, obj=AppContext(host=asked, python=PYTHON))
+    assert {"nvcc", "torch-child"} <= set(_children(asked)), _children(asked)
+
+    control = SlurmHost("healthy_h100", fake_slurm.environ, **WITH_NVCC)
+    cli_invoke(["check"], obj=AppContext(host=control, python=PYTHON))
+    assert "nvcc" in _children(control)
+
+
 def test_hung_scontrol_is_killed_within_its_budget(fake_slurm: FakeSlurm) -> None:
     fake_slurm.set(sleep=30)
     host = SlurmHost("gpu_lost", fake_slurm.environ)

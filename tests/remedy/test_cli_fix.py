@@ -139,3 +139,48 @@ def test_a_script_written_to_a_bare_name_is_run_as_dot_slash(
     result = invoke(mismatch_host(), "-o", "live.sh")
     assert result.exit_code == 0, result.output
     assert "sudo ./live.sh --apply" in result.output
+
+
+# A kernel upgrade DKMS did not build for: `modprobe nvidia` fails ("Module nvidia not found in
+# directory /lib/modules/…"); the plan builds the module first, or says what to install.
+NOT_BUILT = {
+    "argv": ["modinfo", "-n", "nvidia"],
+    "stderr": "modinfo: ERROR: Module nvidia not found.\n",  # kmod's modinfo, verbatim
+    "returncode": 1,
+}
+BUILT = {
+    "argv": ["modinfo", "-n", "nvidia"],
+    "stdout": "/lib/modules/6.8.0-87-generic/updates/dkms/nvidia.ko.zst\n",
+}
+
+
+def _module_plan(modinfo: dict[str, Any], which: dict[str, str]) -> dict[str, Any]:
+    host = FakeHost.scenario("driver_module_not_loaded", which=which)
+    host.commands.append(modinfo)
+    result = invoke(host, "--format", "json")
+    assert result.exit_code == 0, result.output
+    plan: dict[str, Any] = json.loads(result.output)
+    return plan
+
+
+def test_a_module_not_built_for_this_kernel_is_built_before_it_is_loaded() -> None:
+    plan = _module_plan(NOT_BUILT, {"modinfo": "/usr/sbin/modinfo", "dkms": "/usr/sbin/dkms"})
+    commands = [c for s in plan["steps"] for c in s["commands"]]
+    build = commands.index(["dkms", "autoinstall"])
+    load = next(i for i, c in enumerate(commands) if c[:2] == ["modprobe", "nvidia"])
+    assert build < load
+    assert "no nvidia module is built for kernel 6.8.0-87-generic" in json.dumps(plan["steps"])
+
+
+def test_without_dkms_the_plan_says_what_to_install_instead_of_a_modprobe_that_fails() -> None:
+    plan = _module_plan(NOT_BUILT, {"modinfo": "/usr/sbin/modinfo"})
+    commands = [c for s in plan["steps"] for c in s["commands"]]
+    assert not any(c[:2] == ["modprobe", "nvidia"] for c in commands)
+    assert any("DKMS is not installed" in n and "linux-modules-nvidia" in n for n in plan["notes"])
+
+
+def test_a_built_module_is_loaded_without_a_rebuild() -> None:
+    plan = _module_plan(BUILT, {"modinfo": "/usr/sbin/modinfo", "dkms": "/usr/sbin/dkms"})
+    commands = [c for s in plan["steps"] for c in s["commands"]]
+    assert ["dkms", "autoinstall"] not in commands
+    assert any(c[:2] == ["modprobe", "nvidia"] for c in commands)

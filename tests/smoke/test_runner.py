@@ -6,6 +6,8 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Found
 from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
@@ -55,6 +57,7 @@ def test_healthy_gpu_passes_every_step(fake_env: EnvMaker) -> None:
     ].evidence
 
 
+@pytest.mark.serial  # two children in parallel, told apart by the wall clock
 def test_two_gpus_run_in_parallel_then_nccl_across_them(fake_env: EnvMaker) -> None:
     start = time.monotonic()
     result = run(2, fake_env(f"init@{uuid(0)}=sleep:1.5,init@{uuid(1)}=sleep:1.5"))

@@ -13,6 +13,11 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "healthy_h100": ("healthy", set()),
     "no_driver": ("unhealthy", {"driver.not-installed", "torch.cuda-unavailable"}),
     "driver_mismatch": ("unhealthy", {"driver.version-mismatch", "torch.cuda-unavailable"}),
+    # a kernel upgrade DKMS built no module for: the user-space driver is there, nvidia is not
+    "driver_module_not_loaded": (
+        "unhealthy",
+        {"driver.module-not-loaded", "torch.cuda-unavailable"},
+    ),
     "nouveau_loaded": ("unhealthy", {"driver.nouveau-loaded", "torch.cuda-unavailable"}),
     "uvm_missing": ("unhealthy", {"device.node-missing", "torch.cuda-unavailable"}),
     "no_permission": ("unhealthy", {"device.permission-denied", "torch.cuda-unavailable"}),
@@ -46,6 +51,7 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     ),
     "persistence_off": ("healthy", {"gpu.persistence-off"}),
     "nvcc_mismatch": ("unhealthy", {"cuda.nvcc-torch-mismatch"}),
+    "ld_preload_tcmalloc": ("healthy", {"env.ld-preload"}),
     # the container layer (docs/containers.md): one container finding per cause, and torch's
     # own symptom where torch is a CUDA build
     "container_cgroup_denied": (
@@ -70,6 +76,8 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "host_toolkit_missing": ("healthy", {"container.toolkit-missing"}),
     "host_docker_snap": ("healthy", {"container.docker-snap"}),
     "host_k8s_default_runtime": ("healthy", {"container.default-runtime"}),
+    "host_k8s_no_runtime": ("healthy", {"container.no-gpu-runtime"}),
+    "host_docker_rootless": ("healthy", {"container.rootless-cgroups"}),
     "host_cdi_stale": ("unhealthy", {"container.cdi-stale"}),
     "host_cdi_missing": ("unhealthy", {"container.cdi-missing"}),
 }

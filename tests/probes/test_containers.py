@@ -39,6 +39,16 @@ CASES = {
         "warning",
         "--runtime=containerd --set-as-default",
     ),
+    "host_k8s_no_runtime": (
+        "container.no-gpu-runtime",
+        "warning",
+        "--runtime=containerd --set-as-default",
+    ),
+    "host_docker_rootless": (
+        "container.rootless-cgroups",
+        "warning",
+        "nvidia-container-cli.no-cgroups",
+    ),
     "host_cdi_stale": (
         "container.cdi-stale",
         "error",

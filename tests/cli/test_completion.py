@@ -1,0 +1,159 @@
+"""Shell completion (Typer's scripts over the command registry), tried through the real bash."""
+
+from __future__ import annotations
+
+import os
+import shlex
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envdoctor.cli import registry
+from envdoctor.cli.options import Command
+from envdoctor.compat.loader import TABLE_NAMES
+
+BIN = Path(sys.executable).parent
+ENVDOCTOR = str(BIN / "envdoctor")
+
+
+def _env(**extra: str) -> dict[str, str]:
+    env = {k: v for k, v in os.environ.items() if not k.startswith("_ENVDOCTOR")}
+    env["PATH"] = f"{BIN}{os.pathsep}{env.get('PATH', '')}"
+    env.update(extra)
+    return env
+
+
+def bash_complete(line: str) -> list[str]:
+    """What bash offers for ``line`` (a trailing space: a new word) with the shown script loaded."""
+    words = line.split(" ")
+    quoted = " ".join(shlex.quote(w) for w in words)
+    script = (
+        'eval "$(envdoctor --show-completion bash)"\n'
+        f"COMP_WORDS=({quoted})\n"
+        f"COMP_CWORD={len(words) - 1}\n"
+        "_envdoctor_completion envdoctor\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    done = subprocess.run(
+        ["bash", "--norc", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    return [w for w in done.stdout.splitlines() if w]
+
+
+def _leaves(group: Command, path: str = "") -> list[tuple[str, Command]]:
+    out: list[tuple[str, Command]] = []
+    for command in group.subcommands:
+        where = f"{path} {command.name}".strip()
+        out.extend(_leaves(command, where) if command.subcommands else [(where, command)])
+    return out
+
+
+needs_bash = pytest.mark.skipif(shutil.which("bash") is None, reason="bash is not installed")
+
+
+@needs_bash
+def test_bash_completes_a_command_name() -> None:
+    assert bash_complete("envdoctor che") == ["check"]
+    assert sorted(bash_complete("envdoctor s")) == ["slurm-healthcheck", "smoke", "spec"]
+
+
+@needs_bash
+def test_bash_completes_choices_and_table_names() -> None:
+    assert bash_complete("envdoctor check --format j") == ["json"]
+    assert bash_complete("envdoctor check --expect ") == ["gpu", "cpu"]
+    assert bash_complete("envdoctor tables show cu") == ["cuda-toolkits", "cudnn"]
+
+
+@pytest.mark.parametrize(("path", "command"), _leaves(registry.TOP), ids=lambda v: str(v)[:20])
+def test_every_option_of_every_command_completes(path: str, command: Command) -> None:
+    """The completion app is built from the registry: no option the parser takes is missing."""
+    line = f"envdoctor {path} --"
+    done = subprocess.run(
+        [ENVDOCTOR],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(
+            _ENVDOCTOR_COMPLETE="complete_bash",
+            COMP_WORDS=line,
+            COMP_CWORD=str(len(line.split(" ")) - 1),
+        ),
+        check=False,
+    )
+    offered = set(done.stdout.split())
+    assert {o.long for o in command.options} <= offered, done.stderr
+
+
+def test_the_table_names_completion_offers_are_the_loaders() -> None:
+    assert registry.TABLE_NAMES == TABLE_NAMES
+
+
+@pytest.mark.parametrize(("shell", "marker"), [("zsh", "#compdef envdoctor"), ("fish", "complete")])
+def test_show_completion_for_a_named_shell(shell: str, marker: str) -> None:
+    done = subprocess.run(
+        [ENVDOCTOR, "--show-completion", shell],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+        check=False,
+    )
+    assert done.returncode == 0 and marker in done.stdout
+    assert "_ENVDOCTOR_COMPLETE" in done.stdout
+
+
+def test_an_unknown_shell_is_a_usage_error() -> None:
+    done = subprocess.run(
+        [ENVDOCTOR, "--show-completion", "tcsh"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(),
+        check=False,
+    )
+    assert done.returncode == 2 and done.stdout == ""
+    assert done.stderr.startswith("envdoctor: error: --show-completion: no completion for 'tcsh'")
+
+
+@needs_bash
+def test_install_completion_writes_to_the_users_home_and_bash_then_completes(
+    tmp_path: Path,
+) -> None:
+    home = tmp_path / "home"
+    home.mkdir()
+    done = subprocess.run(
+        [ENVDOCTOR, "--install-completion", "bash"],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(HOME=str(home)),
+        check=False,
+    )
+    assert done.returncode == 0, done.stderr
+    bashrc = (home / ".bashrc").read_text()
+    assert "envdoctor" in bashrc
+    # A new interactive-like shell that reads the rc file completes envdoctor's commands.
+    script = (
+        f"source {home / '.bashrc'}\n"
+        "COMP_WORDS=(envdoctor expl); COMP_CWORD=1\n"
+        "_envdoctor_completion envdoctor\n"
+        'printf "%s\\n" "${COMPREPLY[@]}"\n'
+    )
+    shell = subprocess.run(
+        ["bash", "--norc", "-c", script],
+        capture_output=True,
+        text=True,
+        timeout=60,
+        env=_env(HOME=str(home)),
+        check=False,
+    )
+    assert shell.stdout.split() == ["explain"], shell.stderr

@@ -1,0 +1,83 @@
+"""What each command's start-up imports, read with ``python -X importtime`` (issue 15).
+
+A heavy module that sneaks back onto a fast path fails here, with the module that pulled it in:
+Typer and its click, pydantic, rich (~100 ms together) belong to shell completion only; torch
+never runs in envdoctor's own process; and ``--help`` stays within 3x of a bare interpreter by
+going without typing, dataclasses and the option parser.
+"""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+FRAMEWORKS = ("typer", "click", "pydantic", "rich", "shellingham", "torch")
+HELP_ALSO_WITHOUT = ("typing", "dataclasses", "getopt", "yaml", "packaging", "json")
+
+
+def imported(args: list[str], tmp_path: Path, stdin: str = "") -> dict[str, str]:
+    """Module -> the module that imported it first (from -X importtime's indentation)."""
+    done = subprocess.run(
+        [sys.executable, "-X", "importtime", "-m", "envdoctor", *args],
+        capture_output=True,
+        text=True,
+        input=stdin,
+        timeout=120,
+        cwd=tmp_path,
+        env={**os.environ, "ENVDOCTOR_DEBUG": ""},
+        check=False,
+    )
+    parents: dict[str, str] = {}
+    stack: list[tuple[int, str]] = []
+    lines = [line for line in done.stderr.splitlines() if line.startswith("import time:")]
+    for line in reversed(lines):  # importtime prints a module after the modules it imported
+        name_field = line.split("|")[-1]
+        depth = len(name_field) - len(name_field.lstrip(" "))
+        name = name_field.strip()
+        if name == "imported package":
+            continue
+        while stack and stack[-1][0] >= depth:
+            stack.pop()
+        parents.setdefault(name, stack[-1][1] if stack else "(top level)")
+        stack.append((depth, name))
+    assert parents, done.stderr[-2000:]
+    return parents
+
+
+def _heavy(modules: dict[str, str], names: tuple[str, ...]) -> dict[str, str]:
+    return {m: by for m, by in modules.items() if m.split(".")[0] in names and "." not in m.strip()}
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ["check", "--json"],
+        ["explain", "-"],
+        ["run", "--", sys.executable, "-c", "pass"],
+        ["slurm-healthcheck", "--help"],
+        ["probe"],
+        ["check", "--help"],
+    ],
+    ids=lambda a: " ".join(a[:2]),
+)
+def test_commands_start_without_a_cli_framework_or_torch(args: list[str], tmp_path: Path) -> None:
+    modules = imported(args, tmp_path)
+    assert _heavy(modules, FRAMEWORKS) == {}
+
+
+@pytest.mark.parametrize("args", [["--help"], ["check", "--help"], ["explain", "-h"]])
+def test_help_goes_without_typing_dataclasses_and_the_parser(
+    args: list[str], tmp_path: Path
+) -> None:
+    modules = imported(args, tmp_path)
+    assert _heavy(modules, FRAMEWORKS + HELP_ALSO_WITHOUT) == {}
+
+
+def test_completion_is_where_typer_is_loaded(tmp_path: Path) -> None:
+    """The check above can fail: the completion path does import Typer."""
+    modules = imported(["--show-completion", "bash"], tmp_path)
+    assert "typer" in modules
