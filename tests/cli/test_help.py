@@ -23,7 +23,8 @@ def _paths(group: Command = registry.TOP, prefix: tuple[str, ...] = ()) -> Itera
 
 PATHS = [[], *_paths()]
 TYPE_NAMES = re.compile(r"\b(str|int|float|bool|list|dict|tuple|Path|None|TEXT|INTEGER|FLOAT)\b")
-PLACEHOLDER = re.compile(r"[A-Z][A-Z_|-]*|\{[a-z0-9-]+(,[a-z0-9-]+)*\}")
+# FILE, N, {text,json}; [SHELL] for a value that may be left out
+PLACEHOLDER = re.compile(r"(\[)?([A-Z][A-Z_|-]*|\{[a-z0-9-]+(,[a-z0-9-]+)*\})(?(1)\])")
 
 
 def _command(path: list[str]) -> Command:

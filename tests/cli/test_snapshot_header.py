@@ -16,6 +16,11 @@ from tests.fakes.host import FakeHost
 from tests.runner import invoke
 
 
+def _header(text: str) -> str:
+    """The report's first line, however the terminal's width wrapped it."""
+    return " ".join(text.split("\n\n", 1)[0].split())
+
+
 def _snapshot(tmp_path: Path, *, redact: bool, collected_at: str | None = None) -> Path:
     data = json.loads(dump_snapshot(scenario_facts("driver_mismatch"), redact=redact))
     data["facts"]["collected_at"] = (
@@ -30,8 +35,7 @@ def test_a_redacted_snapshot_is_named_with_its_redacted_host_and_its_time(tmp_pa
     snap = _snapshot(tmp_path, redact=True)
     result = invoke(["check", "--snapshot", str(snap)])
     assert result.exit_code == 1
-    lines = result.stdout.splitlines()
-    assert lines[0] == (
+    assert _header(result.stdout) == (
         f"envdoctor {__version__} — UNHEALTHY — snapshot of <hostname> taken 2026-11-20 14:03:12 UTC"
     )
     text = " ".join(result.stdout.split())
@@ -44,8 +48,8 @@ def test_a_redacted_snapshot_is_named_with_its_redacted_host_and_its_time(tmp_pa
 
 def test_an_unredacted_snapshot_names_its_host(tmp_path: Path) -> None:
     snap = _snapshot(tmp_path, redact=False)
-    first = invoke(["check", "--snapshot", str(snap)]).stdout.splitlines()[0]
-    assert first.endswith("— snapshot of gpu-node-17 taken 2026-11-20 14:03:12 UTC")
+    header = _header(invoke(["check", "--snapshot", str(snap)]).stdout)
+    assert header.endswith("— snapshot of gpu-node-17 taken 2026-11-20 14:03:12 UTC")
 
 
 def test_a_snapshot_that_does_not_say_when_it_was_taken(tmp_path: Path) -> None:
