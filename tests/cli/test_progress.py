@@ -192,3 +192,19 @@ def test_smoke_steps_describe_running_and_finished_children() -> None:
     steps("GPU 1", "conv")
     steps("GPU 1", "done")
     assert steps.describe().endswith(": GPU 0: context; 1 of 2 done")
+
+
+@pytest.mark.usefixtures("quick")
+def test_check_deep_shows_the_gpus_step(monkeypatch: pytest.MonkeyPatch, tmp_path: Path) -> None:
+    monkeypatch.setenv("PYTHONPATH", FAKE_TORCH)
+    monkeypatch.setenv("ENVDOCTOR_FAKE_STATE", str(tmp_path))
+    monkeypatch.setenv("ENVDOCTOR_FAKE_TORCH", "matmul=sleep:0.4")
+    host = FakeHost.scenario("healthy_h100")
+    result = invoke(
+        ["check", "--deep", "--timeout", "30"],
+        obj=AppContext(host=host, python=PYTHON),
+        tty=("stderr",),
+    )
+    shown = _lines(result.stderr)
+    assert any(re.match(r"envdoctor: smoke tests \(\d+ s\): GPU 0: gemm", s) for s in shown), shown
+    assert "[smoke.passed]" in result.stdout and "\r" not in result.stdout
