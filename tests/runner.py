@@ -35,8 +35,9 @@ class _Capture(io.TextIOBase):
     """A text stream with a ``buffer`` (``run`` writes the command's bytes there) that also
     records what it is given into the combined output."""
 
-    def __init__(self, combined: _Combined) -> None:
+    def __init__(self, combined: _Combined, *, tty: bool = False) -> None:
         self._combined = combined
+        self._tty = tty
         self._parts: list[str] = []
         self.raw = bytearray()
         self.buffer = _Bytes(self)
@@ -49,7 +50,7 @@ class _Capture(io.TextIOBase):
         return True
 
     def isatty(self) -> bool:
-        return False
+        return self._tty
 
     def write(self, text: str) -> int:
         self._parts.append(text)
@@ -82,10 +83,13 @@ def invoke(
     obj: AppContext | None = None,
     input: bytes | str | None = None,
     env: Mapping[str, str] | None = None,
+    tty: Sequence[str] = (),
 ) -> Result:
-    """``envdoctor ARGS`` with stdin ``input`` (a pipe when given, else an empty non-tty)."""
+    """``envdoctor ARGS`` with stdin ``input`` (a pipe when given, else an empty non-tty);
+    ``tty``: the streams ("stdout", "stderr") that say they are a terminal."""
     combined = _Combined()
-    out, err = _Capture(combined), _Capture(combined)
+    out = _Capture(combined, tty="stdout" in tty)
+    err = _Capture(combined, tty="stderr" in tty)
     data = input.encode() if isinstance(input, str) else (input or b"")
     stdin = io.TextIOWrapper(io.BytesIO(data), encoding="utf-8")
     saved = sys.stdin, sys.stdout, sys.stderr

@@ -15,7 +15,7 @@ from envdoctor.cli.common import (
     target_python,
     text_width,
     unicode_out,
-    write_output,
+    write_report,
 )
 from envdoctor.errors import EnvdoctorError
 
@@ -64,8 +64,9 @@ def run(inv: Invocation) -> int:
 
         text = render_prometheus(report, time.monotonic() - start)
     else:
-        text = render(report, fmt, verbose=args.flag("verbose"))
-    write_output(text, args.path("output"))
+        origin = str(snapshot) if snapshot is not None else None
+        text = render(report, fmt, verbose=args.flag("verbose"), snapshot=origin)
+    write_report(inv, text, paint=_colour if fmt == "text" else None)
     return report.exit_code
 
 
@@ -87,15 +88,26 @@ def _snapshot_only(*, deep: bool, python: str | None) -> None:
 
 def _with_smoke(report: Report, python: str, timeout: float) -> Report:
     """The report plus the smoke kernels' findings (run in child processes, per GPU)."""
+    from envdoctor.cli.progress import Progress, SmokeSteps
     from envdoctor.smoke import deep_findings
 
-    findings = (*report.findings, *deep_findings(report.facts, python=python, timeout=timeout))
+    steps = SmokeSteps()  # which GPU is at which step, on a terminal's stderr
+    with Progress(steps.describe):
+        deep = deep_findings(report.facts, python=python, timeout=timeout, on_step=steps)
+    findings = (*report.findings, *deep)
     ordered = tuple(sorted(findings, key=lambda f: (-f.severity, f.code, f.subject)))
     return dataclasses.replace(report, findings=ordered)
 
 
-def render(report: Report, fmt: str, *, verbose: bool = False) -> str:
-    """The report in ``fmt`` ("text", "json", "markdown")."""
+def _colour(text: str) -> str:
+    from envdoctor.render.text import colour_report
+
+    return colour_report(text)
+
+
+def render(report: Report, fmt: str, *, verbose: bool = False, snapshot: str | None = None) -> str:
+    """The report in ``fmt`` ("text", "json", "markdown"); ``snapshot``: the file the facts
+    were read from (the text and Markdown headers name it)."""
     if fmt == "json":
         from envdoctor.render.report_json import report_to_json
         from envdoctor.terminal import json_document
@@ -104,8 +116,8 @@ def render(report: Report, fmt: str, *, verbose: bool = False) -> str:
     if fmt == "markdown":
         from envdoctor.render.markdown import render_markdown
 
-        return render_markdown(report)
+        return render_markdown(report, snapshot=snapshot)
     from envdoctor.render.text import ASCII, UNICODE, render_text
 
     marks = UNICODE if unicode_out() else ASCII
-    return render_text(report, width=text_width(), marks=marks, verbose=verbose)
+    return render_text(report, width=text_width(), marks=marks, verbose=verbose, snapshot=snapshot)

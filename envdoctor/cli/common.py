@@ -11,6 +11,7 @@ from envdoctor.model.views import EXPECT_ENV, Intent
 from envdoctor.platform.host import Deadline, Host
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
     from pathlib import Path
 
     from envdoctor.cli.options import Args
@@ -115,16 +116,30 @@ def facts_for(
         from envdoctor.snapshot import load_snapshot
 
         return load_snapshot(snapshot)
+    import time
+
+    from envdoctor.cli.progress import Progress, elapsed
+    from envdoctor.platform.traced import TracedHost
     from envdoctor.probes import collect_facts
 
-    return collect_facts(
-        inv.host,
-        python=target_python(inv),
-        deadline=Deadline(timeout),
-        include_torch=include_torch,
-        torch_version_only=torch_version_only,
-        torch_cache=torch_cache(inv),
-    )
+    python = target_python(inv)
+    started = time.monotonic()
+    traced = TracedHost(inv.host)
+
+    def status() -> str:
+        doing = "; ".join(traced.busy()) or traced.doing
+        return f"reading this machine ({elapsed(started)}): {doing}"
+
+    progress = Progress(status)
+    with progress:
+        return collect_facts(
+            traced if progress.enabled else inv.host,
+            python=python,
+            deadline=Deadline(timeout),
+            include_torch=include_torch,
+            torch_version_only=torch_version_only,
+            torch_cache=torch_cache(inv),
+        )
 
 
 def torch_cache(inv: Invocation) -> CacheDir | None:
@@ -153,6 +168,29 @@ def write_output(
     from envdoctor.render.files import write_atomic
 
     write_atomic(output, text, mode=mode, private=private)
+
+
+def output_format(inv: Invocation) -> str:
+    """``--format``, or ``json`` when ``--json`` (its shortcut) is given."""
+    return "json" if inv.args.flag("json") else inv.args.text("format") or "text"
+
+
+def colour_for(inv: Invocation, *, err: bool = False) -> bool:
+    """Whether a text report written to stdout (``err``: stderr) gets colour: ``--color``,
+    ``NO_COLOR``, ``TERM`` and whether that stream is a terminal decide (envdoctor/colour.py)."""
+    from envdoctor.colour import wants_colour
+
+    choice = inv.args.text("color") if _has(inv, "color") else "never"
+    return wants_colour(choice, sys.stderr if err else sys.stdout)
+
+
+def write_report(inv: Invocation, text: str, *, paint: Callable[[str], str] | None = None) -> None:
+    """A report to ``-o FILE`` exactly as rendered, or to stdout, coloured by ``paint`` (the
+    renderer's colouring of its own safe text) when ``colour_for`` says so."""
+    output = inv.args.path("output") if _has(inv, "output") else None
+    if output is None and paint is not None and colour_for(inv):
+        text = paint(text)
+    write_output(text, output)
 
 
 def text_width() -> int:

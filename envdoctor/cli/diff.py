@@ -11,8 +11,8 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
-from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation
+from envdoctor.cli.common import Invocation, output_format, write_report
+from envdoctor.model.units import plural
 from envdoctor.terminal import json_document, safe_text
 
 if TYPE_CHECKING:
@@ -32,10 +32,11 @@ def run(inv: Invocation) -> int:
     differences = diff_facts(load_snapshot(a), load_snapshot(b))
     shown = [d for d in differences if args.flag("all") or not d.volatile]
     code = exitcodes.UNHEALTHY if shown else exitcodes.HEALTHY
-    if args.flag("json"):
-        emit(json_document(diff_json(str(a), str(b), differences, exit_code=code)))
+    if output_format(inv) == "json":
+        write_report(inv, json_document(diff_json(str(a), str(b), differences, exit_code=code)))
     else:
-        emit(safe_text(_table(a.name, b.name, shown, hidden=len(differences) - len(shown))) + "\n")
+        table = _table(a.name, b.name, shown, hidden=len(differences) - len(shown))
+        write_report(inv, safe_text(table) + "\n", paint=_colour)
     return code
 
 
@@ -43,12 +44,24 @@ def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:
     note = f"; {hidden} that change from run to run hidden (--all shows them)" if hidden else ""
     if not diffs:
         return f"{a} and {b}: no differences{note}"
-    head = f"{a} and {b}: {len(diffs)} difference{'s' if len(diffs) != 1 else ''}{note}"
+    head = f"{a} and {b}: {plural(len(diffs), 'difference')}{note}"
     path_w = max(len("fact"), *(len(d.path) for d in diffs))
     a_w = min(MAX_VALUE_WIDTH, max(len(a), *(len(_show(d.a)) for d in diffs)))
     lines = [head, "", f"{'fact':<{path_w}}  {a:<{a_w}}  {b}"]
     lines += [f"{d.path:<{path_w}}  {_show(d.a):<{a_w}}  {_show(d.b)}" for d in diffs]
     return "\n".join(lines)
+
+
+COLOURS = (
+    (r".* and .*: (?:(no differences)|(\d+ differences?))", ("ok", "warning")),
+    (r"(fact  .*)$", ("bold",)),  # the table's head
+)
+
+
+def _colour(text: str) -> str:
+    from envdoctor.colour import paint
+
+    return paint(text, COLOURS)
 
 
 def _show(value: str) -> str:

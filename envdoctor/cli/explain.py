@@ -8,9 +8,11 @@ from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for
+from envdoctor.cli.common import Invocation, facts_for, output_format, write_report
+from envdoctor.cli.progress import Progress
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import open_stream
+from envdoctor.model.units import binary_size, plural
 from envdoctor.terminal import safe_line
 
 if TYPE_CHECKING:
@@ -19,7 +21,7 @@ if TYPE_CHECKING:
 
 def run(inv: Invocation) -> int:
     from envdoctor.kb import assess, explain, load_default_kb, scan_stream
-    from envdoctor.kb.render import render
+    from envdoctor.kb.render import colour_text, render
     from envdoctor.kb.sources import LogStream
 
     args = inv.args
@@ -27,12 +29,15 @@ def run(inv: Invocation) -> int:
     if args.flag("list_signatures"):
         emit("".join(f"{s.id:<34} {s.title}\n" for s in kb.signatures))
         return exitcodes.HEALTHY
-    fmt = "json" if args.flag("json") else args.text("format") or "text"
+    fmt = output_format(inv)
     source = args.text("source") or "-"
     name, raw, owned = _open_source(source)
     try:
-        log = LogStream(raw, name)
-        scan = dataclasses.replace(scan_stream(log, kb), incomplete=log.damage)
+        size = _file_size(raw)
+        counted = _Counted(raw)
+        with Progress(lambda: _reading(name, counted.count, size)):
+            log = LogStream(counted, name)
+            scan = dataclasses.replace(scan_stream(log, kb), incomplete=log.damage)
     finally:
         if owned:
             raw.close()
@@ -40,7 +45,7 @@ def run(inv: Invocation) -> int:
     if args.flag("with_host"):
         facts = facts_for(inv, include_torch=False, timeout=args.number("timeout"))
         explanation = assess(explanation, facts)
-    emit(render(explanation, fmt))
+    write_report(inv, render(explanation, fmt), paint=colour_text if fmt == "text" else None)
     if source.endswith(".gz") and not log.gzip and scan.bytes:
         # Read as text rather than refused: the scanner takes any bytes, and a misnamed log
         # (`tee train.log.gz`, a rotation that renames without compressing) still holds the
@@ -49,15 +54,55 @@ def run(inv: Invocation) -> int:
     if scan.truncated_lines:
         n = scan.truncated_lines
         _warn(
-            f"{name}: {n:,} line{'s' if n != 1 else ''} longer than 1 MiB, scanned in 1 MiB "
+            f"{name}: {plural(n, 'line')} longer than 1 MiB, scanned in 1 MiB "
             "pieces (binary data, or output without newlines)"
         )
     if log.damage:
-        lines = f"{scan.lines:,} line{'s' if scan.lines != 1 else ''}"
+        lines = plural(scan.lines, "line")
         done = f"explained the first {lines}" if scan.lines else "nothing before it was readable"
         _warn(f"{name}: {log.damage}; {done}")
     # what was found stands; nothing found in part of a log is 2 (see Explanation.exit_code)
     return explanation.exit_code
+
+
+class _Counted:
+    """The log's stream, counting the bytes read from it (of a gzip log: compressed bytes, as
+    its file's size counts them), for the progress line, which reads ``count`` on its thread."""
+
+    def __init__(self, raw: ByteSource) -> None:
+        self._raw = raw
+        self.count = 0
+
+    def read(self, size: int = -1, /) -> bytes:
+        data = self._raw.read(size)
+        self.count += len(data)
+        return data
+
+    def close(self) -> None:
+        self._raw.close()
+
+
+def _file_size(raw: ByteSource) -> int | None:
+    """The size of a log that is a regular file (stdin redirected from one too), else None."""
+    import os
+    import stat
+
+    fileno = getattr(raw, "fileno", None)  # a file's stream has one; a ByteSource need not
+    try:
+        info = os.fstat(fileno()) if fileno is not None else None
+    except (OSError, ValueError):  # not a real file (io.BytesIO), or closed
+        return None
+    if info is None:
+        return None
+    return info.st_size if stat.S_ISREG(info.st_mode) and info.st_size else None
+
+
+def _reading(name: str, done: int, size: int | None) -> str:
+    """``read 1.2 GiB of 4.0 GiB (30%) of train.log``, or without a size (a pipe): ``read 1.2 GiB
+    of train.log``; the name last, where a narrow terminal cuts the line."""
+    if size is None:
+        return f"read {binary_size(done)} of {name}"
+    return f"read {binary_size(done)} of {binary_size(size)} ({done * 100 // size}%) of {name}"
 
 
 def _warn(message: str) -> None:

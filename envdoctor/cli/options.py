@@ -139,7 +139,9 @@ class Option(_Declaration):
 class Argument(_Declaration):
     """A positional argument; ``many`` takes every argument left (``run -- CMD ARGS…``).
 
-    ``completions``: the words shell completion offers (the parser does not restrict to them).
+    ``metavar`` is what help shows (``FILE``, ``CMD [ARGS]...``); usage adds the brackets of an
+    optional one. ``completions``: the words shell completion offers (the parser does not
+    restrict to them).
     """
 
     __slots__ = ("completions", "default", "dest", "help", "many", "metavar", "required")
@@ -448,7 +450,8 @@ def _arguments(command: Command, rest: list[str], values: dict[str, Any], path: 
     for argument in command.arguments:
         if argument.many:
             if argument.required and not rest:
-                raise UsageError(f"missing {argument.metavar}", path)
+                dashes = "" if command.interspersed else "-- "
+                raise UsageError(f"missing {dashes}{argument.metavar}", path)
             values[argument.dest] = tuple(rest)
             rest = []
         elif rest:
@@ -496,8 +499,9 @@ def _usage(command: Command, path: str) -> str:
         return f"{program} COMMAND [OPTIONS]"
     parts = [program, "[OPTIONS]"]
     for argument in command.arguments:
-        shown = argument.metavar + (" …" if argument.many else "")
-        parts.append(shown if argument.required else f"[{shown}]")
+        shown = argument.metavar if argument.required else f"[{argument.metavar}]"
+        # a command's own arguments follow `--` where its options end at the first one
+        parts.append(f"-- {shown}" if argument.many and not command.interspersed else shown)
     return " ".join(parts)
 
 

@@ -23,6 +23,7 @@ from envdoctor import exitcodes
 from envdoctor.cli.boundary import OutputError, report_error
 from envdoctor.cli.common import Invocation
 from envdoctor.cli.watchdog import Watchdog
+from envdoctor.colour import wants_colour
 from envdoctor.engine import Report, evaluate
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.views import EXPECT_ENV, Intent
@@ -68,6 +69,11 @@ def probe(
         import envdoctor.render.prometheus
     import envdoctor.render.probe  # noqa: F401
 
+    # What reaches the terminal as text (the output, or the verdict beside -o FILE) may take
+    # colour; colouring compiles patterns, and the watchdog must never be the one to import re.
+    colour = (fmt == "text" or output is not None) and wants_colour(args.text("color"), stream)
+    if colour:
+        import re  # noqa: F401 (loaded now, as above)
     traced = TracedHost(host)
     intent = _intent(args, traced)
 
@@ -77,7 +83,7 @@ def probe(
         reason = f"no verdict within {timeout:g} s; stuck {traced.doing}"
         try:
             duration = time.monotonic() - started
-            _emit(stream, output, render_unknown(fmt, reason, duration, budget=timeout))
+            _emit(stream, output, render_unknown(fmt, reason, duration, budget=timeout), colour)
         except EnvdoctorError as exc:
             report_error(exc)
 
@@ -98,7 +104,7 @@ def probe(
         )
         if not watchdog.claim():
             return exitcodes.UNKNOWN  # the watchdog spoke first and is ending the process
-        _emit(stream, output, rendered)
+        _emit(stream, output, rendered, colour)
     except EnvdoctorError as exc:
         if watchdog.claim():
             report_error(exc)
@@ -146,18 +152,21 @@ def _judge(
     return evaluate(facts, rules, strict=args.flag("strict"), intent=intent)
 
 
-def _emit(out: TextIO, path: str | None, rendered: tuple[str, str]) -> None:
-    """The output to stdout, or to ``path`` (atomically) with only the verdict on stdout."""
+def _emit(out: TextIO, path: str | None, rendered: tuple[str, str], colour: bool) -> None:
+    """The output to stdout, or to ``path`` (atomically) with only the verdict on stdout;
+    ``colour``: what reaches the terminal as text is coloured (never the file)."""
+    from envdoctor.render.probe import colour_probe
+
     verdict, text = rendered
     if path is None:
-        _write(out, text)
+        _write(out, colour_probe(text) if colour else text)
     else:
         from pathlib import Path
 
         from envdoctor.render.prometheus import write_textfile
 
         write_textfile(Path(path), text)
-        _write(out, verdict + "\n")
+        _write(out, (colour_probe(verdict) if colour else verdict) + "\n")
 
 
 def _write(out: TextIO, text: str) -> None:

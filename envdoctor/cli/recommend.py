@@ -4,12 +4,11 @@ from __future__ import annotations
 
 import re
 
-from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for, intent_for
+from envdoctor.cli.common import Invocation, facts_for, intent_for, output_format, write_report
 from envdoctor.compat.loader import load_tables
 from envdoctor.compat.recommend import machine_from_facts, recommend
 from envdoctor.errors import EnvdoctorError
-from envdoctor.render.recommend import render_text, to_json
+from envdoctor.render.recommend import colour_text, render_text, to_json
 from envdoctor.terminal import json_document, safe_text
 
 
@@ -23,10 +22,10 @@ def run(inv: Invocation) -> int:
     intent = intent_for(inv)
     facts = facts_for(inv, snapshot=args.path("snapshot"), torch_version_only=True)
     rec = recommend(tables, machine_from_facts(facts, tables, intent), pin=torch)
-    if args.flag("json"):
-        emit(json_document(to_json(tables, rec)))
+    if output_format(inv) == "json":
+        write_report(inv, json_document(to_json(tables, rec)))
     else:
-        emit(safe_text(render_text(tables, rec)))
+        write_report(inv, safe_text(render_text(tables, rec)), paint=colour_text)
     return rec.exit_code
 
 

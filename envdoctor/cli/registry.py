@@ -80,6 +80,19 @@ def json_option(help: str = "Shortcut for --format json.") -> Option:
     return Option(("--json",), "json", help, kind="flag")
 
 
+def color_option() -> Option:
+    return Option(
+        ("--color",),
+        "color",
+        "Colour the text report: auto (on a terminal, unless NO_COLOR is set or TERM=dumb), "
+        "always or never. A file (-o) and JSON are never coloured.",
+        kind="choice",
+        choices=("auto", "always", "never"),
+        default="auto",
+        metavar="WHEN",
+    )
+
+
 # --- the commands -------------------------------------------------------------------------------
 
 CHECK = Command(
@@ -119,6 +132,7 @@ CHECK = Command(
         output_option("Write the report to FILE (atomically) instead of stdout."),
         expect_option(),
         no_cache_option(),
+        color_option(),
     ),
     epilog=EXIT_CODES,
 )
@@ -157,9 +171,12 @@ RECOMMEND = Command(
             "Pin a torch release: 2.11, 2.11.0 or 2.11.0+cu128.",
             metavar="VERSION",
         ),
-        json_option("Print a JSON document."),
+        format_option("text", "json"),
+        json_option(),
+        output_option("Write the recommendation to FILE (atomically) instead of stdout."),
         tables_option(),
         expect_option(),
+        color_option(),
     ),
     epilog="Exit 0 when a wheel fits (the CPU build only on a machine without NVIDIA GPUs), 1 "
     "when none does or the driver must be fixed first (NVML cannot list the GPUs), 2 on errors.",
@@ -218,6 +235,7 @@ PROBE = Command(
         Option(
             ("--verbose", "-v"), "verbose", "After the verdict, one line per finding.", kind="flag"
         ),
+        color_option(),
     ),
     epilog=EXIT_CODES,
 )
@@ -263,7 +281,10 @@ DIFF = Command(
     module="envdoctor.cli.diff",
     options=(
         Option(("--all",), "all", "Also show facts that change from run to run.", kind="flag"),
-        json_option("Print the differences as JSON."),
+        format_option("text", "json"),
+        json_option(),
+        output_option("Write the differences to FILE (atomically) instead of stdout."),
+        color_option(),
     ),
     arguments=(
         Argument("a", "A", "Snapshot of the first machine (envdoctor collect)."),
@@ -353,7 +374,10 @@ SMOKE = Command(
             metavar="N",
             minimum=0,
         ),
-        json_option("Print JSON instead of text."),
+        format_option("text", "json"),
+        json_option(),
+        output_option("Write the report to FILE (atomically) instead of stdout."),
+        color_option(),
         Option(
             ("--reproduce",),
             "reproduce",
@@ -420,11 +444,13 @@ EXPLAIN = Command(
             "List every known error signature and exit.",
             kind="flag",
         ),
+        output_option("Write the explanation to FILE (atomically) instead of stdout."),
+        color_option(),
     ),
     arguments=(
         Argument(
             "source",
-            "[FILE|-]",
+            "FILE|-",
             "The log to explain (a file, .gz too; - or nothing: stdin).",
             required=False,
             default="-",
@@ -464,7 +490,11 @@ RUN = Command(
             "json",
             "markdown",
             help="Format of the explanation (on stderr; json: on stdout, the command's output on "
-            "stderr).",
+            "stderr; with -o: in FILE, the command's output where it was).",
+        ),
+        output_option(
+            "Write the explanation to FILE (atomically) instead of stderr (json: instead of "
+            "stdout)."
         ),
         Option(
             ("--with-host",),
@@ -472,8 +502,9 @@ RUN = Command(
             "On failure, also confirm causes with live facts.",
             kind="flag",
         ),
+        color_option(),
     ),
-    arguments=(Argument("command", "-- CMD [ARGS]", "The command to run.", many=True),),
+    arguments=(Argument("command", "CMD [ARGS]...", "The command to run, after --.", many=True),),
 )
 
 TABLES = Command(
@@ -488,7 +519,7 @@ TABLES = Command(
             arguments=(
                 Argument(
                     "directory",
-                    "[DIR]",
+                    "DIR",
                     "A directory of your own tables (validated merged over the shipped ones).",
                     required=False,
                 ),
@@ -498,7 +529,12 @@ TABLES = Command(
             "show",
             "Print one table as envdoctor loaded it (after ENVDOCTOR_TABLES and --tables).",
             module="envdoctor.cli.tables",
-            options=(tables_option(), json_option("Print the rows as JSON.")),
+            options=(
+                tables_option(),
+                format_option("text", "json"),
+                json_option(),
+                output_option("Write the table to FILE (atomically) instead of stdout."),
+            ),
             arguments=(
                 Argument(
                     "name",

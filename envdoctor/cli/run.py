@@ -10,7 +10,7 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for
+from envdoctor.cli.common import Invocation, colour_for, facts_for, write_output, write_report
 from envdoctor.terminal import json_document, safe_line
 
 if TYPE_CHECKING:
@@ -144,7 +144,7 @@ class _Tee:
 def run(inv: Invocation) -> int:
     from envdoctor.kb import Scanner, assess, explain, load_default_kb
     from envdoctor.kb.model import Role
-    from envdoctor.kb.render import render, run_data
+    from envdoctor.kb.render import colour_text, render, run_data
     from envdoctor.platform.passthrough import run_passthrough, signal_name
 
     args = inv.args
@@ -156,7 +156,9 @@ def run(inv: Invocation) -> int:
     scanner = Scanner(kb)
     save_log = _open_save(save)
     as_json = fmt == "json"
-    tee = _Tee(scanner, save_log, stdout_to_stderr=as_json)
+    output = args.path("output")
+    # JSON on stdout must be alone there; in a file (-o) it leaves the command's stdout be
+    tee = _Tee(scanner, save_log, stdout_to_stderr=as_json and output is None)
     overrides = {"CUDA_LAUNCH_BLOCKING": "1"} if blocking else {}
     try:
         result = run_passthrough(
@@ -172,8 +174,8 @@ def run(inv: Invocation) -> int:
     if not result.started:
         emit(f"envdoctor: {safe_line(result.error)}\n", err=True)
         return result.returncode
-    if result.returncode == 0 and not as_json:
-        return 0
+    if result.returncode == 0 and not as_json and output is None:
+        return 0  # nothing to explain, and no file asked for
     explanation = explain(scanner.finish(), kb, source=" ".join(command[:3]))
     if args.flag("with_host") and result.returncode != 0:
         explanation = assess(explanation, facts_for(inv, include_torch=False))
@@ -192,10 +194,21 @@ def run(inv: Invocation) -> int:
             blocking=blocking,
             stderr_tail=tail,
         )
-        emit(json_document(data))
+        write_report(inv, json_document(data))
     else:
-        emit(f"\nenvdoctor: the command {how}.\n", err=True)
-        emit(render(explanation, fmt, stderr_tail=tail), err=True)
+        text = render(explanation, fmt, stderr_tail=tail)
+        if output is not None:
+            write_output(text, output)
+            if result.returncode != 0:
+                emit(
+                    safe_line(f"envdoctor: the command {how}; explained in {output}") + "\n",
+                    err=True,
+                )
+        else:
+            if fmt == "text" and colour_for(inv, err=True):
+                text = colour_text(text)
+            emit(f"\nenvdoctor: the command {how}.\n", err=True)
+            emit(text, err=True)
         asynchronous = any(
             c.signature.role in (Role.ASYNC, Role.KERNEL_ASSERT) for c in explanation.causes
         )
@@ -206,7 +219,10 @@ def run(inv: Invocation) -> int:
                 err=True,
             )
         if save_log is not None and not save_log.failed:
-            emit(safe_line(f"full log: {save} (line numbers above refer to it)") + "\n", err=True)
+            emit(
+                safe_line(f"full log: {save} (the explanation's line numbers refer to it)") + "\n",
+                err=True,
+            )
     return result.returncode
 
 

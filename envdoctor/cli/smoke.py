@@ -6,16 +6,27 @@ usage error. With ``--reproduce``: 1 the error reproduced, 0 it did not, 2 undet
 
 from __future__ import annotations
 
-from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for, target_python, text_width, unicode_out
+import time
+
+from envdoctor.cli.common import (
+    Invocation,
+    facts_for,
+    output_format,
+    target_python,
+    text_width,
+    unicode_out,
+    write_report,
+)
+from envdoctor.cli.progress import Progress, SmokeSteps, elapsed
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import json_document
 
 
 def run(inv: Invocation) -> int:
-    from envdoctor.render.text import ASCII, UNICODE
+    from envdoctor.render.text import ASCII, UNICODE, colour_report
 
     args = inv.args
+    as_json = output_format(inv) == "json"
     python = target_python(inv)
     reproduce = args.text("reproduce")
     gpu = args.integers("gpu")
@@ -51,33 +62,40 @@ def run(inv: Invocation) -> int:
             in_process=args.flag("in_process"),
             budget=args.number("budget"),
         )
-        result = run_reproduce(facts, options)
+        started = time.monotonic()
+        with Progress(lambda: f"reproducing {reproduce} ({elapsed(started)})"):
+            result = run_reproduce(facts, options)
         findings = reproduce_findings(facts, result)
         code = reproduce_exit_code(findings)
-        if args.flag("json"):
+        if as_json:
             from envdoctor.render.smoke import reproduce_json
 
-            emit(json_document(reproduce_json(result, findings, code)))
+            write_report(inv, json_document(reproduce_json(result, findings, code)))
         else:
             from envdoctor.render.smoke import render_reproduce_text
 
-            emit(render_reproduce_text(facts, result, findings, width=width, marks=marks))
+            text = render_reproduce_text(facts, result, findings, width=width, marks=marks)
+            write_report(inv, text, paint=colour_report)
         return code
 
     from envdoctor.engine import Report
     from envdoctor.render.smoke import render_smoke_text, smoke_json
     from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
 
+    steps = SmokeSteps()  # which GPU is at which step, on a terminal's stderr
     smoke_options = SmokeOptions(
         python=python,
         timeout=timeout,
         step_timeout=min(args.number("step_timeout"), timeout),
         gpus=gpu,
+        on_step=steps,
     )
-    run_ = run_smoke(facts, smoke_options)
+    with Progress(steps.describe):
+        run_ = run_smoke(facts, smoke_options)
     findings = smoke_findings(facts, run_)
-    if args.flag("json"):
-        emit(json_document(smoke_json(facts, run_, findings)))
+    if as_json:
+        write_report(inv, json_document(smoke_json(facts, run_, findings)))
     else:
-        emit(render_smoke_text(facts, run_, findings, width=width, marks=marks))
+        text = render_smoke_text(facts, run_, findings, width=width, marks=marks)
+        write_report(inv, text, paint=colour_report)
     return Report(facts, findings).exit_code

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation
+from envdoctor.cli.common import Invocation, output_format, write_report
 from envdoctor.compat.loader import (
     SECTIONS,
     TABLE_NAMES,
@@ -14,6 +14,7 @@ from envdoctor.compat.loader import (
     validate_dir,
 )
 from envdoctor.errors import EnvdoctorError
+from envdoctor.model.units import plural
 from envdoctor.terminal import json_document, safe_line, safe_text
 
 
@@ -27,7 +28,8 @@ def validate(inv: Invocation) -> int:
     tables = validate_dir(str(directory)) if directory is not None else load_tables()
     where = str(directory) if directory is not None else str(shipped_dir())
     counts = count_rows(tables)
-    lines = [safe_line(f"ok: {where}"), *(f"  {name}: {counts[name]} rows" for name in TABLE_NAMES)]
+    rows = (f"  {name}: {plural(counts[name], 'row')}" for name in TABLE_NAMES)
+    lines = [safe_line(f"ok: {where}"), *rows]
     emit("\n".join(lines) + "\n")
     return exitcodes.HEALTHY
 
@@ -41,12 +43,12 @@ def show(inv: Invocation) -> int:
         raise EnvdoctorError(f"no table {name!r}", hint="tables: " + ", ".join(TABLE_NAMES))
     tables_dir = args.path("tables")
     tables = load_tables(str(tables_dir) if tables_dir else None, inv.host.env())
-    if args.flag("json"):
+    if output_format(inv) == "json":
         from envdoctor.render.tables import table_json
 
-        emit(json_document(table_json(key, tables)))
+        write_report(inv, json_document(table_json(key, tables)))
     else:
         from envdoctor.render.tables import table_text
 
-        emit(safe_text(table_text(key, tables)) + "\n")
+        write_report(inv, safe_text(table_text(key, tables)) + "\n")
     return exitcodes.HEALTHY

@@ -36,6 +36,7 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import passed
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 from envdoctor.model.record import record
+from envdoctor.model.units import plural
 from envdoctor.model.views import driver_view
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.terminal import safe_line
@@ -429,7 +430,7 @@ def _gpu_drift(facts: Facts, spec: Spec) -> Iterator[Finding]:
         yield _finding(
             spec,
             GPU_COUNT,
-            f"{len(gpus)} GPUs found, the spec expects {spec.gpu_count}",
+            f"{plural(len(gpus), 'GPU')} found, the spec expects {spec.gpu_count}",
             (("expected", str(spec.gpu_count)), ("found", f"{len(gpus)}{absent}")),
             Remediation(
                 summary="Find the missing GPU: fallen off the bus, unseated, or disabled",

@@ -12,6 +12,7 @@ from __future__ import annotations
 from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Found, why_missing
+from envdoctor.model.units import plural
 from envdoctor.model.views import MachineKind, machine_view
 from envdoctor.terminal import safe_line
 
@@ -22,7 +23,7 @@ def verdict_line(report: Report, limit: int = MAX_VERDICT_BYTES) -> str:
     """``STATUS: …`` on one line of at most ``limit`` bytes of UTF-8."""
     if report.status == "healthy":
         warnings = len(_notable(report))
-        noted = f" ({warnings} warning{'s' if warnings != 1 else ''})" if warnings else ""
+        noted = f" ({plural(warnings, 'warning')})" if warnings else ""
         return fit_line(f"healthy{noted}: {machine_summary(report)}", limit)
     return fit_line(f"{report.status}: {problem_summary(report)}", limit)
 
@@ -48,7 +49,7 @@ def machine_summary(report: Report) -> str:
         if view.kind is MachineKind.CONTAINER_WITHOUT_GPU:
             return "no NVIDIA GPU in this container"
         count = view.presence.count
-        return f"{count} NVIDIA GPU{'s' if count != 1 else ''}, NVML: {why_missing(nvml)}"
+        return f"{plural(count, 'NVIDIA GPU')}, NVML: {why_missing(nvml)}"
     system = nvml.value
     names: dict[str, int] = {}
     for gpu in system.gpus:

@@ -9,6 +9,7 @@ from typing import Any
 from envdoctor import __version__
 from envdoctor.envelope import HEALTHY, UNHEALTHY, envelope
 from envdoctor.kb.model import CONFIDENT, Cause, Explanation
+from envdoctor.model.units import binary_size, plural
 from envdoctor.terminal import json_document, safe_text
 
 WIDTH = 100
@@ -51,7 +52,7 @@ def _where(cause: Cause) -> str:
 
 def _headline(explanation: Explanation) -> str:
     scan = explanation.scan
-    size = f"{scan.lines:,} line{'s' if scan.lines != 1 else ''}, {_size(scan.bytes)}"
+    size = f"{plural(scan.lines, 'line')}, {binary_size(scan.bytes)}"
     status = explanation.status
     if status == "no-signature":
         verdict = "no known signature"
@@ -59,15 +60,8 @@ def _headline(explanation: Explanation) -> str:
         verdict = "no confident cause; possible causes below"
     else:
         roots = [c for c in explanation.causes if c.is_root and c.confidence >= CONFIDENT]
-        verdict = f"{len(roots)} cause{'s' if len(roots) != 1 else ''} found"
+        verdict = f"{plural(len(roots), 'cause')} found"
     return f"envdoctor explain: {explanation.source} ({size}) — {verdict}"
-
-
-def _size(n: int) -> str:
-    for unit, size in (("GB", 1 << 30), ("MB", 1 << 20), ("KB", 1 << 10)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return f"{n} bytes"
 
 
 def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
@@ -82,7 +76,7 @@ def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
     if scan.truncated_lines:
         n = scan.truncated_lines
         out.append(
-            f"  note: {n:,} line{'s' if n != 1 else ''} longer than 1 MiB (binary data or output "
+            f"  note: {plural(n, 'line')} longer than 1 MiB (binary data or output "
             "without newlines) scanned in 1 MiB pieces; a match across a cut may be missed"
         )
     if not explanation.causes:
@@ -157,6 +151,27 @@ def _tail_text(stderr_tail: str) -> list[str]:
     if not tail:
         return []
     return ["", "Last lines of stderr:", *(f"  │ {line}" for line in tail)]
+
+
+COLOURS = (
+    (
+        r"envdoctor explain: .* — (?:(\d[\d,]* causes? found)|(no known signature)|(no confident "
+        r"cause; possible causes below))$",
+        ("error", "ok", "warning"),
+    ),
+    (r"(?:(✗)|(\?)) ", ("error", "warning")),  # a cause, confident or possible
+    (r"  (why:|fix:)$", ("bold",)),
+    (r"(Consequences \(explained by a cause above\):|Last lines of stderr:)$", ("bold",)),
+    (r"  (note:) ", ("dim",)),
+)
+"""Where an explanation's text takes colour (``explain``, and ``run`` on stderr)."""
+
+
+def colour_text(text: str) -> str:
+    """The text ``render_text`` made, coloured for a terminal."""
+    from envdoctor.colour import paint
+
+    return paint(text, COLOURS)
 
 
 # --- json ---------------------------------------------------------------------------------

@@ -46,6 +46,13 @@ def value_or(probed: Probed[T], default: U) -> T | U:
     return probed.value if isinstance(probed, Found) else default
 
 
+def missing_because(name: str, probed: Probed[object]) -> str:
+    """Why ``name`` is missing, naming it once: "nvcc is not on PATH …" as it is, a failure as
+    "nvcc: probe failed: …" ("" when it was found)."""
+    reason = why_missing(probed)
+    return reason if not reason or name in reason else f"{name}: {reason}"
+
+
 def why_missing(probed: Probed[object]) -> str:
     """One line saying why a value is missing ("" when it was found)."""
     if isinstance(probed, Absent):

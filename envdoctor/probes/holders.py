@@ -29,6 +29,7 @@ import re
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.model.record import record
+from envdoctor.model.units import plural
 from envdoctor.platform.host import Deadline, Host
 
 # Daemons that open /dev/nvidia* and re-open it at once when killed, in the order they are
@@ -222,8 +223,8 @@ def scan_holders(
             held[pid] = devices
     if unreadable:
         notes.append(
-            f"{unreadable} processes' open files could not be read (run as root for a "
-            "complete list)"
+            f"the open files of {plural(unreadable, 'process', 'processes')} could not be read "
+            "(run as root for a complete list)"
         )
     seen_by: dict[int, list[str]] = {pid: ["proc"] for pid in held}
     nodes = _nvidia_nodes(host)

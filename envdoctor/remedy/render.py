@@ -5,6 +5,7 @@ from __future__ import annotations
 from typing import Any
 
 from envdoctor.envelope import envelope
+from envdoctor.model.units import plural
 from envdoctor.remedy.model import (
     Action,
     CreateNodes,
@@ -104,7 +105,9 @@ def _pids(holders: tuple[HolderRef, ...]) -> str:
 
 def render_steps(plan: Plan) -> str:
     """The plan as numbered steps for people (every machine value display-escaped)."""
-    lines = [f"envdoctor fix: {len(plan.steps)} steps ({display(plan.source or 'this machine')})"]
+    lines = [
+        f"envdoctor fix: {plural(len(plan.steps), 'step')} ({display(plan.source or 'this machine')})"
+    ]
     if plan.addressed:
         lines.append(f"answers: {', '.join(plan.addressed)}")
     if plan.unaddressed:

@@ -6,7 +6,7 @@ from envdoctor import __version__
 from envdoctor.engine import Report
 from envdoctor.model.outcome import Outcome
 from envdoctor.render.redact import Redactor
-from envdoctor.render.summary import machine_lines
+from envdoctor.render.summary import machine_lines, snapshot_origin
 from envdoctor.terminal import safe_text
 
 _ICON = {0: "✅", 1: "ℹ️", 2: "⚠️", 3: "❌"}
@@ -18,13 +18,15 @@ _OUTCOMES = (
 )
 
 
-def render_markdown(report: Report) -> str:
-    out = [
-        f"### envdoctor {__version__}: {report.status} (exit {report.exit_code})",
-        "",
-        "| | |",
-        "|---|---|",
-    ]
+def render_markdown(report: Report, *, snapshot: str | None = None) -> str:
+    """The report for a bug report (``snapshot``: the file its facts come from)."""
+    out = [f"### envdoctor {__version__}: {report.status} (exit {report.exit_code})", ""]
+    if snapshot is not None:
+        origin = snapshot_origin(report.facts, snapshot)
+        notes = f" ({origin.notes})" if origin.notes else ""
+        head = f"Snapshot of `{_code(origin.host)}` taken {origin.taken}: `{_code(origin.path)}`"
+        out.extend([head + notes, ""])
+    out.extend(["| | |", "|---|---|"])
     out.extend(f"| {label} | {_cell(value)} |" for label, value in machine_lines(report.facts))
     out.append("")
     if not report.findings:
@@ -40,7 +42,9 @@ def render_markdown(report: Report) -> str:
                 out.extend(["  ```", *(f"  {line}" for line in value.splitlines()), "  ```"])
         if finding.remediation is not None:
             out.append(f"- **fix**: {finding.remediation.summary}")
-            out.extend(f"  {i}. `{step}`" for i, step in enumerate(finding.remediation.steps, 1))
+            out.extend(
+                f"  {i}. {_step(step)}" for i, step in enumerate(finding.remediation.steps, 1)
+            )
         out.append("")
     for outcome, title in _OUTCOMES:
         listed = [c for c in report.checks if c.outcome is outcome and not c.findings]
@@ -51,6 +55,12 @@ def render_markdown(report: Report) -> str:
         out.extend(f"- {c.rule.summary}: {_code(c.reason)}" for c in listed)
         out.extend(["", "</details>"])
     return safe_text(Redactor(report.facts).text("\n".join(out)) + "\n")
+
+
+def _step(step: str) -> str:
+    """A fix step: a command as code; a sentence that marks its own code (`envdoctor fix`
+    writes…) as it is, since a code span round it would nest backticks."""
+    return step if "`" in step else f"`{step}`"
 
 
 def _code(value: str) -> str:

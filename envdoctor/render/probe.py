@@ -40,6 +40,22 @@ def render_probe(
     return verdict, safe_text("\n".join(lines) + "\n")
 
 
+COLOURS = (
+    (r"(?:(healthy)|(unhealthy)|(unknown))\b", ("ok", "error", "warning")),
+    (r"  (?:(error)|(warning)|(info)) ", ("error", "warning", "info")),
+    (r"  require .*: (?:(met)|(unmet)|(unknown)) \(", ("ok", "error", "warning")),
+)
+"""Where the probe's text takes colour: the verdict's first word, each finding's severity and
+each gate's verdict."""
+
+
+def colour_probe(text: str) -> str:
+    """The probe's text (or its verdict line alone) coloured for a terminal."""
+    from envdoctor.colour import paint
+
+    return paint(text, COLOURS)
+
+
 def _json(
     report: Report,
     verdict: str,

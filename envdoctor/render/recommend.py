@@ -56,6 +56,25 @@ def render_text(tables: CompatTables, rec: Recommendation) -> str:
     return "\n".join(out) + "\n"
 
 
+COLOURS = (
+    (
+        r"(Machine:|Install:|Install \(CPU only\):|Why:|Notes:|Would not work:|Fix first .*:)$",
+        ("bold",),
+    ),
+    (r"  (✗) ", ("error",)),
+    (r"  (pip3? install .*)$", ("ok",)),  # the command to run
+    (r"(No (?:wheel recommended|official torch wheel) .*)$", ("warning",)),
+)
+"""Where the recommendation's text takes colour."""
+
+
+def colour_text(text: str) -> str:
+    """The text ``render_text`` made (and made safe), coloured for a terminal."""
+    from envdoctor.colour import paint
+
+    return paint(text, COLOURS)
+
+
 def _why_release(rec: Recommendation) -> str:
     assert rec.choice is not None
     if rec.pinned:

@@ -15,6 +15,8 @@ from envdoctor.model.probed import Found
 
 _UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
 KEEP_USERS = frozenset({"root"})
+REDACTED_HOST = "<hostname>"
+"""The hostname's stand-in: what a redacted snapshot records, so a report can say so."""
 
 
 class Redactor:
@@ -24,7 +26,7 @@ class Redactor:
         self._words: list[tuple[re.Pattern[str], str]] = []
         hostname = facts.host.hostname
         if isinstance(hostname, Found) and hostname.value:
-            self._add(hostname.value, "<hostname>")
+            self._add(hostname.value, REDACTED_HOST)
         if facts.host.user and facts.host.user not in KEEP_USERS:
             self._add(facts.host.user, "<user>")
 

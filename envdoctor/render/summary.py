@@ -4,7 +4,9 @@ from __future__ import annotations
 
 from envdoctor.model.facts import Facts, TorchBroken, TorchBuild
 from envdoctor.model.probed import Found, Probed, why_missing
+from envdoctor.model.record import record
 from envdoctor.model.views import driver_view, gpu_presence
+from envdoctor.render.redact import REDACTED_HOST
 
 
 def machine_lines(facts: Facts) -> list[tuple[str, str]]:
@@ -34,6 +36,36 @@ def machine_lines(facts: Facts) -> list[tuple[str, str]]:
             lines.append(("GPUs", f"{len(presence.pci)} on the PCI bus (NVML lists none)"))
     lines.append(("torch", _torch(facts)))
     return lines
+
+
+@record
+class SnapshotOrigin:
+    """Where and when a snapshot's facts were read, for a report's header."""
+
+    host: str
+    """As recorded: ``<hostname>`` in a redacted snapshot."""
+    taken: str
+    path: str
+    notes: str
+    """``collected by envdoctor 0.1.0; hostname, user and GPU UUIDs redacted``, or ""."""
+
+
+def snapshot_origin(facts: Facts, path: str) -> SnapshotOrigin:
+    hostname = facts.host.hostname
+    host = hostname.value if isinstance(hostname, Found) and hostname.value else "an unknown host"
+    notes = [f"collected by envdoctor {facts.envdoctor_version}"] if facts.envdoctor_version else []
+    if host == REDACTED_HOST:
+        notes.append("hostname, user and GPU UUIDs redacted")
+    return SnapshotOrigin(host, _when(facts.collected_at), path, "; ".join(notes))
+
+
+def _when(collected_at: str) -> str:
+    """``2026-11-20T14:03:12+00:00`` (what collect records) as ``2026-11-20 14:03:12 UTC``."""
+    if not collected_at:
+        return "at an unknown time (the snapshot does not say)"
+    if len(collected_at) == 25 and collected_at.endswith("+00:00") and collected_at[10] == "T":
+        return f"{collected_at[:10]} {collected_at[11:19]} UTC"
+    return collected_at
 
 
 def _torch(facts: Facts) -> str:

@@ -5,11 +5,13 @@ from __future__ import annotations
 import textwrap
 
 from envdoctor import __version__
+from envdoctor.colour import Rule, paint
 from envdoctor.engine import CheckResult, Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.outcome import Outcome
 from envdoctor.model.record import record
-from envdoctor.render.summary import machine_lines
+from envdoctor.model.units import plural
+from envdoctor.render.summary import machine_lines, snapshot_origin
 from envdoctor.terminal import safe_text
 
 SECTIONS = (
@@ -58,13 +60,48 @@ class Marks:
 UNICODE = Marks("✓", "i", "!", "✗", "–", "?")
 ASCII = Marks("ok", "i", "!", "x", "-", "?")
 
+COLOURS: tuple[Rule, ...] = (
+    # the verdict, in the header and the result line
+    (
+        r"(?:envdoctor \S+ — |Result: )(?:(healthy)|(UNHEALTHY)|(could not determine))\b",
+        ("ok", "error", "warning"),
+    ),
+    # a mark (either set) at the start of a finding, a check or a smoke step
+    (
+        r"  (?:(✓|ok)|(✗|x)|(!)|(i)|(–|-)|(\?)) ",
+        ("ok", "error", "warning", "info", "dim", "unknown"),
+    ),
+    (r"    (fix:) ", ("bold",)),
+    (r"([A-Z][A-Za-z ]*|envdoctor)$", ("bold",)),  # a section's title
+)
+"""Where the check report (and smoke's, which shares its marks) takes colour."""
+
+
+def colour_report(text: str) -> str:
+    """The report ``render_text`` made, coloured for a terminal."""
+    return paint(text, COLOURS)
+
 
 def render_text(
-    report: Report, *, width: int = 100, marks: Marks = UNICODE, verbose: bool = False
+    report: Report,
+    *,
+    width: int = 100,
+    marks: Marks = UNICODE,
+    verbose: bool = False,
+    snapshot: str | None = None,
 ) -> str:
-    """The full report as plain text (no colour), wrapped at ``width``."""
-    out: list[str] = [f"envdoctor {__version__} — {_verdict(report)}", ""]
-    for label, value in machine_lines(report.facts):
+    """The full report as plain text (no colour), wrapped at ``width``; ``snapshot``: the file
+    the facts were read from, which the header then names with where and when it was taken."""
+    if snapshot is None:
+        out: list[str] = [f"envdoctor {__version__} — {_verdict(report)}", ""]
+        machine = machine_lines(report.facts)
+    else:
+        origin = snapshot_origin(report.facts, snapshot)
+        head = f"envdoctor {__version__} — {_verdict(report)} — snapshot of {origin.host} taken "
+        out = [*_wrap(head + origin.taken, width, "  "), ""]
+        source = f"{origin.path} ({origin.notes})" if origin.notes else origin.path
+        machine = [("file", source), *machine_lines(report.facts)]
+    for label, value in machine:
         out.extend(_wrap(f"{label:<7} {value}", width, "        "))
     by_section: dict[str, list[Finding]] = {}
     for finding in report.findings:
@@ -97,7 +134,7 @@ def _checks(
         for check in results:
             if check.findings and check.outcome is not Outcome.UNKNOWN:
                 continue  # shown above as findings
-            text = f"  {marks.outcome(check.outcome)} {check.rule.summary}: {check.reason}"
+            text = f"  {marks.outcome(check.outcome)} {check.rule.summary}: {_clause(check.reason)}"
             lines.extend(_wrap(text, width, "    "))
         return lines
     passed = [c for c in results if c.outcome is Outcome.PASSED and not c.findings]
@@ -109,12 +146,12 @@ def _checks(
         )
     elif passed:
         n = len(passed)
-        lines.append(f"  {marks.ok} {n} other check{'s' if n > 1 else ''} passed")
+        lines.append(f"  {marks.ok} {plural(n, 'other check')} passed")
     if undecided:
         n = len(undecided)
         lines.extend(
             _wrap(
-                f"  {marks.unknown} {n} check{'s' if n > 1 else ''} could not decide "
+                f"  {marks.unknown} {plural(n, 'check')} could not decide "
                 f"({undecided[0].reason}{'; …' if n > 1 else ''}): `envdoctor check -v` lists "
                 f"{'them' if n > 1 else 'it'}",
                 width,
@@ -122,6 +159,12 @@ def _checks(
             )
         )
     return lines
+
+
+def _clause(reason: str) -> str:
+    """A reason after a colon: a finding's title used as one starts in lower case there
+    ("could not determine …"), an acronym stays ("NVML lists no GPU")."""
+    return reason[0].lower() + reason[1:] if reason[1:2].islower() else reason
 
 
 def _finding(finding: Finding, width: int, marks: Marks) -> list[str]:
@@ -169,7 +212,7 @@ def _counts(report: Report) -> str:
     ):
         n = sum(1 for f in report.findings if f.severity == severity)
         if n:
-            parts.append(f"{n} {noun}{'s' if n > 1 else ''}")
+            parts.append(plural(n, noun))
     return ", ".join(parts) or "no problems found"
 
 

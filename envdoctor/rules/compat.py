@@ -38,7 +38,7 @@ from envdoctor.compat.versions import (
 from envdoctor.model.facts import Facts, GpuFacts, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable, passed, unknown
-from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.probed import Absent, Found, ProbeFailed, missing_because
 from envdoctor.model.record import record
 from envdoctor.model.views import cuda_torch, driver_view, gpu_label, show, torch_build
 from envdoctor.model.views import nvml_gpus as gpus
@@ -722,7 +722,7 @@ def _toolkit_driver_mismatch(ctx: RuleContext) -> Evaluation:
     nvcc = ctx.facts.env.nvcc
     driver = _driver(ctx.facts, ctx.tables)
     if not isinstance(nvcc, Found):
-        yield not_applicable(f"nvcc: {show(nvcc)}")
+        yield not_applicable(missing_because("nvcc", nvcc))
         return
     if driver is None:
         return
@@ -805,7 +805,7 @@ def _driver_ok(ctx: RuleContext) -> str:
 
 def _needs_nvcc(ctx: RuleContext) -> Verdict | None:
     nvcc = ctx.facts.env.nvcc
-    return None if isinstance(nvcc, Found) else not_applicable(f"nvcc: {show(nvcc)}")
+    return None if isinstance(nvcc, Found) else not_applicable(missing_because("nvcc", nvcc))
 
 
 RULES: tuple[Rule, ...] = (
@@ -834,10 +834,7 @@ RULES: tuple[Rule, ...] = (
             _cudnn_cuda_incompatible,
             _needs_tables,
             _needs_cuda_torch,
-            ok=lambda ctx: (
-                "the cuDNN torch loaded supports its CUDA, the driver and the GPUs "
-                "(cuDNN support matrix)"
-            ),
+            ok=lambda ctx: "cuDNN's support matrix lists torch's CUDA, this driver and these GPUs",
         ),
     ),
     Rule(
@@ -848,7 +845,7 @@ RULES: tuple[Rule, ...] = (
             _cudnn_load_mismatch,
             _needs_tables,
             _needs_cuda_torch,
-            ok=lambda ctx: "the cuDNN torch runs with is the one it was built with",
+            ok=lambda ctx: "torch runs with the cuDNN version it was built with",
         ),
     ),
     Rule(

@@ -12,6 +12,7 @@ from envdoctor.model.containers import CdiSpec, ContainerHostFacts, EngineConfig
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Found, ProbeFailed, why_missing
+from envdoctor.model.units import plural
 from envdoctor.model.views import MachineKind
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
@@ -75,7 +76,7 @@ def _toolkit(ctx: RuleContext) -> Evaluation:
     if toolkit.installed:
         version = toolkit.ctk_version.value if isinstance(toolkit.ctk_version, Found) else None
         shown = ", ".join(name for name, _ in toolkit.programs)
-        yield passed(f"NVIDIA Container Toolkit: {shown}" + (f" ({version})" if version else ""))
+        yield passed(f"found {shown}" + (f" (version {version})" if version else ""))
         return
     yield Finding(
         code=TOOLKIT_MISSING,
@@ -192,7 +193,7 @@ def _runtime(ctx: RuleContext) -> Evaluation:
     lacking = [e for e in engines if not _nvidia(e)]
     if not lacking:
         yield passed(
-            "; ".join(f"{e.name}: {', '.join(_config(e).nvidia_runtimes)}" for e in engines)
+            "; ".join(f"{e.name} knows {' and '.join(_config(e).nvidia_runtimes)}" for e in engines)
         )
         return
     for engine in lacking:
@@ -338,7 +339,7 @@ def _cdi_missing(ctx: RuleContext) -> Evaluation:
     wanted = cdi_wanted(facts)
     specs = _nvidia_specs(facts)
     if specs:
-        yield passed(f"{NVIDIA_KIND} CDI specs: {', '.join(s.path for s in specs)}")
+        yield passed(f"{NVIDIA_KIND} CDI specs in {', '.join(s.path for s in specs)}")
         return
     if not wanted:
         yield not_applicable("no engine here is set up to resolve CDI devices")
@@ -427,7 +428,12 @@ def _cdi_stale(ctx: RuleContext) -> Evaluation:
         )
     if not found:
         yield passed(
-            f"{len(specs)} {NVIDIA_KIND} spec(s) name driver {current} and every path they mount exists"
+            f"{plural(len(specs), f'{NVIDIA_KIND} spec')} "
+            + (
+                f"names driver {current} and every path it mounts exists"
+                if len(specs) == 1
+                else f"name driver {current} and every path they mount exists"
+            )
         )
 
 

@@ -107,7 +107,7 @@ def _cgroup(ctx: RuleContext) -> Evaluation:
     denied = _denied(ctx.facts, inside)
     if not denied:
         shown = ", ".join(f"{o.path}: {o.result}" for o in inside.opens.value)
-        yield passed(f"the device cgroup lets this container open its GPU nodes ({shown})")
+        yield passed(f"every GPU node opened ({shown})")
         return
     nvml = ctx.facts.nvml
     evidence = [(f"open({o.path}, O_RDWR)", f"{o.result}") for o in inside.opens.value]
@@ -377,7 +377,7 @@ def _judge_shm(ctx: RuleContext, shm: ShmMount) -> Evaluation:
             if shm.size == 0
             else _mib(shm.size)
         )
-        yield passed(f"/dev/shm ({shm.fstype}): {limit}")
+        yield passed(f"/dev/shm ({shm.fstype}) holds {limit}")
         return
     docker = " (Docker's default)" if shm.size == DOCKER_DEFAULT_SHM else ""
     yield Finding(

@@ -8,6 +8,7 @@ from envdoctor.model.facts import DeviceNode
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Found, why_missing
+from envdoctor.model.units import each, plural
 from envdoctor.model.views import MODESET_NODE, MachineKind, denied_nodes, group_only, module_state
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.rules.driver import kernel_loaded
@@ -23,7 +24,7 @@ def _missing_nodes(ctx: RuleContext, present: set[str]) -> list[str]:
     want = ctx.machine.presence.count
     have = sum(1 for p in present if re.fullmatch(r"/dev/nvidia\d+", p))
     if have < want:
-        missing.append(f"/dev/nvidiaN ({have} node{'s' if have != 1 else ''} for {want} GPUs)")
+        missing.append(f"/dev/nvidiaN ({plural(have, 'node')} for {plural(want, 'GPU')})")
     return missing
 
 
@@ -56,7 +57,7 @@ def _node_missing(ctx: RuleContext) -> Evaluation:
         gpus = sum(1 for p in present if re.fullmatch(r"/dev/nvidia\d+", p))
         yield passed(
             f"{', '.join(p for p in (*REQUIRED, UVM_TOOLS) if p in present)} and "
-            f"{gpus} GPU node{'s' if gpus != 1 else ''} exist"
+            f"{plural(gpus, 'GPU node')} exist"
         )
         return
     if tools_missing:
@@ -115,7 +116,7 @@ def _permission(ctx: RuleContext) -> Evaluation:
     denied = denied_nodes(nodes.value)
     user = f"{facts.host.user} (uid {facts.host.uid})"
     if not denied:
-        yield passed(f"{user} may read and write all {len(chars)} NVIDIA device nodes")
+        yield passed(f"{user} may read and write {each(len(chars), 'NVIDIA device node')}")
         return
     yield Finding(
         code="device.permission-denied",

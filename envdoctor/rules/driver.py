@@ -51,7 +51,11 @@ def _installed(ctx: RuleContext) -> Evaluation:
         return
     presence = machine.presence
     if machine.kind is MachineKind.CPU and not machine.intent.expect_gpu:
-        yield not_applicable(f"no NVIDIA GPU here (PCI bus: {presence.describe_pci()})")
+        yield not_applicable(
+            "the PCI bus lists no NVIDIA GPU"
+            if presence.pci == ()
+            else f"no NVIDIA GPU here (the PCI bus: {presence.describe_pci()})"
+        )
         return
     evidence = [
         ("NVML", show(ctx.facts.nvml)),
@@ -93,7 +97,8 @@ def _module_not_loaded(ctx: RuleContext) -> Evaluation:
         return
     module = driver.module
     if module.yes:
-        yield passed(f"nvidia loaded: {module.describe()}")
+        how = "built into the kernel" if module.builtin else "loaded"
+        yield passed(f"nvidia is {how} ({module.source})")
         return
     said_not_loaded = driver.nvml_error == NvmlErrorKind.DRIVER_NOT_LOADED
     if not (module.no or said_not_loaded):
@@ -141,7 +146,7 @@ def _version_mismatch(ctx: RuleContext) -> Evaluation:
         elif loaded is not None and driver.userspace:
             yield passed(f"kernel module and user-space libraries are all {loaded.version}")
         elif loaded is None:
-            yield not_applicable(f"no kernel module to compare ({driver.loaded_reason})")
+            yield not_applicable(f"no kernel module to compare: {driver.loaded_reason}")
         else:
             yield unknown("no user-space driver library with a version in its file name was found")
         return
@@ -175,11 +180,11 @@ def _nouveau(ctx: RuleContext) -> Evaluation:
         if machine.kind is not MachineKind.GPU:
             yield not_applicable(machine.why_no_gpu())
         elif nouveau.no and machine.presence.pci is not None:
-            yield passed(f"nouveau loaded: {nouveau.describe()}; no GPU is bound to it")
+            yield passed(f"nouveau is not loaded ({nouveau.source}) and no GPU is bound to it")
         elif nouveau.no:
-            yield passed(f"nouveau loaded: {nouveau.describe()}")
+            yield passed(f"nouveau is not loaded ({nouveau.source})")
         else:
-            yield unknown(f"nouveau loaded: {nouveau.describe()}")
+            yield unknown(f"whether nouveau is loaded: {nouveau.describe()}")
         return
     evidence = [("nouveau loaded", nouveau.describe())]
     if bound:

@@ -6,7 +6,7 @@ from collections.abc import Callable, Iterator
 
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import failed_elsewhere, not_applicable, passed
-from envdoctor.model.probed import Found, why_missing
+from envdoctor.model.probed import Found, missing_because
 from envdoctor.model.views import MachineKind, cuda_torch, nvml_gpus
 from envdoctor.model.visible import HIDE_ALL, visible_devices
 from envdoctor.rules import alloc_conf
@@ -204,11 +204,12 @@ def _when_set(
 def _nvcc_check(ctx: RuleContext) -> Evaluation:
     nvcc = ctx.facts.env.nvcc
     if not isinstance(nvcc, Found):
-        yield not_applicable(f"nvcc: {why_missing(nvcc)}")
+        yield not_applicable(missing_because("nvcc", nvcc))
         return
     machine = ctx.machine
     if ctx.facts.host.wsl or machine.driver.present:
-        yield passed(f"nvcc (CUDA {nvcc.value.version}) has a driver to run what it builds")
+        driver = "WSL's driver" if ctx.facts.host.wsl else f"driver {machine.driver.describe()}"
+        yield passed(f"nvcc (CUDA {nvcc.value.version}) and {driver} are both installed")
         return
     if not machine.gpu_required:
         yield not_applicable(f"{machine.why_no_gpu()}: nvcc builds CUDA code to run elsewhere")
@@ -233,7 +234,7 @@ RULES = (
         "env.launch-blocking",
         "CUDA_LAUNCH_BLOCKING is off",
         ("env.cuda-launch-blocking",),
-        _when_set(("CUDA_LAUNCH_BLOCKING",), _launch_blocking, "off"),
+        _when_set(("CUDA_LAUNCH_BLOCKING",), _launch_blocking, "kernel launches stay asynchronous"),
     ),
     Rule(
         "env.alloc-conf",
@@ -245,9 +246,9 @@ RULES = (
     ),
     Rule(
         "env.ld-preload",
-        "LD_PRELOAD is noted",
+        "LD_PRELOAD loads nothing before CUDA's and torch's libraries",
         ("env.ld-preload",),
-        _when_set(("LD_PRELOAD",), _ld_preload, "noted"),
+        _when_set(("LD_PRELOAD",), _ld_preload, "reported above"),  # set: always a note
     ),
     Rule(
         "cuda.nvcc-driver",

@@ -8,7 +8,7 @@ from envdoctor.model.facts import GpuProcess, NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
-from envdoctor.model.units import format_bytes
+from envdoctor.model.units import each, format_bytes
 from envdoctor.model.views import MachineKind, free_gpus, gpu_label, module_state, nvml_gpus, show
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.rules.container_inside import container_cause
@@ -83,9 +83,7 @@ def lost_targets(ctx: RuleContext) -> tuple[str, ...]:
 def _reachable_verdict(ctx: RuleContext) -> Iterator[Verdict]:
     gpus = nvml_gpus(ctx.facts)
     if gpus:
-        yield passed(
-            "NVML reaches the GPU" if len(gpus) == 1 else f"NVML reaches all {len(gpus)} GPUs"
-        )
+        yield passed(f"NVML reaches {each(len(gpus), 'GPU')}")
         return
     scope = gpu_scope(ctx)
     yield scope if scope is not None else not_applicable("NVML lists no GPU")
@@ -387,7 +385,7 @@ def _nvml_failed(ctx: RuleContext) -> Evaluation:
     facts = ctx.facts
     nvml = facts.nvml
     if isinstance(nvml, Found):
-        yield passed(f"NVML initialised: driver {show(nvml.value.driver_version)}")
+        yield passed(f"NVML initialised with driver {show(nvml.value.driver_version)}")
         return
     cause = container_cause(facts, ctx.machine)  # in a container, its own cause comes first
     if cause:
@@ -568,7 +566,7 @@ RULES = (
     ),
     Rule(
         "gpu.pcie",
-        "PCIe link runs at full width",
+        "PCIe links run at full width",
         ("gpu.pcie-degraded",),
         _per_gpu(_pcie, ("pcie",), "PCIe links run at full width"),
     ),

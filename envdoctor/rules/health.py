@@ -415,7 +415,8 @@ def _needs_nvml(ctx: RuleContext) -> Verdict | None:
 
 def _log_read(ctx: RuleContext) -> str:
     log = ctx.facts.kernel_log
-    return f"read from {log.value.source}" if isinstance(log, Found) else "read"
+    source = f" from {log.value.source}" if isinstance(log, Found) else ""
+    return f"the kernel log was read{source}"
 
 
 def _needs_fabric(ctx: RuleContext) -> Verdict | None:
@@ -465,7 +466,7 @@ RULES = (
     ),
     Rule(
         "fabric.ready",
-        "NVSwitch systems: the GPUs are registered with the NVLink fabric",
+        "On an NVSwitch system, every GPU has joined the NVLink fabric",
         ("fabric.not-ready",),
         judged(
             _fabric,

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed
+from envdoctor.model.units import plural
 from envdoctor.model.views import MachineKind, show
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
@@ -36,11 +37,11 @@ def _kind(ctx: RuleContext) -> Evaluation:
     if machine.kind is MachineKind.GPU:
         seen = []
         if presence.nvml:
-            seen.append(f"NVML lists {len(presence.nvml)}")
+            seen.append(f"NVML lists {plural(len(presence.nvml), 'GPU')}")
         if presence.pci:
             seen.append(f"{len(presence.pci)} on the PCI bus")
         if presence.gpu_nodes:
-            seen.append(f"{len(presence.gpu_nodes)} /dev/nvidiaN nodes")
+            seen.append(plural(len(presence.gpu_nodes), "/dev/nvidiaN node"))
         if not seen:
             seen.append(f"the NVIDIA driver is installed ({machine.driver.describe()})")
         yield passed("an NVIDIA GPU machine: " + ", ".join(seen))

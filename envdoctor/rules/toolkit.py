@@ -121,7 +121,10 @@ def _needs_cuda_torch_and_nvcc(ctx: RuleContext) -> Verdict | None:
         return not_applicable("no CUDA build of torch to build extensions for")
     nvcc = ctx.facts.env.build_nvcc
     if not isinstance(nvcc, Found):
-        return not_applicable(f"no CUDA toolkit to build with ({why_missing(nvcc)})")
+        reason = why_missing(nvcc)  # often "no CUDA toolkit: …" itself
+        return not_applicable(
+            reason if reason.startswith("no CUDA toolkit") else f"no CUDA toolkit: {reason}"
+        )
     return None
 
 

@@ -13,6 +13,8 @@ torch never runs in envdoctor's process: ``child.py`` is run as ``python -c`` in
 
 from __future__ import annotations
 
+from collections.abc import Callable
+
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
 from envdoctor.smoke.attribute import smoke_findings
@@ -31,14 +33,24 @@ __all__ = [
 ]
 
 
-def deep_findings(facts: Facts, *, python: str, timeout: float) -> tuple[Finding, ...]:
+def deep_findings(
+    facts: Facts,
+    *,
+    python: str,
+    timeout: float,
+    on_step: Callable[[str, str], None] | None = None,
+) -> tuple[Finding, ...]:
     """Run the smoke tests on every GPU in ``facts`` and return their findings.
 
     For ``envdoctor check --deep``: ``timeout`` bounds each GPU's child (GPUs run in parallel);
     each step gets at most 30 s of it. Includes one ``smoke.passed`` (severity OK) per healthy
     GPU, one finding per failure, ``smoke.not-run`` (inconclusive) when there is nothing to test.
+    ``on_step``: see ``SmokeOptions``.
     """
     options = SmokeOptions(
-        python=python, timeout=timeout, step_timeout=min(DEFAULT_STEP_TIMEOUT, timeout)
+        python=python,
+        timeout=timeout,
+        step_timeout=min(DEFAULT_STEP_TIMEOUT, timeout),
+        on_step=on_step,
     )
     return smoke_findings(facts, run_smoke(facts, options))

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import time
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass, field
 from importlib import resources
@@ -61,7 +61,8 @@ class SmokeOptions:
     ``timeout`` bounds one GPU's whole child, ``step_timeout`` each step (the first step also
     covers the interpreter's start and ``import torch``). ``device="cpu"`` runs the very same
     steps on the CPU (tests, benchmarks). ``env`` adjusts the children's environment (a None
-    value unsets a variable).
+    value unsets a variable). ``on_step(label, step)`` hears each step a child starts, and
+    ``done`` when it ends (a progress line; called from the runner's threads).
     """
 
     python: str
@@ -73,6 +74,7 @@ class SmokeOptions:
     nccl: bool = True
     memory_mib: int = 8
     steps: tuple[str, ...] = GPU_STEPS
+    on_step: Callable[[str, str], None] | None = field(default=None, compare=False)
 
     def __post_init__(self) -> None:
         if self.timeout <= 0 or self.step_timeout <= 0:
@@ -224,9 +226,10 @@ def monitor(
     *,
     step_timeout: float,
     budget: float,
+    on_step: Callable[[str, str], None] | None = None,
 ) -> ChildRun:
     """Read the child's protocol lines until it is done, hangs, or dies; a killed child's
-    survivors are re-checked and kept in the result."""
+    survivors are re-checked and kept in the result (``on_step``: see ``SmokeOptions``)."""
     results: dict[str, StepResult] = {}
     current: str | None = None
     mark = child.started
@@ -262,6 +265,8 @@ def monitor(
         kind = message.get("event")
         if kind == "start":
             current, mark = str(message.get("step")), time.monotonic()
+            if on_step is not None:
+                on_step(target.label, current)
         elif kind == "result":
             result = step_result(message)
             results[result.step] = result
@@ -291,6 +296,8 @@ def monitor(
         )
         ending = "crashed"
     child.close_stdin()
+    if on_step is not None:
+        on_step(target.label, "done")
     return _child_run(target, python, steps, results, child, ending, returncode, survivors)
 
 
@@ -414,6 +421,7 @@ def run_smoke(facts: Facts, options: SmokeOptions) -> SmokeRun:
                     options.steps,
                     step_timeout=min(options.step_timeout, options.timeout),
                     budget=options.timeout,
+                    on_step=options.on_step,
                 )
             )
         runs.extend(future.result() for future in pending)
@@ -433,6 +441,7 @@ def run_smoke(facts: Facts, options: SmokeOptions) -> SmokeRun:
                         NCCL_STEPS,
                         step_timeout=min(options.step_timeout, options.timeout),
                         budget=options.timeout,
+                        on_step=options.on_step,
                     )
                 )
     return SmokeRun(

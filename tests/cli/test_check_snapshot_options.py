@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -22,7 +23,13 @@ def smoke_calls(monkeypatch: pytest.MonkeyPatch) -> SmokeCalls:
     """Stands in for the smoke kernels (real child processes on this machine's GPUs)."""
     calls: SmokeCalls = []
 
-    def fake_deep_findings(facts: Facts, *, python: str, timeout: float) -> tuple[Finding, ...]:
+    def fake_deep_findings(
+        facts: Facts,
+        *,
+        python: str,
+        timeout: float,
+        on_step: Callable[[str, str], None] | None = None,
+    ) -> tuple[Finding, ...]:
         calls.append((python, timeout))
         return ()
 

@@ -90,11 +90,11 @@ def _with_file(name: str, content: bytes, then: Produce) -> Produce:
     return produce
 
 
-def _diff(a: str, b: str, *args: str) -> Produce:
+def _diff(a: str, b: str, *args: str, file: str = "") -> Produce:
     def produce(tmp: Path, mp: pytest.MonkeyPatch) -> Output:
         for name, scenario in (("a.json", a), ("b.json", b)):
             (tmp / name).write_text(dump_snapshot(scenario_facts(scenario)), encoding="utf-8")
-        return _cli("diff", *args, "{tmp}/a.json", "{tmp}/b.json")(tmp, mp)
+        return _cli("diff", *args, "{tmp}/a.json", "{tmp}/b.json", file=file)(tmp, mp)
 
     return produce
 
@@ -115,6 +115,20 @@ def _run(code: str) -> Produce:
     return produce
 
 
+def _run_to_file(code: str) -> Produce:
+    """``run --format json -o FILE``: the document in the file, the command's stdout where it
+    was."""
+
+    def produce(tmp: Path, mp: pytest.MonkeyPatch) -> Output:
+        out = tmp / "run.json"
+        argv = ["run", "--format", "json", "-o", str(out), "--", sys.executable, "-c", code]
+        result = invoke(argv)
+        assert result.stdout == "the command's stdout\n"
+        return Output(out.read_text("utf-8"), result.exit_code)
+
+    return produce
+
+
 def _smoke(*args: str, facts: Facts | None = None, rules: str = "", **fake: str) -> Produce:
     """``smoke --json`` with the fake torch in its children (tests/fake_torch), on ``facts``
     (one H100 by default), as tests/smoke/test_cli.py runs it."""
@@ -126,8 +140,10 @@ def _smoke(*args: str, facts: Facts | None = None, rules: str = "", **fake: str)
         for key, value in fake.items():
             mp.setenv(f"ENVDOCTOR_FAKE_{key.upper()}", value)
         mp.setattr(smoke_cli, "facts_for", lambda inv, **kw: facts or gpu_facts(1))
-        result = invoke(["smoke", "--python", sys.executable, *args, "--json"])
-        return Output(result.stdout, result.exit_code)
+        argv = [a.replace("{tmp}", str(tmp)) for a in args]
+        result = invoke(["smoke", "--python", sys.executable, *argv, "--json"])
+        out = tmp / "smoke.json"
+        return Output(out.read_text("utf-8") if out.exists() else result.stdout, result.exit_code)
 
     return produce
 
@@ -206,6 +222,11 @@ CASES: dict[str, Case] = {
     "recommend-pinned-none": Case(
         "recommend", 1, _on("healthy_h100", "recommend", "--json", "--torch", "1.13")
     ),
+    "recommend-to-file": Case(
+        "recommend",
+        0,
+        _on("healthy_h100", "recommend", "-f", "json", "-o", "{tmp}/r.json", file="r.json"),
+    ),
     # fix: the plan
     "fix-healthy": Case("fix-plan", 0, _on("healthy_h100", "fix", "--format", "json")),
     "fix-holders": Case("fix-plan", 0, _cli("fix", "--format", "json", host=mismatch_host)),
@@ -219,6 +240,7 @@ CASES: dict[str, Case] = {
     "smoke-passes": Case("smoke", 0, _smoke("--timeout", "10")),
     "smoke-fails": Case("smoke", 1, _smoke(rules="conv=raise:cudnn-not-initialized")),
     "smoke-nothing-to-test": Case("smoke", 2, _smoke(facts=_NO_GPU)),
+    "smoke-to-file": Case("smoke", 0, _smoke("--timeout", "10", "-o", "{tmp}/smoke.json")),
     "reproduce-ruled-out": Case(
         "reproduce",
         0,
@@ -245,12 +267,32 @@ CASES: dict[str, Case] = {
     "explain-assert": Case("explain", 1, _explain(_ASSERT, "--format", "json")),
     "explain-nothing": Case("explain", 0, _explain(b"epoch 1 loss 0.3\ndone\n", "--json")),
     "explain-cut-gzip": Case("explain", 2, _explain(_CUT_GZIP, "--json", name="t.log.gz")),
+    "explain-to-file": Case(
+        "explain",
+        1,
+        _with_file(
+            "t.log",
+            _OOM,
+            _cli("explain", "-f", "json", "-o", "{tmp}/e.json", "{tmp}/t.log", file="e.json"),
+        ),
+    ),
     "run-succeeds": Case("run", 0, _run('print("the command\'s stdout")')),
     "run-fails": Case("run", 3, _run(_FAILING)),
     "run-killed": Case("run", 128 + 15, _run(_KILLED)),
+    "run-to-file": Case("run", 3, _run_to_file(_FAILING)),
     # diff and tables
     "diff-same": Case("diff", 0, _diff("healthy_h100", "healthy_h100", "--json")),
     "diff-differs": Case("diff", 1, _diff("healthy_h100", "driver_mismatch", "--json")),
+    "diff-to-file": Case(
+        "diff",
+        1,
+        _diff("healthy_h100", "gpu_lost", "--format", "json", "-o", "{tmp}/d.json", file="d.json"),
+    ),
+    "tables-to-file": Case(
+        "tables",
+        0,
+        _cli("tables", "show", "cudnn", "-f", "json", "-o", "{tmp}/t.json", file="t.json"),
+    ),
     **{
         f"tables-{name}": Case("tables", 0, _cli("tables", "show", name, "--json"))
         for name in TABLE_NAMES

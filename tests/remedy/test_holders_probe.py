@@ -141,7 +141,7 @@ def test_unreadable_processes_are_counted_not_fatal() -> None:
     facts = probe_fix_facts(host, deadline=Deadline(5))
     assert isinstance(facts.holders, Found)
     assert 4242 not in {h.pid for h in facts.holders.value}
-    assert any("1 processes' open files could not be read" in n for n in facts.notes)
+    assert any("the open files of 1 process could not be read" in n for n in facts.notes)
     assert any("neither lsof nor fuser" in n for n in facts.notes)
 
 

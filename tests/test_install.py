@@ -1,0 +1,93 @@
+"""The README's install path for admins, for real: a fresh clone, ``pipx install``, and the
+installed ``envdoctor`` run from pipx's own bin directory.
+
+A distribution's Python refuses a system-wide ``pip install .`` (PEP 668), so the README leads
+with a venv (``pip install .`` inside the environment being diagnosed) or pipx (its own
+environment, ``check --python`` pointed at the one to diagnose). This test holds the pipx path:
+it needs the package index (pipx, when it is not installed, and envdoctor's dependencies), takes
+a few tens of seconds, and so is marked ``install``: deselected by default, run by
+``./scripts/test`` (CI) as a step of its own. Without an index that can serve pipx it skips and
+says so.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[1]
+
+pytestmark = pytest.mark.install
+
+
+def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float = 600) -> str:
+    result = subprocess.run(
+        argv, capture_output=True, text=True, timeout=timeout, env=env, check=False
+    )
+    assert result.returncode == 0, f"{' '.join(argv)}:\n{result.stdout}\n{result.stderr}"
+    return result.stdout
+
+
+def _pipx(tmp: Path) -> str:
+    """pipx: the one on PATH, else one installed into a venv of the test's own."""
+    found = shutil.which("pipx")
+    if found is not None:
+        return found
+    tools = tmp / "tools"
+    subprocess.run([sys.executable, "-m", "venv", str(tools)], check=True, timeout=120)
+    pip = subprocess.run(
+        [str(tools / "bin" / "python"), "-m", "pip", "install", "--quiet", "pipx"],
+        capture_output=True,
+        text=True,
+        timeout=600,
+        check=False,
+    )
+    if pip.returncode != 0:
+        pytest.skip(f"pipx is not installed and the package index cannot serve it: {pip.stderr}")
+    return str(tools / "bin" / "pipx")
+
+
+def _fresh_clone(tmp: Path) -> Path:
+    """The committed tree, as a user gets it: uncommitted files of this checkout are not in it."""
+    if not (ROOT / ".git").exists() or shutil.which("git") is None:
+        pytest.skip("not a git checkout (or no git): nothing to clone")
+    clone = tmp / "envdoctor"
+    _run(["git", "clone", "--quiet", "--depth", "1", f"file://{ROOT}", str(clone)])
+    return clone
+
+
+def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
+    pipx = _pipx(tmp_path)
+    clone = _fresh_clone(tmp_path)
+    env = {
+        **os.environ,
+        "PIPX_HOME": str(tmp_path / "pipx"),
+        "PIPX_BIN_DIR": str(tmp_path / "bin"),
+        "PIPX_MAN_DIR": str(tmp_path / "man"),
+    }
+    _run([pipx, "install", "--python", sys.executable, str(clone)], env=env)
+    envdoctor = tmp_path / "bin" / "envdoctor"
+    assert envdoctor.exists(), "pipx installed no envdoctor command"
+
+    assert _run([str(envdoctor), "--version"]).startswith("envdoctor ")
+    # the admin's way: envdoctor in its own environment, pointed at the one to diagnose (the
+    # test's, which has torch)
+    check = subprocess.run(
+        [str(envdoctor), "check", "--json", "--python", sys.executable],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        check=False,
+    )
+    document = json.loads(check.stdout)
+    assert document["kind"] == "check" and document["exit_code"] == check.returncode
+    assert check.returncode in (0, 1, 2)
+    torch = document["facts"]["torch"]
+    assert torch["python"] == sys.executable
+    assert "2.13.0" in json.dumps(torch["torch"])  # the torch of the interpreter it was pointed at
