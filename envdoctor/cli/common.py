@@ -7,16 +7,17 @@ import sys
 from typing import TYPE_CHECKING
 
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.views import EXPECT_ENV, Intent
-from envdoctor.platform.host import Deadline, Host
 
-if TYPE_CHECKING:
+if TYPE_CHECKING:  # the facts model and the seam load with the first command that reads them:
+    # explain, diff, tables and help do not
     from collections.abc import Callable
     from pathlib import Path
 
     from envdoctor.cli.options import Args
     from envdoctor.model.facts import Facts
+    from envdoctor.model.views import Intent
     from envdoctor.platform.cache import CacheDir
+    from envdoctor.platform.host import Host
 
 
 class AppContext:
@@ -58,6 +59,8 @@ def intent_for(inv: Invocation, *, spec_gpus: bool = False) -> Intent:
     """``--expect``, else ``ENVDOCTOR_EXPECT`` (of the environment envdoctor runs in), else a
     node spec's GPUs: what the machine is expected to be."""
     expect = inv.args.text("expect")
+    from envdoctor.model.views import EXPECT_ENV, Intent
+
     value = inv.host.env().get(EXPECT_ENV)
     if expect is None and value and value.strip().lower() not in ("gpu", "cpu"):
         raise EnvdoctorError(f"{EXPECT_ENV}={value!r}: expected gpu or cpu")
@@ -119,6 +122,7 @@ def facts_for(
     import time
 
     from envdoctor.cli.progress import Progress, elapsed
+    from envdoctor.platform.host import Deadline
     from envdoctor.platform.traced import TracedHost
     from envdoctor.probes import collect_facts
 

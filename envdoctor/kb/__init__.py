@@ -9,8 +9,8 @@ installed, else Python's re; ``sources`` reads plain and gzip logs), ``ranking``
 from __future__ import annotations
 
 from collections.abc import Mapping
+from typing import TYPE_CHECKING
 
-from envdoctor.kb.hostcheck import HOST_CHECKS
 from envdoctor.kb.loader import load_default_kb, load_kb
 from envdoctor.kb.matcher import Scanner, scan_bytes, scan_stream
 from envdoctor.kb.model import (
@@ -23,7 +23,9 @@ from envdoctor.kb.model import (
     Verdict,
 )
 from envdoctor.kb.ranking import explain, fill, with_host
-from envdoctor.model.facts import Facts
+
+if TYPE_CHECKING:
+    from envdoctor.model.facts import Facts
 
 __all__ = [
     "Cause",
@@ -53,6 +55,8 @@ def host_checks_for(cause: Cause, facts: Facts) -> tuple[HostCheck, ...]:
 
 
 def _run_check(name: str, captures: Mapping[str, str], facts: Facts) -> HostCheck:
+    from envdoctor.kb.hostcheck import HOST_CHECKS  # the facts model: only for --with-host
+
     try:
         return HOST_CHECKS[name](captures, facts)
     except Exception as exc:  # noqa: BLE001 (one broken check must not hide the explanation)

@@ -9,9 +9,6 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Mapping
 
-from envdoctor.compat.judge import DriverFit, driver_cuda_of, judge_driver
-from envdoctor.compat.loader import load_tables
-from envdoctor.compat.versions import cuda_text, parse_cuda
 from envdoctor.kb.model import KnowledgeBase
 from envdoctor.model.record import record
 
@@ -264,7 +261,14 @@ COLLECT_ENV_CONFIDENCE = 0.8  # the report shows the cause, but no error message
 def _environment_report(captures: Mapping[str, str]) -> Analysis:
     """``python -m torch.utils.collect_env``: CUDA unavailable, torch built with CUDA X.Y, and
     a driver (``Nvidia driver version``) older than the one CUDA X.Y needs → the driver is too
-    old. Anything less (CUDA available, a value missing, a driver that fits) drops the cause."""
+    old. Anything less (CUDA available, a value missing, a driver that fits) drops the cause.
+
+    The tables (and the YAML reader and packaging behind them) load only here: explaining a log
+    that holds no such report never pays for them."""
+    from envdoctor.compat.judge import DriverFit, driver_cuda_of, judge_driver
+    from envdoctor.compat.loader import load_tables
+    from envdoctor.compat.versions import cuda_text, parse_cuda
+
     built = parse_cuda(captures.get("built", ""))
     driver = captures.get("driver", "")
     if captures.get("available") not in ("No", "False") or built is None or not driver:

@@ -20,8 +20,15 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.kb.analyzers import ANALYZERS
 from envdoctor.kb.anchor import derive_anchor, required_literals
 from envdoctor.kb.ere import to_ere
-from envdoctor.kb.hostcheck import HOST_CHECKS
-from envdoctor.kb.model import ContextRule, KnowledgeBase, Pattern, Role, Signature, XidEntry
+from envdoctor.kb.model import (
+    HOST_CHECK_NAMES,
+    ContextRule,
+    KnowledgeBase,
+    Pattern,
+    Role,
+    Signature,
+    XidEntry,
+)
 from envdoctor.model.finding import is_valid_code
 from envdoctor.yamlsource import Map, Node, Reader, Seq, load
 
@@ -268,9 +275,9 @@ def _signature(item: Node, prefer: tuple[str, ...] = ()) -> Signature:
         context = tuple(_context(c) for c in _READ.sequence(context_node, "context"))
     facts = _texts(sig, "facts")
     for i, name in enumerate(facts):
-        if name not in HOST_CHECKS:
+        if name not in HOST_CHECK_NAMES:
             raise EnvdoctorError(
-                f"facts: unknown host check {name!r} (known: {', '.join(sorted(HOST_CHECKS))})",
+                f"facts: unknown host check {name!r} (known: {', '.join(sorted(HOST_CHECK_NAMES))})",
                 where=_item_at(sig, "facts", i),
             )
     see_also = _texts(sig, "see_also")

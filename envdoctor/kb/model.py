@@ -239,3 +239,23 @@ class Explanation:
             "explained": exitcodes.UNHEALTHY,
             "possible": exitcodes.UNKNOWN,
         }[self.status]
+
+
+HOST_CHECK_NAMES = (
+    "gpu-memory",
+    "memory-holders",
+    "driver-loaded",
+    "driver-library-match",
+    "driver-cuda",
+    "gpu-count",
+    "gpu-health",
+    "uvm",
+    "container",
+    "module-holders",
+    "libraries",
+    "gpu-models",
+    "nouveau",
+)
+"""The live checks a signature may list under ``facts:`` (``kb/hostcheck.py`` implements each:
+a test keeps the two equal). Named here so that loading signatures does not import the machine's
+facts model, which only ``--with-host`` needs."""

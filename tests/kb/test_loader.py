@@ -265,3 +265,10 @@ def test_xid_catalog_is_validated(tmp_path: Path) -> None:
     with pytest.raises(EnvdoctorError) as info:
         load_kb(root)
     assert info.value.where.endswith("xid.yaml:7")
+
+
+def test_the_host_check_names_signatures_may_use_are_the_implemented_ones() -> None:
+    from envdoctor.kb.hostcheck import HOST_CHECKS
+    from envdoctor.kb.model import HOST_CHECK_NAMES
+
+    assert sorted(HOST_CHECK_NAMES) == sorted(HOST_CHECKS)
