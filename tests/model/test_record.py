@@ -120,3 +120,57 @@ def test_dataclass_tools_pickle_and_generics_still_work() -> None:
         case _:
             pytest.fail("positional pattern did not match")
     assert Found(3) == Found(3) != Found(4) and repr(Found(3)) == "Found(value=3)"
+
+
+@record
+class Job:
+    name: str
+    tags: list[str] = field(default_factory=list)
+    retries: int = 3
+
+
+@dataclasses.dataclass(frozen=True, slots=True)
+class StockJob:
+    name: str
+    tags: list[str] = field(default_factory=list)
+    retries: int = 3
+
+
+@pytest.mark.parametrize("cls", [Job, StockJob], ids=["record", "dataclass"])
+def test_the_constructor_takes_what_the_generated_one_takes(cls: type[Job]) -> None:
+    assert cls("a") == cls(name="a", tags=[], retries=3)
+    assert cls("a", ["x"], 5).retries == cls("a", retries=5).retries == 5
+    assert cls("a").tags is not cls("a").tags  # a fresh list from the factory, every time
+    with pytest.raises(TypeError):
+        cls()  # type: ignore[call-arg]  # the point: name is required
+    with pytest.raises(TypeError):
+        cls("a", [], 3, "extra")  # type: ignore[call-arg]  # one positional too many
+    with pytest.raises(TypeError):
+        cls("a", name="b")  # type: ignore[misc]  # name given twice
+    with pytest.raises(TypeError):
+        cls("a", colour="red")  # type: ignore[call-arg]  # not a field
+
+
+def test_post_init_runs_after_the_fields_are_set() -> None:
+    @record
+    class Checked:
+        low: int
+        high: int
+
+        def __post_init__(self) -> None:
+            if self.low > self.high:
+                raise ValueError("low > high")
+
+    assert Checked(1, 2).high == 2
+    with pytest.raises(ValueError, match="low > high"):
+        Checked(3, 2)
+
+
+def test_copies_and_pickles_are_equal_and_still_frozen() -> None:
+    import copy
+
+    job = Job("train", ["a"], 1)
+    for clone in (copy.copy(job), copy.deepcopy(job), pickle.loads(pickle.dumps(job))):  # noqa: S301
+        assert clone == job and clone is not job
+        with pytest.raises(dataclasses.FrozenInstanceError):
+            clone.retries = 2  # type: ignore[misc]  # the point: assignment must fail
