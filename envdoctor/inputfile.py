@@ -37,7 +37,7 @@ def read_input(path: Path | Traversable, *, limit: int) -> str:
         except OSError as exc:
             raise EnvdoctorError(f"cannot read: {exc.strerror or exc}", where=where) from None
     else:
-        data = _read_bounded(path, limit)
+        data = read_bounded(path, limit)
     if len(data) > limit:
         raise EnvdoctorError(f"larger than {_size(limit)}: not a file envdoctor reads", where=where)
     try:
@@ -46,7 +46,7 @@ def read_input(path: Path | Traversable, *, limit: int) -> str:
         raise EnvdoctorError(f"not UTF-8 text (byte {exc.start})", where=where) from None
 
 
-def _read_bounded(path: Path, limit: int) -> bytes:
+def read_bounded(path: Path, limit: int) -> bytes:
     """At most ``limit + 1`` bytes of a regular file; a FIFO or a device is refused unopened."""
     where = str(path)
     try:

@@ -12,6 +12,7 @@ from envdoctor.cli.common import (
     Invocation,
     facts_for,
     intent_for,
+    tables_of,
     target_python,
     text_width,
     unicode_out,
@@ -24,7 +25,6 @@ if TYPE_CHECKING:
 
 
 def run(inv: Invocation) -> int:
-    from envdoctor.compat.loader import load_tables
     from envdoctor.engine import evaluate
     from envdoctor.rules import all_rules
 
@@ -54,8 +54,7 @@ def run(inv: Invocation) -> int:
     intent = intent_for(inv, spec_gpus=spec_gpus)
     timeout = args.number("timeout")
     facts = facts_for(inv, snapshot=snapshot, timeout=timeout)
-    tables = args.path("tables")
-    compat = load_tables(extra_dir=str(tables) if tables else None, env=inv.host.env())
+    compat = tables_of(inv)
     report = evaluate(facts, rules, compat, strict=args.flag("strict"), intent=intent)
     if args.flag("deep"):
         report = _with_smoke(report, target_python(inv), timeout)

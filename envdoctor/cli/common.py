@@ -14,6 +14,7 @@ if TYPE_CHECKING:  # the facts model and the seam load with the first command th
     from pathlib import Path
 
     from envdoctor.cli.options import Args
+    from envdoctor.compat.tables import CompatTables
     from envdoctor.model.facts import Facts
     from envdoctor.model.views import Intent
     from envdoctor.platform.cache import CacheDir
@@ -142,18 +143,27 @@ def facts_for(
             deadline=Deadline(timeout),
             include_torch=include_torch,
             torch_version_only=torch_version_only,
-            torch_cache=torch_cache(inv),
+            torch_cache=user_cache_of(inv),
         )
 
 
-def torch_cache(inv: Invocation) -> CacheDir | None:
-    """The user's cache for the torch child (``probes/torch_cache.py``), unless ``--no-cache``
-    or there is no home to keep it in."""
+def user_cache_of(inv: Invocation) -> CacheDir | None:
+    """The user's cache (the torch child's facts, ``probes/torch_cache.py``; the checked tables,
+    ``compat/store.py``), unless ``--no-cache`` or there is no home to keep it in."""
     if _has(inv, "no_cache") and inv.args.flag("no_cache"):
         return None
     from envdoctor.platform.cache import user_cache
 
     return user_cache(inv.host.env())
+
+
+def tables_of(inv: Invocation) -> CompatTables:
+    """The compatibility tables (with ``ENVDOCTOR_TABLES`` and, where the command has it,
+    ``--tables``), from the cache when nothing they are made of changed."""
+    from envdoctor.compat.store import cached_tables
+
+    extra = inv.args.path("tables") if _has(inv, "tables") else None
+    return cached_tables(str(extra) if extra else None, inv.host.env(), user_cache_of(inv))
 
 
 def _has(inv: Invocation, dest: str) -> bool:

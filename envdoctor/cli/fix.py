@@ -9,12 +9,18 @@ import sys
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for, intent_for, target_python, write_output
+from envdoctor.cli.common import (
+    Invocation,
+    facts_for,
+    intent_for,
+    tables_of,
+    target_python,
+    write_output,
+)
 
 
 def run(inv: Invocation) -> int:
     from envdoctor import __version__
-    from envdoctor.compat.loader import load_tables
     from envdoctor.engine import evaluate
     from envdoctor.platform.host import Deadline
     from envdoctor.probes.holders import absent_fix_facts, probe_fix_facts
@@ -26,7 +32,7 @@ def run(inv: Invocation) -> int:
     snapshot = args.path("snapshot")
     timeout = args.number("timeout")
     python = args.text("python")
-    tables = load_tables(None, inv.host.env())
+    tables = tables_of(inv)
     intent = intent_for(inv)
     facts = facts_for(inv, snapshot=snapshot, timeout=timeout)
     report = evaluate(facts, all_rules(), tables, intent=intent)

@@ -4,8 +4,14 @@ from __future__ import annotations
 
 import re
 
-from envdoctor.cli.common import Invocation, facts_for, intent_for, output_format, write_report
-from envdoctor.compat.loader import load_tables
+from envdoctor.cli.common import (
+    Invocation,
+    facts_for,
+    intent_for,
+    output_format,
+    tables_of,
+    write_report,
+)
 from envdoctor.compat.recommend import machine_from_facts, recommend
 from envdoctor.errors import EnvdoctorError
 from envdoctor.render.recommend import colour_text, render_text, to_json
@@ -17,8 +23,7 @@ def run(inv: Invocation) -> int:
     torch = args.text("torch")
     if torch is not None:
         _check_pin(torch)
-    tables_dir = args.path("tables")
-    tables = load_tables(str(tables_dir) if tables_dir else None, inv.host.env())
+    tables = tables_of(inv)
     intent = intent_for(inv)
     facts = facts_for(inv, snapshot=args.path("snapshot"), torch_version_only=True)
     rec = recommend(tables, machine_from_facts(facts, tables, intent), pin=torch)

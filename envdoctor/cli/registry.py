@@ -70,8 +70,9 @@ def no_cache_option() -> Option:
     return Option(
         ("--no-cache",),
         "no_cache",
-        "Import torch afresh: do not reuse (or store) an earlier import from envdoctor's cache "
-        "($XDG_CACHE_HOME/envdoctor, by default ~/.cache/envdoctor).",
+        "Import torch afresh and read the compatibility tables again: do not reuse (or store) "
+        "an earlier run's from envdoctor's cache ($XDG_CACHE_HOME/envdoctor, by default "
+        "~/.cache/envdoctor).",
         kind="flag",
     )
 
@@ -176,6 +177,7 @@ RECOMMEND = Command(
         output_option("Write the recommendation to FILE (atomically) instead of stdout."),
         tables_option(),
         expect_option(),
+        no_cache_option(),
         color_option(),
     ),
     epilog="Exit 0 when a wheel fits (the CPU build only on a machine without NVIDIA GPUs), 1 "
@@ -534,6 +536,7 @@ TABLES = Command(
                 format_option("text", "json"),
                 json_option(),
                 output_option("Write the table to FILE (atomically) instead of stdout."),
+                no_cache_option(),
             ),
             arguments=(
                 Argument(

@@ -18,7 +18,7 @@ import time
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, intent_for, resolve_python, torch_cache
+from envdoctor.cli.common import Invocation, intent_for, resolve_python, user_cache_of
 from envdoctor.terminal import safe_line
 
 FACTS_SHARE = 0.6  # of the budget for probing; the rest is for scontrol (two calls at most)
@@ -64,7 +64,7 @@ def run(inv: Invocation) -> int:
         deadline=Deadline(timeout * FACTS_SHARE),
         include_torch=with_torch,
         toolkit=with_torch,  # nvcc matters next to torch only (its CUDA against torch's)
-        torch_cache=torch_cache(inv),
+        torch_cache=user_cache_of(inv),
     )
     rules = [*all_rules()]
     if requirements:

@@ -4,15 +4,15 @@ from __future__ import annotations
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, output_format, write_report
+from envdoctor.cli.common import Invocation, output_format, tables_of, write_report
 from envdoctor.compat.loader import (
     SECTIONS,
     TABLE_NAMES,
     count_rows,
     load_tables,
-    shipped_dir,
     validate_dir,
 )
+from envdoctor.compat.store import shipped_dir
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.units import plural
 from envdoctor.terminal import json_document, safe_line, safe_text
@@ -41,8 +41,7 @@ def show(inv: Invocation) -> int:
     key = name.replace("_", "-").removesuffix(".yaml")
     if key not in SECTIONS:
         raise EnvdoctorError(f"no table {name!r}", hint="tables: " + ", ".join(TABLE_NAMES))
-    tables_dir = args.path("tables")
-    tables = load_tables(str(tables_dir) if tables_dir else None, inv.host.env())
+    tables = tables_of(inv)  # what check, fix and recommend judge with
     if output_format(inv) == "json":
         from envdoctor.render.tables import table_json
 

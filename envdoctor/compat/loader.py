@@ -10,7 +10,6 @@ or inconsistent table is an ``EnvdoctorError`` naming file and line.
 from __future__ import annotations
 
 import functools
-import importlib.resources
 from collections.abc import Callable, Mapping
 from pathlib import Path
 from typing import Any, TypeVar
@@ -19,6 +18,7 @@ from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import Version
 
 from envdoctor import yamlsource as y
+from envdoctor.compat.store import extra_dirs, shipped_dir, table_files
 from envdoctor.compat.tables import (
     DEFAULT_INDEX_URL,
     Architecture,
@@ -47,7 +47,6 @@ from envdoctor.model.record import record
 from envdoctor.yamlsource import Reader, shown
 
 SCHEMA_VERSION = 1
-ENV_VAR = "ENVDOCTOR_TABLES"
 TABLE_NAMES = ("cuda-toolkits", "driver-branches", "architectures", "cudnn", "pytorch")
 _HEADER_KEYS = {"schema", "table", "description", "sources", "replace"}
 SECTIONS: dict[str, tuple[str, ...]] = {
@@ -77,44 +76,15 @@ T = TypeVar("T")
 # --- where the tables are --------------------------------------------------------------------
 
 
-def shipped_dir() -> Path:
-    """``envdoctor/compat_tables`` in an installed wheel, else ``<repo>/compat_tables``."""
-    packaged = importlib.resources.files("envdoctor") / "compat_tables"
-    if packaged.is_dir():
-        return Path(str(packaged))
-    checkout = Path(__file__).resolve().parents[2] / "compat_tables"
-    if checkout.is_dir():
-        return checkout
-    raise EnvdoctorError(
-        "the shipped compatibility tables are missing",
-        where=str(checkout),
-        hint="reinstall envdoctor",
-    )
-
-
-def extra_dirs(extra_dir: str | None, env: Mapping[str, str] | None) -> tuple[Path, ...]:
-    """User table directories in the order they apply: ``ENVDOCTOR_TABLES``, then ``--tables``."""
-    dirs: list[tuple[str, str]] = []
-    if env and env.get(ENV_VAR):
-        dirs.extend((ENV_VAR, part) for part in env[ENV_VAR].split(":") if part)
-    if extra_dir:
-        dirs.append(("--tables", extra_dir))
-    out = []
-    for origin, raw in dirs:
-        path = Path(raw).expanduser()
-        if not path.is_dir():
-            raise EnvdoctorError(f"{origin}: no such directory", where=raw)
-        out.append(path)
-    return tuple(out)
-
-
 def load_tables(extra_dir: str | None = None, env: Mapping[str, str] | None = None) -> CompatTables:
-    """The shipped tables, extended by ``ENVDOCTOR_TABLES`` (from ``env``) and ``extra_dir``."""
-    return _load(shipped_dir(), extra_dirs(extra_dir, env))
+    """The shipped tables, extended by ``ENVDOCTOR_TABLES`` (from ``env``) and ``extra_dir``,
+    read and checked now (``store.cached_tables`` reuses an earlier run's)."""
+    return load_dirs(shipped_dir(), extra_dirs(extra_dir, env))
 
 
 @functools.lru_cache(maxsize=8)
-def _load(base: Path, extras: tuple[Path, ...]) -> CompatTables:
+def load_dirs(base: Path, extras: tuple[Path, ...]) -> CompatTables:
+    """The tables of ``base`` (all of them) merged with those of ``extras``, in order."""
     sections = _read_dir(base, require_all=True)
     for extra in extras:
         sections = _merge(sections, _read_dir(extra, require_all=False))
@@ -125,7 +95,7 @@ def _load(base: Path, extras: tuple[Path, ...]) -> CompatTables:
 
 def validate_dir(path: str) -> CompatTables:
     """Validate a directory of tables on its own terms, merged over the shipped tables."""
-    return _load(shipped_dir(), extra_dirs(path, None))
+    return load_dirs(shipped_dir(), extra_dirs(path, None))
 
 
 # --- reading one directory -------------------------------------------------------------------
@@ -154,7 +124,7 @@ _SECTION_KEYS: dict[str, Callable[[Any], object]] = {
 
 
 def _read_dir(path: Path, *, require_all: bool) -> _Sections:
-    files = sorted([*path.glob("*.yaml"), *path.glob("*.yml")])
+    files = table_files(path)
     if not files and not require_all:
         raise EnvdoctorError("no *.yaml tables in this directory", where=str(path))
     merged = _Sections(rows={})

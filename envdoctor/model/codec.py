@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import functools
 import types
 import typing
 from typing import Any, TypeVar, Union, cast
@@ -47,7 +48,10 @@ def decode(cls: type[T], data: Any) -> T:
     return cast("T", _decode(cls, data, "$"))
 
 
+@functools.cache
 def _hints(cls: type) -> dict[str, Any]:
+    """A class's resolved type hints, computed once per process (resolving the annotation
+    strings cost more than the decoding itself)."""
     return typing.get_type_hints(cls)
 
 

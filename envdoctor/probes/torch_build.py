@@ -10,7 +10,7 @@ from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import CommandResult, Deadline, Host
 from envdoctor.probes import torch_child
-from envdoctor.probes.interpreter import safe_path_flags
+from envdoctor.probes.interpreter import run_python
 from envdoctor.probes.torch_child import MARK as MARK  # the child prints it: one definition
 
 if TYPE_CHECKING:
@@ -44,16 +44,15 @@ def probe_torch(
     The child runs in ``/`` with ``-P`` where the interpreter has it: nothing the current
     directory holds is imported (see ``probes/interpreter.py``).
     """
-    safe = safe_path_flags(host, python, deadline=deadline)
     timeout = deadline.cap(TORCH_TIMEOUT)
     flags = ["--import"] if force_import else ["--version-only"] if version_only else []
-    argv = [python, *safe, "-c", child_source(), *flags]
+    args = ["-c", child_source(), *flags]
     if cache is not None and not version_only:
         from envdoctor.probes.torch_cache import probe_cached  # only commands that import torch
 
-        probed = probe_cached(host, cache, argv, python=python, deadline=deadline)
+        probed = probe_cached(host, cache, args, python=python, deadline=deadline)
         return TorchFacts(python=python, torch=probed)
-    result = host.run(argv, timeout=timeout)
+    result = run_python(host, python, args, timeout=timeout)
     return TorchFacts(python=python, torch=parse_child(result, python))
 
 

@@ -35,6 +35,7 @@ from envdoctor.model.probed import Found, Probed
 from envdoctor.model.record import record
 from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import Deadline, Host
+from envdoctor.probes.interpreter import run_python
 from envdoctor.probes.torch_build import (
     TORCH_TIMEOUT,
     child_source,
@@ -60,20 +61,22 @@ class CachedImport:
 
 
 def probe_cached(
-    host: Host, cache: CacheDir, argv: list[str], *, python: str, deadline: Deadline
+    host: Host, cache: CacheDir, args: list[str], *, python: str, deadline: Deadline
 ) -> Probed[TorchBuild | TorchBroken]:
-    """Run the torch child ``argv`` with the cache: reuse an unchanged import, store a new one."""
+    """Run the torch child (``python ARGS``) with the cache: reuse an unchanged import, store a
+    new one."""
     realpath = host.realpath(python)
     name = entry_name(python, realpath, cache.uid)
     entry = lookup(cache, name, python=python, realpath=realpath)
     reuse = [f"--unchanged-since={entry.manifest}"] if entry is not None else []
-    result = host.run([*argv, "--manifest", *reuse], timeout=deadline.cap(TORCH_TIMEOUT))
+    timeout = deadline.cap(TORCH_TIMEOUT)
+    result = run_python(host, python, [*args, "--manifest", *reuse], timeout=timeout)
     data = last_json(result.stdout) if result.ok else None
     if entry is not None and data is not None and data.get("unchanged") is True:
         return _reused(entry, data.get("cuda_now"), python)
     if entry is not None and data is not None and "stale" in data:
         # The child loaded libcuda to check it: import torch in a fresh process, not there.
-        result = host.run([*argv, "--manifest"], timeout=deadline.cap(TORCH_TIMEOUT))
+        result = run_python(host, python, [*args, "--manifest"], timeout=timeout)
         data = last_json(result.stdout) if result.ok else None
     probed = parse_child(result, python)
     if data is not None and isinstance(probed, Found) and isinstance(probed.value, TorchBuild):

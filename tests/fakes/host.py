@@ -167,12 +167,12 @@ class FakeHost:
     ) -> CommandResult:
         args = tuple(argv)
         self.ran.append(args)
+        if args[1:2] == ("-P",) and not self._has_safe_path():
+            return self._refuse_safe_path(args)
         at = args.index("-c", 1, 3) if "-c" in args[1:3] else 0  # python [-P] -c SRC
         code = args[at + 1] if 0 < at < len(args) - 1 else ""
         if "ENVDOCTOR-TORCH-JSON" in code:
             return self._torch(args, timeout)
-        if args[1:] == ("-P", "-V") and self.data.get("torch") is not None:
-            return self._python_version(args)
         program = args[0].rsplit("/", 1)[-1]
         for spec in self.commands:
             want = spec["argv"]
@@ -180,11 +180,13 @@ class FakeHost:
                 return self._result(args, spec, timeout)
         return CommandResult(args, "not-found", error=f"{args[0]}: not found")
 
-    def _python_version(self, args: tuple[str, ...]) -> CommandResult:
-        """`python -P -V` as CPython answers it: 3.11+ prints its version, older ones refuse -P."""
-        version = str(self.data["torch"].get("python_version", "3.12.3"))
-        if tuple(int(p) for p in version.split(".")[:2]) >= (3, 11):
-            return CommandResult(args, "ok", stdout=f"Python {version}\n")
+    def _has_safe_path(self) -> bool:
+        """Whether the scenario's interpreter (``torch.python_version``) knows ``-P`` (3.11+)."""
+        version = str((self.data.get("torch") or {}).get("python_version", "3.12.3"))
+        return tuple(int(p) for p in version.split(".")[:2]) >= (3, 11)
+
+    def _refuse_safe_path(self, args: tuple[str, ...]) -> CommandResult:
+        """What CPython before 3.11 answers to ``-P``, before it runs anything."""
         usage = f"Unknown option: -P\nusage: {args[0]} [option] ... [-c cmd | -m mod | file | -]\n"
         return CommandResult(args, "ok", returncode=2, stderr=usage)
 

@@ -26,7 +26,7 @@ from envdoctor.model.facts import TorchBuild
 from envdoctor.model.probed import Absent, Found
 from envdoctor.platform.host import Deadline
 from envdoctor.platform.system import SystemHost
-from envdoctor.probes.interpreter import safe_path_flags
+from envdoctor.probes.interpreter import run_python
 from envdoctor.probes.torch_build import probe_torch
 from envdoctor.remedy import Plan, Step, plan_to_json, render_script, render_steps
 from envdoctor.remedy.model import ReinstallTorch, Verify
@@ -95,12 +95,51 @@ def test_an_interpreter_without_safe_path_still_imports_nothing_from_it(planted:
     assert isinstance(facts.torch, Absent) and "not installed" in facts.torch.reason
 
 
-def test_safe_path_flag_where_the_interpreter_has_it() -> None:
+# What CPython 3.10 prints for `python3.10 -P ...` (Python/getopt.c "Unknown option: -%c", then
+# the usage line of Python/initconfig.c), exit status 2, before it runs or imports anything.
+REFUSES_P = r"""#!/bin/sh
+echo "$@" >>"{log}"
+if [ "$1" = "-P" ]; then
+    echo "Unknown option: -P" >&2
+    echo "usage: python3.10 [option] ... [-c cmd | -m mod | file | -] [arg] ..." >&2
+    echo "Try \`python -h' for more information." >&2
+    exit 2
+fi
+exec "{python}" "$@"
+"""
+
+
+def test_the_child_starts_with_safe_path_in_one_run_where_the_interpreter_has_it() -> None:
     host = SystemHost()
-    assert safe_path_flags(host, sys.executable, deadline=Deadline(10)) == ("-P",)
-    if OLD_PYTHON is not None:
-        assert safe_path_flags(host, OLD_PYTHON, deadline=Deadline(10)) == ()
-    assert safe_path_flags(host, "/nonexistent/python", deadline=Deadline(10)) == ()
+    result = run_python(
+        host, sys.executable, ["-c", "import sys; print(sys.flags.safe_path)"], timeout=10
+    )
+    assert result.ok and result.stdout.strip() == "True"
+    assert result.argv[1] == "-P"
+
+
+def test_an_interpreter_that_refuses_safe_path_is_started_again_without_it(tmp_path: Path) -> None:
+    log = tmp_path / "argv.log"
+    old = tmp_path / "python3.10"
+    old.write_text(REFUSES_P.format(log=log, python=sys.executable))
+    old.chmod(0o755)
+    result = run_python(SystemHost(), str(old), ["-c", "print(6 * 7)"], timeout=10)
+    assert result.ok and result.stdout.strip() == "42"
+    assert log.read_text().splitlines() == ["-P -c print(6 * 7)", "-c print(6 * 7)"]
+    if OLD_PYTHON is not None:  # and the real one, where this machine has it
+        real = run_python(SystemHost(), OLD_PYTHON, ["-c", "print(6 * 7)"], timeout=20)
+        assert real.ok and real.stdout.strip() == "42" and "-P" not in real.argv
+
+
+def test_other_failures_are_not_mistaken_for_a_refused_flag(tmp_path: Path) -> None:
+    log = tmp_path / "argv.log"
+    usage_error = tmp_path / "python"
+    usage_error.write_text(f'#!/bin/sh\necho "$@" >>"{log}"\necho "bad usage" >&2\nexit 2\n')
+    usage_error.chmod(0o755)
+    result = run_python(SystemHost(), str(usage_error), ["-c", "pass"], timeout=10)
+    assert result.returncode == 2 and len(log.read_text().splitlines()) == 1
+    missing = run_python(SystemHost(), "/nonexistent/python", ["-c", "pass"], timeout=10)
+    assert missing.status == "not-found"
 
 
 def test_a_bare_python_name_is_looked_up_on_path_never_in_the_current_directory(
@@ -219,5 +258,6 @@ def test_the_torch_child_gets_safe_path_exactly_when_the_target_has_it(
     host = FakeHost.scenario("healthy_h100", torch={"python_version": version})
     facts = probe_torch(host, python=PYTHON, deadline=Deadline(5))
     assert isinstance(facts.torch, Found)  # the child ran, with or without -P
-    (child,) = [argv for argv in host.ran if "-c" in argv]
+    *refused, child = [argv for argv in host.ran if "-c" in argv]
     assert child[: 2 + len(flags)] == (PYTHON, *flags, "-c")
+    assert [argv[:3] for argv in refused] == ([] if flags else [(PYTHON, "-P", "-c")])

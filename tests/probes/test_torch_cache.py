@@ -241,8 +241,8 @@ FULL: dict[str, Any] = {
 
 
 def _probe(host: ScriptedHost, cache: CacheDir) -> TorchBuild:
-    argv = ["/venv/bin/python", "-c", child_source()]
-    probed = probe_cached(host, cache, argv, python="/venv/bin/python", deadline=Deadline(5))
+    args = ["-c", child_source()]
+    probed = probe_cached(host, cache, args, python="/venv/bin/python", deadline=Deadline(5))
     assert isinstance(probed, Found) and isinstance(probed.value, TorchBuild)
     return probed.value
 

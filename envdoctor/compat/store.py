@@ -1,0 +1,129 @@
+"""The validated compatibility tables, kept in the user's cache between runs.
+
+Reading the tables means importing the YAML parser and ``packaging``, parsing every file and
+checking the rows against each other: ~70 ms, a third of a ``check``. The result depends only on
+the table files and on the code that reads them, so it is stored (``platform/cache.py``: per
+user, JSON) under a digest of exactly that: envdoctor's version, the source of the modules that
+turn YAML into tables, and every table file's path and bytes (the shipped ones, then
+``ENVDOCTOR_TABLES`` and ``--tables``, in the order they apply). Any change to any of them, or an
+entry that no longer decodes, is a miss: the tables are read and checked again, then stored.
+Finding where the tables are stays here too, so that a hit imports neither yaml nor the loader.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import os
+from collections.abc import Mapping
+from pathlib import Path
+from typing import TYPE_CHECKING
+
+from envdoctor import __version__
+from envdoctor.errors import EnvdoctorError
+from envdoctor.inputfile import read_bounded
+
+if TYPE_CHECKING:
+    from envdoctor.compat.tables import CompatTables
+    from envdoctor.platform.cache import CacheDir
+
+ENV_VAR = "ENVDOCTOR_TABLES"
+ENTRY = "compat-tables.json"
+MAX_TABLE_BYTES = 1 << 20  # as yamlsource.MAX_BYTES: a larger file is refused by the loader
+FORMAT = 1
+_PACKAGE = Path(__file__).resolve().parents[1]
+READER_CODE = (
+    "compat/loader.py",
+    "compat/tables.py",
+    "compat/versions.py",
+    "model/codec.py",
+    "model/record.py",
+    "yamlsource.py",
+)
+"""The modules whose behaviour shapes the stored tables (relative to the package)."""
+
+
+def shipped_dir() -> Path:
+    """``envdoctor/compat_tables`` in an installed wheel, else ``<repo>/compat_tables``."""
+    for candidate in (_PACKAGE / "compat_tables", _PACKAGE.parent / "compat_tables"):
+        if candidate.is_dir():
+            return candidate
+    raise EnvdoctorError(
+        "the shipped compatibility tables are missing",
+        where=str(_PACKAGE.parent / "compat_tables"),
+        hint="reinstall envdoctor",
+    )
+
+
+def extra_dirs(extra_dir: str | None, env: Mapping[str, str] | None) -> tuple[Path, ...]:
+    """User table directories in the order they apply: ``ENVDOCTOR_TABLES``, then ``--tables``."""
+    dirs: list[tuple[str, str]] = []
+    if env and env.get(ENV_VAR):
+        dirs.extend((ENV_VAR, part) for part in env[ENV_VAR].split(":") if part)
+    if extra_dir:
+        dirs.append(("--tables", extra_dir))
+    out = []
+    for origin, raw in dirs:
+        path = Path(raw).expanduser()
+        if not path.is_dir():
+            raise EnvdoctorError(f"{origin}: no such directory", where=raw)
+        out.append(path)
+    return tuple(out)
+
+
+def table_files(directory: Path) -> list[Path]:
+    """The table files of one directory, in the order they are read."""
+    return sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")])
+
+
+def cached_tables(
+    extra_dir: str | None, env: Mapping[str, str] | None, cache: CacheDir | None
+) -> CompatTables:
+    """What ``loader.load_tables(extra_dir, env)`` gives, from ``cache`` when it holds the very
+    same tables (no cache: read them)."""
+    dirs = (shipped_dir(), *extra_dirs(extra_dir, env))
+    key = _digest(dirs) if cache is not None else None
+    if cache is not None and key is not None:
+        stored = _stored(cache, key)
+        if stored is not None:
+            return stored
+    from envdoctor.compat.loader import load_dirs
+
+    tables = load_dirs(dirs[0], dirs[1:])
+    if cache is not None and key is not None:
+        from envdoctor.model.codec import encode
+
+        cache.write(ENTRY, {"format": FORMAT, "key": key, "tables": encode(tables)})
+    return tables
+
+
+def _stored(cache: CacheDir, key: str) -> CompatTables | None:
+    entry = cache.read(ENTRY)
+    if entry is None or entry.get("format") != FORMAT or entry.get("key") != key:
+        return None
+    from envdoctor.compat.tables import CompatTables
+    from envdoctor.model.codec import DecodeError, decode
+
+    try:
+        return decode(CompatTables, entry.get("tables"))
+    except (DecodeError, TypeError, ValueError):  # a shape this code no longer reads: a miss
+        return None
+
+
+def _digest(dirs: tuple[Path, ...]) -> str | None:
+    """The key of the tables ``dirs`` make; None when a file cannot be read or is not a regular
+    file of a sane size (the loader then reads them and says what is wrong)."""
+    digest = hashlib.sha256(f"envdoctor {__version__}\0".encode())
+    try:
+        for name in READER_CODE:
+            digest.update(f"{name}\0".encode())
+            digest.update((_PACKAGE / name).read_bytes())
+        for directory in dirs:
+            for path in table_files(directory):
+                data = read_bounded(path, MAX_TABLE_BYTES)
+                if len(data) > MAX_TABLE_BYTES:
+                    return None
+                digest.update(f"\0{os.fsencode(path).hex()}\0{len(data)}\0".encode())
+                digest.update(data)
+    except (OSError, EnvdoctorError):
+        return None
+    return digest.hexdigest()
