@@ -12,11 +12,15 @@ imported; a CUDA build's "can CUDA be used" is read now through the CUDA driver 
 (``libcuda``: ``cuInit``, ``cuDeviceGetCount``), as torch's own ``cudaGetDeviceCount`` does.
 """
 
-import json
+from __future__ import annotations
+
 import os
 import sys
 import warnings
-from typing import Any, Callable, Dict, List, Optional, Tuple
+
+TYPE_CHECKING = False  # typing costs the child ~5 ms, json ~10 ms (its regexes): a CPU build's
+if TYPE_CHECKING:  # whole probe is ~20 ms, so neither is imported on that path
+    from typing import Any, Callable, Dict, List, Optional, Tuple
 
 MARK = "ENVDOCTOR-TORCH-JSON "
 LIB_FAMILIES = (
@@ -37,8 +41,47 @@ def format_exc() -> str:
 
 
 def emit(data: Dict[str, Any]) -> None:
-    sys.stdout.write(MARK + json.dumps(data) + "\n")
+    sys.stdout.write(MARK + to_json(data) + "\n")
     sys.stdout.flush()
+
+
+_ESCAPES = {'"': '\\"', "\\": "\\\\", "\n": "\\n", "\r": "\\r", "\t": "\\t"}
+
+
+def _escape(char: str) -> str:
+    """One character as ``json.dumps`` (``ensure_ascii``) writes it."""
+    if char in _ESCAPES:
+        return _ESCAPES[char]
+    code = ord(char)
+    if code < 0x10000:
+        return "\\u%04x" % code
+    code -= 0x10000
+    return "\\u%04x\\u%04x" % (0xD800 | (code >> 10), 0xDC00 | (code & 0x3FF))
+
+
+def to_json(value: Any) -> str:
+    """JSON text, ASCII only, that ``json.loads`` reads back as ``json.dumps(value)`` would give
+    it, for the values the child reports (dicts, lists, tuples, strings, numbers, booleans,
+    None); a non-finite float is ``null`` (``json.dumps`` writes ``NaN``, which is not JSON)."""
+    if value is None or value is True or value is False:
+        return {None: "null", True: "true", False: "false"}[value]
+    if isinstance(value, str):
+        if value.isascii() and value.isprintable() and '"' not in value and "\\" not in value:
+            return '"' + value + '"'
+        return (
+            '"'
+            + "".join(c if " " <= c <= "~" and c not in '"\\' else _escape(c) for c in value)
+            + '"'
+        )
+    if isinstance(value, int):
+        return str(int(value))
+    if isinstance(value, float):
+        return repr(value) if value - value == 0 else "null"
+    if isinstance(value, dict):
+        return "{" + ", ".join(to_json(str(k)) + ": " + to_json(v) for k, v in value.items()) + "}"
+    if isinstance(value, (list, tuple)):
+        return "[" + ", ".join(to_json(v) for v in value) + "]"
+    return to_json(str(value))
 
 
 def dist_version(name: str) -> Optional[str]:
@@ -119,12 +162,60 @@ def read_version_file(spec: Any) -> Tuple[Optional[Dict[str, Any]], str]:
     """torch/version.py holds only literals: read it without importing torch (1 s saved)."""
     try:
         path = spec.submodule_search_locations[0] + "/version.py"
-        namespace: Dict[str, Any] = {}
         with open(path) as handle:
-            exec(compile(handle.read(), path, "exec"), namespace)
+            text = handle.read()
+        namespace = read_literals(text)
+        if namespace is None:  # not the plain form torch writes: run it, as importing would
+            namespace = {}
+            exec(compile(text, path, "exec"), namespace)
         return namespace, spec.submodule_search_locations[0]
     except Exception:
         return None, ""
+
+
+_CONSTANTS = {"None": None, "True": True, "False": False}
+
+
+def read_literals(text: str) -> Optional[Dict[str, Any]]:
+    """The assignments of a version.py as torch's build writes it (``name = 'text'``,
+    ``cuda: Optional[str] = None``, an import, ``__all__``), without running it: running it
+    imports ``typing`` (~7 ms). None for anything else (then it is run)."""
+    values: Dict[str, Any] = {}
+    for raw in text.splitlines():
+        line = raw.strip()
+        if not line or line.startswith(("#", "from ", "import ", "__all__ = [")):
+            if line.startswith("__all__") and not line.endswith("]"):
+                return None  # a list over several lines: not the plain form
+            continue
+        target, equals, value = line.partition("=")
+        name = target.split(":", 1)[0].strip()
+        value = value.strip()
+        if not equals or not name.isidentifier():
+            return None
+        if value in _CONSTANTS:
+            values[name] = _CONSTANTS[value]
+        elif len(value) >= 2 and value[0] in "'\"" and value[-1] == value[0]:
+            inner = value[1:-1]
+            if "\\" in inner or value[0] in inner:
+                return None  # escapes or quotes inside: leave them to Python
+            values[name] = inner
+        else:
+            return None
+    return values
+
+
+def find_torch() -> Any:
+    """``importlib.util.find_spec("torch")`` without importing ``importlib.util`` (~4 ms): ask
+    the interpreter's finders in order, as the import system does."""
+    if "torch" in sys.modules:
+        return getattr(sys.modules["torch"], "__spec__", None)
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is not None:
+            spec = find_spec("torch", None)
+            if spec is not None:
+                return spec
+    return None
 
 
 # --- the cache's side: what the import depended on, and the driver API ------------------------
@@ -211,6 +302,8 @@ def digest(paths: List[str]) -> str:
         "driver": read_small("/proc/driver/nvidia/version"),
         "files": [[p, state_of(p)] for p in loader + paths],
     }
+    import json
+
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode("utf-8")).hexdigest()
 
 
@@ -242,6 +335,7 @@ def import_manifest() -> Optional[Dict[str, Any]]:
 
 def pack(manifest: Dict[str, Any]) -> str:
     import base64
+    import json
     import zlib
 
     raw = json.dumps(manifest, separators=(",", ":")).encode("utf-8")
@@ -250,6 +344,7 @@ def pack(manifest: Dict[str, Any]) -> str:
 
 def unpack(blob: str) -> Optional[Dict[str, Any]]:
     import base64
+    import json
     import zlib
 
     try:
@@ -341,9 +436,7 @@ def unchanged(version: Optional[Dict[str, Any]], argv: List[str]) -> Optional[Di
 
 
 def main() -> None:
-    import importlib.util
-
-    spec = importlib.util.find_spec("torch")
+    spec = find_torch()
     if spec is None:
         emit({"installed": False, "error": "No module named 'torch'", "executable": sys.executable})
         return
@@ -452,11 +545,11 @@ def finish() -> None:
     """Leave without the interpreter's teardown: after ``import torch`` it took 0.35-0.5 s
     (torch's atexit hooks, and freeing thousands of modules and objects), more than all the
     rest of the probe; nothing is left to clean up once the result is written."""
-    import contextlib
-
-    with contextlib.suppress(BaseException):  # a closed or broken pipe: the parent has it all
+    try:
         sys.stdout.flush()
         sys.stderr.flush()
+    except BaseException:  # noqa: S110 (a closed or broken pipe: the parent has it all)
+        pass
     os._exit(0)
 
 
