@@ -83,3 +83,15 @@ def test_codec_round_trips_every_scenario() -> None:
     for name in SCENARIO_NAMES:
         facts = scenario_facts(name)
         assert codec.decode(Facts, codec.encode(facts)) == facts
+
+
+def test_a_malformed_value_deep_inside_is_named_by_its_path() -> None:
+    data = codec.encode(scenario_facts("memory_held"))
+    data["nvml"]["found"]["gpus"][0]["index"] = "zero"
+    with pytest.raises(
+        codec.DecodeError, match=r"^\$\.nvml\.gpus\[0\]\.index: expected int, got str$"
+    ):
+        codec.decode(Facts, data)
+    del data["nvml"]["found"]["gpus"][0]["index"]
+    with pytest.raises(codec.DecodeError, match=r"^\$\.nvml\.gpus\[0\]: missing key 'index'$"):
+        codec.decode(Facts, data)
