@@ -3,6 +3,7 @@ machine's facts, and what the machine is expected to be (``--expect``)."""
 
 from __future__ import annotations
 
+import os
 import sys
 from typing import TYPE_CHECKING
 
@@ -208,10 +209,18 @@ def write_report(inv: Invocation, text: str, *, paint: Callable[[str], str] | No
 
 
 def text_width() -> int:
-    """The width text reports wrap at: the terminal's, between 100 when unknown and 120."""
-    import shutil
-
-    return min(shutil.get_terminal_size((100, 24)).columns, 120)
+    """The width text reports wrap at: ``COLUMNS``, else the terminal's, else 100; at most 120.
+    (``shutil.get_terminal_size``'s rules, without importing shutil.)"""
+    try:
+        columns = int(os.environ.get("COLUMNS", "0"))
+    except ValueError:
+        columns = 0
+    if columns <= 0:
+        try:
+            columns = os.get_terminal_size(sys.__stdout__.fileno()).columns  # type: ignore[union-attr]  # None only without a stdout: caught below
+        except (AttributeError, ValueError, OSError):
+            columns = 0
+    return min(columns or 100, 120)
 
 
 def unicode_out() -> bool:

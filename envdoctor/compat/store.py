@@ -71,8 +71,12 @@ def extra_dirs(extra_dir: str | None, env: Mapping[str, str] | None) -> tuple[Pa
 
 
 def table_files(directory: Path) -> list[Path]:
-    """The table files of one directory, in the order they are read."""
-    return sorted([*directory.glob("*.yaml"), *directory.glob("*.yml")])
+    """The table files of one directory (``*.yaml``, ``*.yml``), in the order they are read."""
+    try:
+        names = os.listdir(directory)
+    except OSError:
+        return []
+    return sorted(directory / n for n in names if n.endswith((".yaml", ".yml")))
 
 
 def cached_tables(

@@ -139,11 +139,17 @@ class SystemHost:
         return self._env
 
     def which(self, program: str) -> str | None:
-        import shutil
-
+        """As ``shutil.which`` finds it (an executable file, not a directory), without importing
+        shutil (~8 ms of start-up: it brings in the compression modules)."""
+        if "/" in program:
+            return program if _executable(program) else None
         # A relative PATH entry ("", ".", "bin") means the current directory: never trusted.
-        entries = self._env.get("PATH", os.defpath).split(os.pathsep)
-        return shutil.which(program, path=os.pathsep.join(e for e in entries if e.startswith("/")))
+        for entry in self._env.get("PATH", os.defpath).split(os.pathsep):
+            if entry.startswith("/"):
+                candidate = os.path.join(entry, program)
+                if _executable(candidate):
+                    return candidate
+        return None
 
     def run(
         self,
@@ -318,3 +324,7 @@ def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[str, bytes,
 
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
+
+
+def _executable(path: str) -> bool:
+    return os.access(path, os.X_OK) and os.path.exists(path) and not os.path.isdir(path)

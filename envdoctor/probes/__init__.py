@@ -18,6 +18,7 @@ from envdoctor.model.facts import (
     TorchFacts,
 )
 from envdoctor.model.probed import Absent, Probed
+from envdoctor.platform.background import Background
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.probes.containers import probe_containers
 from envdoctor.probes.environment import probe_env, probe_variables
@@ -115,24 +116,22 @@ def _collect_all(
     ContainerFacts,
 ]:
     """The full tier: the torch child runs on a thread while the rest is read."""
-    # Imported here: the fast tier pays for no thread pool or torch child.
-    from concurrent.futures import ThreadPoolExecutor
-
+    # Imported here: the fast tier pays for no thread or torch child.
     from envdoctor.probes.torch_build import probe_torch
 
-    with ThreadPoolExecutor(max_workers=1, thread_name_prefix="envdoctor-torch") as pool:
-        torch_future = (
-            pool.submit(
-                probe_torch,
-                host,
-                python=python,
-                deadline=deadline,
-                version_only=version_only,
-                cache=cache,
-            )
-            if include_torch
-            else None
+    torch_call = (
+        Background(
+            probe_torch,
+            host,
+            python=python,
+            deadline=deadline,
+            version_only=version_only,
+            cache=cache,
         )
+        if include_torch
+        else None
+    )
+    try:
         host_facts = probe_host(host)
         kernel = probe_kernel(host)
         nvml = probe_nvml(host, deadline=deadline)
@@ -149,13 +148,16 @@ def _collect_all(
         containers = probe_containers(
             host, deadline=deadline, fast=False, host_facts=host_facts, kernel=kernel, nvml=nvml
         )
-        torch = (
-            torch_future.result()
-            if torch_future is not None
-            else TorchFacts(
-                python=python, torch=Absent("not probed (torch is skipped by this command)")
-            )
+    finally:  # the child ends within the deadline: wait for it, as a thread pool would
+        if torch_call is not None:
+            torch_call.join()
+    torch = (
+        torch_call.result()
+        if torch_call is not None
+        else TorchFacts(
+            python=python, torch=Absent("not probed (torch is skipped by this command)")
         )
+    )
     return host_facts, kernel, nvml, libraries, env, torch, containers
 
 

@@ -156,3 +156,26 @@ def test_the_user_is_looked_up_once_per_host(monkeypatch: pytest.MonkeyPatch) ->
     host = SystemHost()
     assert host.identity() is host.identity()
     assert len(calls) == 1
+
+
+def test_which_finds_executables_on_absolute_path_entries_only(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    first, second = tmp_path / "first", tmp_path / "second"
+    for directory in (first, second):
+        directory.mkdir()
+    (first / "nvcc").mkdir()  # a directory of that name is not the program
+    (first / "ldconfig").write_text("#!/bin/sh\n")  # not executable
+    for tool in ("nvcc", "ldconfig"):
+        (second / tool).write_text("#!/bin/sh\n")
+        (second / tool).chmod(0o755)
+    monkeypatch.chdir(first)
+    (first / "lsof").write_text("#!/bin/sh\n")
+    (first / "lsof").chmod(0o755)
+    host = SystemHost(environ={"PATH": f".::bin:{first}:{second}"})
+    assert host.which("nvcc") == str(second / "nvcc")
+    assert host.which("ldconfig") == str(second / "ldconfig")
+    assert host.which("lsof") == str(first / "lsof")  # through the absolute entry, not "."
+    assert SystemHost(environ={"PATH": ".:"}).which("lsof") is None  # the current directory: never
+    assert host.which(str(second / "nvcc")) == str(second / "nvcc")
+    assert host.which("no-such-tool") is None
