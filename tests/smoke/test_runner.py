@@ -377,3 +377,24 @@ def test_a_child_that_still_sees_the_override_uses_the_tf32_tolerance(tmp_path: 
         "256x256 float32: max error 2.8e-04 (tolerance 2e-03, TF32 on: "
         "TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 forces it)"
     )
+
+
+def test_an_uncorrectable_ecc_error_poisons_the_context_and_names_the_gpu(
+    fake_env: EnvMaker,
+) -> None:
+    result = run(1, fake_env("matmul.float32=raise:ecc-uncorrectable"))
+    status = statuses(result)
+    assert status["gemm-fp32"] == FAILED
+    assert {status[n] for n in ("gemm-fp16", "conv-forward", "conv-backward")} == {SKIPPED}
+    (finding,) = [f for f in smoke_findings(gpu_facts(1), result) if f.code != "smoke.passed"]
+    assert finding.code == "smoke.ecc-error"
+    assert "uncorrectable ECC error encountered" in " ".join(v for _, v in finding.evidence)
+
+
+def test_a_torch_without_cudnn_fails_the_convolutions_only(fake_env: EnvMaker) -> None:
+    result = run(1, fake_env(cudnn_available="0"))
+    status = statuses(result)
+    assert status["gemm-fp32"] == status["gemm-fp16"] == PASSED
+    assert status["conv-forward"] == status["conv-backward"] == FAILED
+    (finding,) = [f for f in smoke_findings(gpu_facts(1), result) if f.code != "smoke.passed"]
+    assert finding.code == "smoke.cudnn-unavailable"
