@@ -16,20 +16,10 @@ from envdoctor.compat.loader import load_tables
 from envdoctor.compat.store import ENTRY, cached_tables
 from envdoctor.errors import EnvdoctorError
 from envdoctor.platform.cache import CacheDir
+from tests.compat.test_tables import SITE_TORCH as TABLE_SITE_TORCH
 
-SITE_TORCH = """\
-schema: 1
-table: pytorch
-sources:
-  site: {title: "Our private torch builds", url: "https://wheels.example.org/"}
-releases:
-  - torch: "2.11"
-    latest: "2.11.0"
-    python: ">=3.10,<3.15"
-    source: site
-    variants:
-      - {name: cu130, cuda: "13.0", arch: "8.0;9.0", index_url: "https://wheels.example.org/AAAA", source: site}
-"""
+# A site table (tests/compat/test_tables.py's), its one index URL marked so it can be found.
+SITE_TORCH = textwrap.dedent(TABLE_SITE_TORCH).replace("example.org/cu130", "example.org/AAAA")
 
 
 def envdoctor(args: list[str], cache: Path) -> subprocess.CompletedProcess[str]:
