@@ -22,7 +22,7 @@ from envdoctor.compat.recommend import (
     machine_from_facts,
     recommend,
 )
-from envdoctor.compat.tables import CompatTables, TorchVariant
+from envdoctor.compat.tables import Architecture, CompatTables, TorchVariant
 from envdoctor.compat.versions import (
     Cuda,
     cuda_text,
@@ -592,22 +592,16 @@ def _gpu_unsupported(ctx: RuleContext) -> Evaluation:
     driver = _driver(ctx.facts, ctx.tables)
     if driver is None:
         return
-    scope = gpu_scope(ctx)
+    scope = _archs_scope(ctx)
     if scope is not None:
         yield scope
-        return
-    if not _known_archs(ctx):
-        yield unknown(
-            "no GPU's architecture is known (compute capability unread or not in the tables)"
-        )
         return
     flavor = (
         ctx.facts.kernel.driver.value.flavor if isinstance(ctx.facts.kernel.driver, Found) else None
     )
     for gpu in gpus(ctx.facts):
-        cc = _gpu_cc(gpu)
-        name = gpu.name.value if isinstance(gpu.name, Found) else "GPU"
-        arch = ctx.tables.architecture_for(cc, name) if cc else None
+        name, arch = _arch_of(ctx, gpu)
+        name = name or "GPU"
         if arch is None or arch.platform != "discrete":
             continue
         problems = [
@@ -671,20 +665,13 @@ def _open_modules_required(ctx: RuleContext) -> Evaluation:
     if kernel.value.flavor != "proprietary":
         yield passed(f"the {kernel.value.flavor} kernel modules are loaded")
         return
-    scope = gpu_scope(ctx)
+    scope = _archs_scope(ctx)
     if scope is not None:
         yield scope
         return
-    if not _known_archs(ctx):
-        yield unknown(
-            "no GPU's architecture is known (compute capability unread or not in the tables)"
-        )
-        return
     branch = kernel.value.version.split(".")[0]
     for gpu in gpus(ctx.facts):
-        cc = _gpu_cc(gpu)
-        name = gpu.name.value if isinstance(gpu.name, Found) else ""
-        arch = ctx.tables.architecture_for(cc, name) if cc else None  # GH200: open, unlike H100
+        _, arch = _arch_of(ctx, gpu)
         if arch is None or arch.kernel_modules != "open":
             continue
         yield Finding(
@@ -791,6 +778,27 @@ def _toolkit_driver_mismatch(ctx: RuleContext) -> Evaluation:
             f"envdoctor's tables cannot tell whether driver {driver.version} runs CUDA "
             f"{cuda_text(cuda)}"
         )
+
+
+def _archs_scope(ctx: RuleContext) -> Verdict | None:
+    """Why no GPU's architecture can be judged against the driver (no GPU to judge, or none of
+    their architectures known), else None."""
+    scope = gpu_scope(ctx)
+    if scope is not None:
+        return scope
+    if not _known_archs(ctx):
+        return unknown(
+            "no GPU's architecture is known (compute capability unread or not in the tables)"
+        )
+    return None
+
+
+def _arch_of(ctx: RuleContext, gpu: GpuFacts) -> tuple[str, Architecture | None]:
+    """A GPU's product name ("" unread) and its architecture's row in the tables (by compute
+    capability, and by product where one differs: GH200 needs the open modules, H100 not)."""
+    cc = _gpu_cc(gpu)
+    name = gpu.name.value if isinstance(gpu.name, Found) else ""
+    return name, ctx.tables.architecture_for(cc, name) if cc else None
 
 
 def _known_archs(ctx: RuleContext) -> list[object]:
