@@ -14,7 +14,7 @@ from envdoctor.cli.common import (
 )
 from envdoctor.compat.recommend import machine_from_facts, recommend
 from envdoctor.errors import EnvdoctorError
-from envdoctor.render.recommend import colour_text, render_text, to_json
+from envdoctor.render.recommend import colour_text, render_markdown, render_text, to_json
 from envdoctor.terminal import json_document, safe_text
 
 
@@ -27,8 +27,11 @@ def run(inv: Invocation) -> int:
     intent = intent_for(inv)
     facts = facts_for(inv, snapshot=args.path("snapshot"), torch_version_only=True)
     rec = recommend(tables, machine_from_facts(facts, tables, intent), pin=torch)
-    if output_format(inv) == "json":
+    fmt = output_format(inv)
+    if fmt == "json":
         write_report(inv, json_document(to_json(tables, rec)))
+    elif fmt == "markdown":
+        write_report(inv, render_markdown(tables, rec))
     else:
         write_report(inv, safe_text(render_text(tables, rec)), paint=colour_text)
     return rec.exit_code

@@ -172,7 +172,7 @@ RECOMMEND = Command(
             "Pin a torch release: 2.11, 2.11.0 or 2.11.0+cu128.",
             metavar="VERSION",
         ),
-        format_option("text", "json"),
+        format_option("text", "json", "markdown"),
         json_option(),
         output_option("Write the recommendation to FILE (atomically) instead of stdout."),
         tables_option(),

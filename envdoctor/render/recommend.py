@@ -1,10 +1,11 @@
-"""``envdoctor recommend``'s text and JSON (docs/schema/recommend.schema.json): what
+"""``envdoctor recommend``'s text, Markdown and JSON (docs/schema/recommend.schema.json): what
 ``compat.recommend`` decided, shown."""
 
 from __future__ import annotations
 
 from typing import Any
 
+from envdoctor import __version__
 from envdoctor.compat.recommend import (
     Candidate,
     MachineGpu,
@@ -14,46 +15,106 @@ from envdoctor.compat.recommend import (
 from envdoctor.compat.tables import CompatTables, TorchVariant
 from envdoctor.compat.versions import cuda_text
 from envdoctor.envelope import envelope
+from envdoctor.terminal import safe_text
+
+# A report is a list of sections: a heading ("" for none) and its items, each (kind, text).
+# The kinds: "fact" (a plain line), "command" (to run), "reason" (a bullet), "problem" (what
+# fails), "statement" (a sentence of its own, under no heading).
+Item = tuple[str, str]
+Section = tuple[str, tuple[Item, ...]]
+
+
+def sections(tables: CompatTables, rec: Recommendation) -> list[Section]:
+    """What the recommendation says, in the order it says it (text and Markdown show it)."""
+    out: list[Section] = [
+        ("Machine", tuple(("fact", line) for line in describe_machine(tables, rec.machine)))
+    ]
+    if rec.blockers:
+        out.append(
+            (
+                "Fix first (no torch wheel can work around these)",
+                tuple(("problem", b) for b in rec.blockers),
+            )
+        )
+    notes = tuple(("reason", n) for n in rec.notes)
+    if rec.choice is not None:
+        choice = rec.choice
+        out.append(("Install", (("command", choice.command),)))
+        why = [f"torch {choice.version} {choice.variant.name}: {_why_release(rec)}"]
+        why.extend(choice.reasons)
+        bundled = _bundled(choice.variant)
+        if bundled:
+            why.append(f"{bundled}; Python {_python_range(choice.release.python)}")
+        out.append(("Why", tuple(("reason", r) for r in why)))
+        if choice.notes or rec.notes:
+            out.append(("Notes", (*(("reason", n) for n in choice.notes), *notes)))
+    elif rec.cpu_command:
+        out.append(("Install (CPU only)", (("command", rec.cpu_command), *notes)))
+    elif rec.blockers:
+        out.append(("", (("statement", "No wheel recommended until the driver is fixed."), *notes)))
+    else:
+        none = "No official torch wheel in envdoctor's tables works on this machine."
+        out.append(("", (("statement", none), *notes)))
+    if rec.rejected:
+        out.append(
+            (
+                "Would not work",
+                tuple(("problem", f"{c.label}: {'; '.join(c.problems)}") for c in rec.rejected),
+            )
+        )
+    return out
+
+
+_TEXT = {"fact": "  {}", "command": "  {}", "reason": "  - {}", "problem": "  ✗ {}"}
 
 
 def render_text(tables: CompatTables, rec: Recommendation) -> str:
-    out: list[str] = ["Machine:"]
-    out.extend(f"  {line}" for line in describe_machine(tables, rec.machine))
-    if rec.blockers:
-        out.append("")
-        out.append("Fix first (no torch wheel can work around these):")
-        out.extend(f"  ✗ {b}" for b in rec.blockers)
-    out.append("")
-    if rec.choice is not None:
-        choice = rec.choice
-        out.append("Install:")
-        out.append(f"  {choice.command}")
-        out.append("")
-        out.append("Why:")
-        out.append(f"  - torch {choice.version} {choice.variant.name}: {_why_release(rec)}")
-        out.extend(f"  - {r}" for r in choice.reasons)
-        bundled = _bundled(choice.variant)
-        if bundled:
-            out.append(f"  - {bundled}; Python {_python_range(choice.release.python)}")
-        if choice.notes or rec.notes:
+    out: list[str] = []
+    for heading, items in sections(tables, rec):
+        if out:
             out.append("")
-            out.append("Notes:")
-            out.extend(f"  - {n}" for n in (*choice.notes, *rec.notes))
-    elif rec.cpu_command:
-        out.append("Install (CPU only):")
-        out.append(f"  {rec.cpu_command}")
-        out.extend(f"  - {n}" for n in rec.notes)
-    elif rec.blockers:
-        out.append("No wheel recommended until the driver is fixed.")
-        out.extend(f"  - {n}" for n in rec.notes)
-    else:
-        out.append("No official torch wheel in envdoctor's tables works on this machine.")
-        out.extend(f"  - {n}" for n in rec.notes)
-    if rec.rejected:
-        out.append("")
-        out.append("Would not work:")
-        out.extend(f"  ✗ {c.label}: {'; '.join(c.problems)}" for c in rec.rejected)
+        if heading:
+            out.append(f"{heading}:")
+        out.extend(
+            text if kind == "statement" else _TEXT[kind].format(text) for kind, text in items
+        )
     return "\n".join(out) + "\n"
+
+
+def render_markdown(tables: CompatTables, rec: Recommendation) -> str:
+    """For a ticket or a chat: the same sections, the command in a shell block."""
+    out = [f"### envdoctor {__version__}: torch for this machine ({rec.status})"]
+    for heading, items in sections(tables, rec):
+        out.append("")
+        if heading:
+            out.extend([f"#### {heading}", ""])
+        for kind, text in items:
+            if kind == "command":
+                out.extend(["```sh", text, "```", ""])
+            elif kind == "statement":
+                out.append(f"**{_markdown_text(text)}**")
+            else:
+                mark = "❌ " if kind == "problem" else ""
+                out.append(f"- {mark}{_markdown_text(text)}")
+    while out[-1] == "":
+        out.pop()
+    return safe_text("\n".join(out) + "\n")
+
+
+def _markdown_text(text: str) -> str:
+    """Text that Markdown shows as written: no emphasis, link, table cell or HTML is made of it
+    (a GPU name is the machine's to choose). Backtick pairs stay code spans: envdoctor's own
+    wording marks commands that way, and nothing inside a code span is interpreted."""
+    parts = text.split("`")
+    if len(parts) % 2 == 0:  # an unpaired backtick: no code span at all
+        return "".join(_escaped(c) for c in text)
+    return "`".join(
+        part if i % 2 else "".join(_escaped(c) for c in part) for i, part in enumerate(parts)
+    )
+
+
+def _escaped(char: str) -> str:
+    return f"\\{char}" if char in "\\`*_[]<>|#" else char
 
 
 COLOURS = (

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 from pathlib import Path
 
 import pytest
@@ -19,7 +20,7 @@ from envdoctor.compat.recommend import (
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found
-from envdoctor.render.recommend import render_text, to_json
+from envdoctor.render.recommend import render_markdown, render_text, to_json
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as f
 from tests.compat.machines import MACHINES, machine, named
@@ -282,3 +283,32 @@ def test_cli_tables_validate_and_show(tmp_path: Path) -> None:
         ["tables", "show", "gpus"], obj=AppContext(host=FakeHost.scenario("healthy_h100"))
     )
     assert unknown.exit_code == 2
+
+
+@pytest.mark.parametrize("name", sorted(MACHINES))
+def test_markdown_says_what_the_text_says(name: str) -> None:
+    rec = rec_for(named(name))
+    text, markdown = render_text(TABLES, rec), render_markdown(TABLES, rec)
+    command = rec.choice.command if rec.choice else rec.cpu_command
+    if command:
+        assert f"```sh\n{command}\n```" in markdown  # to copy as it is
+    shown = re.sub(r"\\(.)", r"\1", markdown)  # what a reader sees, escapes undone
+    for line in text.splitlines():  # every heading and item
+        words = line.strip().lstrip("-✗ ").rstrip(":")
+        assert words in shown, words
+
+
+def test_markdown_shows_a_hostile_gpu_name_as_text(tmp_path: Path) -> None:
+    hostile = "H100 <img src=x onerror=alert(1)> **bold** [link](http://x) \x1b]0;title\x07|"
+    facts = machine(hostile, "9.0", "580.95.05", "13.0")
+    snap = write_snapshot(tmp_path, facts)
+    result = cli_invoke(
+        ["recommend", "--snapshot", str(snap), "--format", "markdown"],
+        obj=AppContext(host=FakeHost.scenario("healthy_h100")),
+    )
+    assert result.exit_code == 0, result.output
+    outside_code = re.sub(r"```.*?```", "", result.output, flags=re.DOTALL)
+    assert not re.search(r"(?<!\\)[<>\[\]|]", outside_code)  # every one escaped
+    assert "**bold**" not in result.output
+    assert "\\<img src=x onerror=alert(1)\\>" in result.output
+    assert "\x1b" not in result.output and "\x07" not in result.output
