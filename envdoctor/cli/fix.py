@@ -16,6 +16,7 @@ from envdoctor.cli.common import (
     tables_of,
     target_python,
     write_output,
+    write_report,
 )
 
 
@@ -25,6 +26,7 @@ def run(inv: Invocation) -> int:
     from envdoctor.platform.host import Deadline
     from envdoctor.probes.holders import absent_fix_facts, probe_fix_facts
     from envdoctor.remedy import PlanOptions, build_plan, plan_to_json, render_script, render_steps
+    from envdoctor.remedy.render import colour_steps
     from envdoctor.rules import all_rules
     from envdoctor.terminal import json_document, safe_line
 
@@ -65,7 +67,10 @@ def run(inv: Invocation) -> int:
     else:
         text = render_script(plan)
     output = args.path("output")
-    write_output(text, output, mode=0o755 if fmt == "script" else 0o644)
+    if fmt == "steps":  # for people: coloured on a terminal, as check's report is
+        write_report(inv, text, paint=colour_steps)
+    else:
+        write_output(text, output, mode=0o755 if fmt == "script" else 0o644)
     if output is not None:
         # A bare name would be looked up on PATH, not in the current directory.
         runnable = output if output.is_absolute() or "/" in str(output) else f"./{output}"

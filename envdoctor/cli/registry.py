@@ -209,6 +209,7 @@ FIX = Command(
         ),
         expect_option(),
         no_cache_option(),
+        color_option(),
     ),
 )
 
@@ -537,6 +538,7 @@ TABLES = Command(
                 json_option(),
                 output_option("Write the table to FILE (atomically) instead of stdout."),
                 no_cache_option(),
+                color_option(),
             ),
             arguments=(
                 Argument(

@@ -47,7 +47,7 @@ def show(inv: Invocation) -> int:
 
         write_report(inv, json_document(table_json(key, tables)))
     else:
-        from envdoctor.render.tables import table_text
+        from envdoctor.render.tables import colour_table, table_text
 
-        write_report(inv, safe_text(table_text(key, tables)) + "\n")
+        write_report(inv, safe_text(table_text(key, tables)) + "\n", paint=colour_table)
     return exitcodes.HEALTHY

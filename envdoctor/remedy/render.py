@@ -128,6 +128,24 @@ def render_steps(plan: Plan) -> str:
     return "\n".join(lines) + "\n"
 
 
+STEPS_COLOURS = (
+    (r"(envdoctor fix: .*)$", ("bold",)),
+    (r"(verdict: REBOOT REQUIRED)$", ("error",)),
+    (r"(not fixed here) ", ("warning",)),
+    (r"( ?\d+\.) .*?(?: (\[root\]))?$", ("bold", "warning")),
+    (r"      (\$ .*)$", ("ok",)),  # a command the script runs
+    (r"(note:) ", ("info",)),
+)
+"""Where ``render_steps``'s text takes colour on a terminal (``fix --format steps``)."""
+
+
+def colour_steps(text: str) -> str:
+    """The text ``render_steps`` made, coloured for a terminal."""
+    from envdoctor.colour import paint
+
+    return paint(text, STEPS_COLOURS)
+
+
 def plan_to_json(plan: Plan) -> dict[str, Any]:
     """``fix --format json`` (docs/schema/fix-plan.schema.json). ``status`` is the diagnosis the
     plan answers; ``exit_code`` 0, as `fix` exits once the plan is written (docs/fix.md)."""

@@ -10,6 +10,21 @@ from envdoctor.compat.loader import SECTIONS
 from envdoctor.compat.tables import CompatTables
 from envdoctor.envelope import envelope
 
+TEXT_COLOURS = (
+    (r"((?:CUDA release|branch|CC) +.*)$", ("bold",)),  # a table's column header
+    (r"(torch \d+\.\d+) ", ("bold",)),  # a PyTorch release
+    (r"([a-z][a-z -]+(?:\([a-z-]+\))?:)$", ("bold",)),  # a heading of its own
+    (r".*  (\(unconfirmed\))$", ("warning",)),  # no readable source confirmed the row
+)
+"""Where ``table_text`` takes colour on a terminal (``tables show``)."""
+
+
+def colour_table(text: str) -> str:
+    """The text ``table_text`` made, coloured for a terminal."""
+    from envdoctor.colour import paint
+
+    return paint(text, TEXT_COLOURS)
+
 
 def table_text(key: str, tables: CompatTables) -> str:
     """A compact text view of one table, one line per row."""

@@ -155,8 +155,22 @@ def test_wants_colour_without_a_terminal_or_a_stream() -> None:
         (["probe"], "healthy_h100", f"{GREEN}healthy\x1b[0m: 1x NVIDIA H100"),
         (["recommend"], "healthy_h100", "\x1b[1mInstall:\x1b[0m"),
         (["recommend"], "healthy_h100", f"  {GREEN}pip install torch=="),
+        (["fix", "--format", "steps"], "driver_mismatch", "\x1b[1m 1.\x1b[0m "),
+        (["fix", "--format", "steps"], "driver_mismatch", f"      {GREEN}$ rmmod nvidia_drm"),
+        (["fix", "--format", "steps"], "driver_mismatch", "\x1b[1;33m[root]\x1b[0m"),
+        (["tables", "show", "driver-branches"], "healthy_h100", "\x1b[1mbranch  CUDA"),
     ],
-    ids=["probe-verdict", "probe-verbose", "probe-healthy", "recommend-head", "recommend-command"],
+    ids=[
+        "probe-verdict",
+        "probe-verbose",
+        "probe-healthy",
+        "recommend-head",
+        "recommend-command",
+        "fix-steps-number",
+        "fix-steps-command",
+        "fix-steps-root",
+        "tables-header",
+    ],
 )
 def test_other_text_reports_take_colour(command: list[str], scenario: str, coloured: str) -> None:
     host = FakeHost.scenario(scenario)
@@ -165,6 +179,14 @@ def test_other_text_reports_take_colour(command: list[str], scenario: str, colou
     assert coloured in on.stdout
     off = invoke(command, obj=AppContext(host=host, python=PYTHON))
     assert "\x1b" not in off.stdout
+
+
+@pytest.mark.parametrize("fmt", ["script", "json"])
+def test_a_fix_script_and_its_json_are_never_coloured(fmt: str) -> None:
+    host = FakeHost.scenario("driver_mismatch")
+    result = invoke(["fix", "--format", fmt, "--color", "always"], obj=AppContext(host=host))
+    assert result.exit_code == 0 and "nvidia_drm" in result.stdout
+    assert "\x1b" not in result.stdout
 
 
 def test_probe_colours_only_the_verdict_beside_its_file(tmp_path: Path) -> None:
