@@ -84,6 +84,9 @@ def _init_of(made: Any, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[
     names = tuple(f.name for f in fields if f.init)
     defaults = {f.name: f.default for f in fields if f.default is not _MISSING}
     factories = {f.name: f.default_factory for f in fields if f.default_factory is not _MISSING}
+    not_given = tuple(  # field(init=False) with a default: set by __init__ all the same
+        f.name for f in fields if not f.init and (f.name in defaults or f.name in factories)
+    )
     post_init = hasattr(made, "__post_init__")
     set_field = object.__setattr__
 
@@ -112,6 +115,8 @@ def _init_of(made: Any, fields: tuple[dataclasses.Field[Any], ...]) -> Callable[
                 if name not in names[given:]:
                     problem = "multiple values for" if name in names else "an unexpected keyword"
                     raise TypeError(f"{made.__qualname__}() got {problem} argument {name!r}")
+        for name in not_given:
+            set_field(self, name, defaults[name] if name in defaults else factories[name]())
         if post_init:
             self.__post_init__()  # type: ignore[attr-defined]  # present: checked above
 

@@ -174,3 +174,22 @@ def test_copies_and_pickles_are_equal_and_still_frozen() -> None:
         assert clone == job and clone is not job
         with pytest.raises(dataclasses.FrozenInstanceError):
             clone.retries = 2  # type: ignore[misc]  # the point: assignment must fail
+
+
+def test_a_field_outside_the_constructor_gets_its_default() -> None:
+    @record
+    class Counted:
+        name: str
+        seen: int = field(default=0, init=False)
+        tags: list[str] = field(default_factory=list, init=False)
+
+    @dataclasses.dataclass(frozen=True, slots=True)
+    class StockCounted:
+        name: str
+        seen: int = field(default=0, init=False)
+        tags: list[str] = field(default_factory=list, init=False)
+
+    ours, stock = Counted("a"), StockCounted("a")
+    assert (ours.seen, ours.tags) == (stock.seen, stock.tags) == (0, [])
+    with pytest.raises(TypeError):
+        Counted("a", 3)  # type: ignore[call-arg]  # not a constructor argument
