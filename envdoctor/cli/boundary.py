@@ -96,6 +96,19 @@ def say(line: str) -> None:
         pass
 
 
+def flush_std_streams() -> None:
+    """Flush stdout and stderr before a hard exit (``os._exit`` flushes nothing). A stream the
+    process was started without (``>&-``: None) or that is closed or broken is skipped: it must
+    not keep the process alive."""
+    for stream in (sys.stdout, sys.stderr):
+        if stream is None:
+            continue
+        try:  # noqa: SIM105 (contextlib would cost the probe ~4 ms of start-up)
+            stream.flush()
+        except (OSError, ValueError):  # closed or broken: nothing left to flush
+            pass
+
+
 def silence_stdout() -> None:
     """Point stdout's descriptor at /dev/null.
 

@@ -28,13 +28,9 @@ def main() -> NoReturn:
 
     code = dispatch(argv)
     if probe:
-        for stream in (sys.stdout, sys.stderr):
-            if stream is None:  # started with it closed (`>&-`)
-                continue
-            try:  # noqa: SIM105 (contextlib would cost the probe ~4 ms of start-up)
-                stream.flush()
-            except (OSError, ValueError):  # closed or broken: nothing left to flush
-                pass
+        from envdoctor.cli.boundary import flush_std_streams
+
+        flush_std_streams()
         os._exit(code)
     sys.exit(code)
 

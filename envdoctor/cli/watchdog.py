@@ -9,13 +9,12 @@ can hang the exit). The exit code is 2, "could not determine".
 
 from __future__ import annotations
 
-import contextlib
 import os
-import sys
 import threading
 from collections.abc import Callable
 
 from envdoctor import exitcodes
+from envdoctor.cli.boundary import flush_std_streams
 from envdoctor.errors import EnvdoctorError
 
 EXIT_UNKNOWN = exitcodes.UNKNOWN
@@ -88,8 +87,5 @@ class Watchdog:
         try:
             self._on_expire()
         finally:
-            for stream in (sys.stdout, sys.stderr):
-                # a closed or broken stream must not keep the process alive
-                with contextlib.suppress(OSError, ValueError):
-                    stream.flush()
+            flush_std_streams()  # a closed, broken or missing stream must not keep it alive
             self._hard_exit(EXIT_UNKNOWN)

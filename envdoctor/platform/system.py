@@ -180,7 +180,7 @@ class SystemHost:
             status, out, err = _collect(proc, timeout)
         except BaseException:
             _kill_group(proc)  # Ctrl-C: never leave the child behind
-            proc.wait()
+            _reap(proc)
             raise
         finally:
             for pipe in (proc.stdout, proc.stderr):
@@ -188,11 +188,11 @@ class SystemHost:
                     pipe.close()
         if status != "ok":
             _kill_group(proc)
-            proc.wait()
+            _reap(proc)
         return CommandResult(
             args,
             status,
-            returncode=proc.returncode,
+            returncode=proc.returncode if proc.returncode is not None else -9,
             stdout=_decode(out),
             stderr=_decode(err),
             error=f"printed more than {MAX_OUTPUT_BYTES >> 20} MiB" if status == "overflow" else "",
@@ -281,6 +281,7 @@ def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[str, bytes,
     (``sleep 600 &``) does not hold envdoctor. The caller kills the group when it is not "ok".
     """
     import selectors
+    import subprocess  # loaded already by run(); named here for TimeoutExpired
 
     assert proc.stdout is not None and proc.stderr is not None
     out, err = proc.stdout.fileno(), proc.stderr.fileno()
@@ -320,6 +321,21 @@ def _collect(proc: subprocess.Popen[bytes], timeout: float) -> tuple[str, bytes,
     except subprocess.TimeoutExpired:  # it closed its output but is still running
         return result("timeout")
     return result("ok")
+
+
+REAP_S = 5.0
+"""How long a killed child is waited for: one stuck in the kernel (state D, e.g. in the driver
+during cuInit) is not reaped until the kernel lets go, and the command must not wait with it."""
+
+
+def _reap(proc: subprocess.Popen[bytes]) -> None:
+    """Wait for a child sent SIGKILL, at most ``REAP_S`` seconds."""
+    import contextlib
+    import subprocess
+
+    # still in the kernel past that: reported as killed (-9); the kernel reaps it later
+    with contextlib.suppress(subprocess.TimeoutExpired):
+        proc.wait(timeout=REAP_S)
 
 
 def _decode(data: bytes) -> str:

@@ -242,6 +242,28 @@ def test_hung_read_ends_the_real_process_with_exit_2(hung_proc: Path) -> None:
     assert elapsed < 5  # the budget plus the interpreter's start, never a hang
 
 
+def test_hung_read_with_stderr_closed_still_ends_with_exit_2(hung_proc: Path) -> None:
+    """Started with ``2>&-`` (sys.stderr is None): the watchdog's flush skips the missing
+    stream instead of dying on it and leaving the process hung."""
+    script = (
+        "import sys\n"
+        "from envdoctor.platform.system import SystemHost\n"
+        "from tests.runner import run_probe\n"
+        "sys.exit(run_probe(sys.argv[2:], host=SystemHost(root=sys.argv[1])))\n"
+    )
+    result = subprocess.run(
+        [sys.executable, "-c", script, str(hung_proc), "--timeout", "0.5"],
+        stdout=subprocess.PIPE,
+        text=True,
+        timeout=15,
+        cwd=ROOT,
+        preexec_fn=lambda: os.close(2),
+        check=False,
+    )
+    assert result.returncode == 2
+    assert result.stdout == "unknown: no verdict within 0.5 s; stuck reading /proc/modules\n"
+
+
 def test_hung_read_still_writes_json_and_the_metrics_file(hung_proc: Path, tmp_path: Path) -> None:
     data = json.loads(probe_on_root(hung_proc, "--timeout", "0.4", "--json").stdout)
     assert (data["status"], data["exit_code"]) == ("unknown", 2)

@@ -179,3 +179,8 @@ def test_which_finds_executables_on_absolute_path_entries_only(
     assert SystemHost(environ={"PATH": ".:"}).which("lsof") is None  # the current directory: never
     assert host.which(str(second / "nvcc")) == str(second / "nvcc")
     assert host.which("no-such-tool") is None
+
+
+def test_a_child_that_closes_its_output_and_runs_on_is_a_timeout() -> None:
+    result = SystemHost().run(["sh", "-c", "exec >&- 2>&-; sleep 5"], timeout=0.5)
+    assert (result.status, result.returncode) == ("timeout", -9)
