@@ -26,7 +26,7 @@ from envdoctor.model.containers import (
 )
 from envdoctor.model.facts import HostFacts, KernelFacts, NvmlSystem
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
-from envdoctor.platform.host import Deadline, Host
+from envdoctor.platform.host import CommandResult, Deadline, Host
 from envdoctor.probes.cdi import probe_specs
 from envdoctor.probes.engine_config import (
     ConfigError,
@@ -123,9 +123,11 @@ def probe_toolkit(host: Host, *, deadline: Deadline, fast: bool) -> ToolkitFacts
     if fast:
         ctk = cli = lib = Absent(FAST_TIER)
     else:
-        ctk = _version(host, found.get("nvidia-ctk"), deadline, _CTK_VERSION)
-        cli = _version(host, found.get("nvidia-container-cli"), deadline, _CLI_VERSION)
-        lib = _version(host, found.get("nvidia-container-cli"), deadline, _LIB_VERSION)
+        (ctk,) = _versions(host, found.get("nvidia-ctk"), deadline, _CTK_VERSION)
+        # one `nvidia-container-cli --version` prints both its own and libnvidia-container's
+        cli, lib = _versions(
+            host, found.get("nvidia-container-cli"), deadline, _CLI_VERSION, _LIB_VERSION
+        )
     return ToolkitFacts(
         programs=tuple(found.items()),
         ctk_version=ctk,
@@ -150,13 +152,18 @@ def _is_dir(host: Host, path: str) -> bool:
     return isinstance(info, Found) and info.value.is_dir
 
 
-def _version(
-    host: Host, program: str | None, deadline: Deadline, pattern: re.Pattern[str]
-) -> Probed[str]:
+def _versions(
+    host: Host, program: str | None, deadline: Deadline, *patterns: re.Pattern[str]
+) -> tuple[Probed[str], ...]:
+    """What each pattern reads from one run of ``program --version``."""
     if program is None:
-        return Absent("not installed")
+        return tuple(Absent("not installed") for _ in patterns)
     result = host.run([program, "--version"], timeout=deadline.cap(VERSION_TIMEOUT))
-    match = pattern.search(result.stdout + "\n" + result.stderr)
+    text = result.stdout + "\n" + result.stderr
+    return tuple(_version_in(program, result, pattern.search(text)) for pattern in patterns)
+
+
+def _version_in(program: str, result: CommandResult, match: re.Match[str] | None) -> Probed[str]:
     if not result.ok or not match:
         return ProbeFailed(f"cannot read the version of {program}", detail=result.describe())
     return Found(match.group(1))

@@ -31,10 +31,10 @@ NVCC_TIMEOUT = 5.0
 
 
 def probe_env(host: Host, *, deadline: Deadline) -> EnvFacts:
-    nvcc = _nvcc(host, deadline)
-    return EnvFacts(
-        variables=probe_variables(host), nvcc=nvcc, build_nvcc=_build_nvcc(host, deadline, nvcc)
-    )
+    on_path = host.which("nvcc")
+    path, nvcc = _nvcc(host, deadline, on_path)
+    build = _build_nvcc(host, deadline, on_path, asked=(path, nvcc))
+    return EnvFacts(variables=probe_variables(host), nvcc=nvcc, build_nvcc=build)
 
 
 def probe_variables(host: Host) -> tuple[tuple[str, str], ...]:
@@ -56,9 +56,11 @@ def printable(value: str) -> str:
     return raw.decode("utf-8", "backslashreplace")
 
 
-def _nvcc(host: Host, deadline: Deadline) -> Probed[Nvcc]:
+def _nvcc(host: Host, deadline: Deadline, on_path: str | None) -> tuple[str, Probed[Nvcc]]:
+    """The nvcc a shell would run (PATH, then $CUDA_HOME/$CUDA_PATH, then /usr/local/cuda):
+    its path ("" when none) and what it says."""
     environ = host.env()
-    candidates = [host.which("nvcc")]
+    candidates = [on_path]
     candidates.extend(
         f"{environ[var].rstrip('/')}/bin/nvcc"
         for var in ("CUDA_HOME", "CUDA_PATH")
@@ -67,12 +69,16 @@ def _nvcc(host: Host, deadline: Deadline) -> Probed[Nvcc]:
     candidates.append(CUDA_DEFAULT_NVCC)
     path = next((c for c in candidates if c and isinstance(host.stat(c), Found)), None)
     if path is None:
-        return Absent("nvcc is not on PATH, under $CUDA_HOME or in /usr/local/cuda")
-    return _nvcc_version(host, path, deadline)
+        return "", Absent("nvcc is not on PATH, under $CUDA_HOME or in /usr/local/cuda")
+    return path, _nvcc_version(host, path, deadline)
 
 
-def _build_nvcc(host: Host, deadline: Deadline, nvcc: Probed[Nvcc]) -> Probed[Nvcc]:
-    """The nvcc torch.utils.cpp_extension would build with, found as torch finds it."""
+def _build_nvcc(
+    host: Host, deadline: Deadline, on_path: str | None, *, asked: tuple[str, Probed[Nvcc]]
+) -> Probed[Nvcc]:
+    """The nvcc torch.utils.cpp_extension would build with, found as torch finds it; ``asked``:
+    the nvcc already asked and its answer, reused when it is the same one (even a failure: a
+    hung nvcc costs its timeout once)."""
     environ = host.env()
     var = next((v for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)), None)
     if var is not None:
@@ -80,11 +86,11 @@ def _build_nvcc(host: Host, deadline: Deadline, nvcc: Probed[Nvcc]) -> Probed[Nv
         if not isinstance(host.stat(path), Found):
             return Absent(f"${var} is {printable(environ[var])!r}, which has no bin/nvcc")
     else:
-        path = host.which("nvcc") or CUDA_DEFAULT_NVCC
+        path = on_path or CUDA_DEFAULT_NVCC
         if not isinstance(host.stat(path), Found):
             return Absent("no CUDA toolkit: no $CUDA_HOME, no nvcc on PATH, no /usr/local/cuda")
-    if isinstance(nvcc, Found) and nvcc.value.path == path:
-        return nvcc  # the same nvcc: asked once
+    if path == asked[0]:
+        return asked[1]  # the same nvcc: asked once
     return _nvcc_version(host, path, deadline)
 
 

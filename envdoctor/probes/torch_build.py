@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import functools
 import json
 import signal
 from typing import TYPE_CHECKING, Any
@@ -19,9 +20,11 @@ if TYPE_CHECKING:
 TORCH_TIMEOUT = 60.0
 
 
+@functools.cache
 def child_source() -> str:
     """The child script's source, passed with ``-c`` so the target needs no envdoctor. Read
-    beside the module already imported (importlib.resources cost 10 ms of every check)."""
+    beside the module already imported (importlib.resources cost 10 ms of every check), once
+    per process (the torch cache hashes it too)."""
     with open(torch_child.__file__, encoding="utf-8") as handle:
         return handle.read()
 

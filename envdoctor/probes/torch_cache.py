@@ -24,6 +24,7 @@ time), and an entry from another envdoctor, another child script or another user
 from __future__ import annotations
 
 import dataclasses
+import functools
 import hashlib
 import json
 import time
@@ -91,13 +92,18 @@ def entry_name(python: str, realpath: str, uid: int) -> str:
     return f"torch-{hashlib.sha256(key).hexdigest()[:32]}.json"
 
 
+@functools.cache
+def _child_digest() -> str:
+    """The child script's identity (an entry made by another child script is not used)."""
+    return hashlib.sha256(child_source().encode("utf-8")).hexdigest()[:16]
+
+
 def _identity(python: str, realpath: str, uid: int) -> dict[str, Any]:
     """What an entry must match to be used: this envdoctor, this child script, user, python."""
-    child = hashlib.sha256(child_source().encode("utf-8")).hexdigest()[:16]
     return {
         "format": FORMAT,
         "envdoctor": __version__,
-        "child": child,
+        "child": _child_digest(),
         "uid": uid,
         "python": python,
         "realpath": realpath,

@@ -302,6 +302,10 @@ def test_toolkit_versions_are_read_by_the_full_tier_only() -> None:
     )
     toolkit = full.containers.host.value.toolkit  # type: ignore[union-attr]  # read above
     assert (toolkit.ctk_version, toolkit.lib_version) == (Found("1.17.8"), Found("1.17.8"))
+    asked = FakeHost.scenario("host_docker_snap")
+    collect_facts(asked, python=PYTHON, deadline=Deadline(30))
+    cli = [argv for argv in asked.ran if argv[0].endswith("/nvidia-container-cli")]
+    assert len(cli) == 1  # its one --version answers for itself and libnvidia-container
     host = FakeHost.scenario("host_docker_snap")
     collect_facts(host, python=PYTHON, deadline=Deadline(30), fast=True)
     assert host.ran == []

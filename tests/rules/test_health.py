@@ -362,6 +362,17 @@ def test_one_nvcc_is_asked_once() -> None:
     assert len(host.ran) == 1
 
 
+def test_a_hung_nvcc_is_asked_once_too() -> None:
+    """The toolkit's nvcc and the one extensions build with are the same binary: its timeout is
+    paid once, not twice."""
+    host = FakeHost.scenario(
+        "nvcc_mismatch", commands=[{"argv": ["nvcc", "--version"], "status": "timeout"}]
+    )
+    env = probe_env(host, deadline=Deadline(5))
+    assert isinstance(env.nvcc, ProbeFailed) and env.build_nvcc == env.nvcc
+    assert len(host.ran) == 1
+
+
 def test_cuda_home_without_a_toolkit_warns_with_a_cuda_torch() -> None:
     host = FakeHost.scenario("healthy_h100", env={"CUDA_HOME": "/opt/cuda-gone"})
     env = probe_env(host, deadline=Deadline(5))
