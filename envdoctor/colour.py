@@ -27,8 +27,6 @@ if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import TextIO
 
-CHOICES = ("auto", "always", "never")
-
 # Select Graphic Rendition parameters (ECMA-48): what each style is on a terminal.
 STYLES = {
     "error": "1;31",  # bold red

@@ -48,9 +48,6 @@ class Report:
         """The rules that passed on evidence (never one that did not run)."""
         return tuple(c.rule for c in self.checks if c.outcome is Outcome.PASSED)
 
-    def checks_with(self, outcome: Outcome) -> tuple[CheckResult, ...]:
-        return tuple(c for c in self.checks if c.outcome is outcome)
-
     @property
     def worst(self) -> Severity:
         return max((f.severity for f in self.findings), default=Severity.OK)

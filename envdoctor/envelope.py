@@ -38,7 +38,6 @@ KINDS: Final[Mapping[str, int]] = MappingProxyType(
 
 HEALTHY: Final = "healthy"
 UNHEALTHY: Final = "unhealthy"
-UNKNOWN: Final = "unknown"
 # The word for exit codes 0, 1 and 2, everywhere (envdoctor/exitcodes.py).
 STATUS_OF_EXIT: Final[Mapping[int, str]] = MappingProxyType(
     {code: status for status, code in exitcodes.BY_STATUS.items()}

@@ -113,9 +113,6 @@ class Map:
         line = self.key_lines.get(key, self.line) if key is not None else self.line
         return _at(self.source, line)
 
-    def get(self, key: str) -> Node | None:
-        return self.items.get(key)
-
 
 Node = Union[Scalar, Seq, Map]  # noqa: UP007 (a recursive alias needs Union on 3.10)
 

@@ -85,8 +85,7 @@ def resolve_python(host: Host, python: str) -> str:
         if resolved is None:
             raise EnvdoctorError(f"--python {python}: no such interpreter on PATH")
         return resolved
-    import os  # as Path.absolute(): joined to the working directory, ".." kept
-
+    # as Path.absolute(): joined to the working directory, ".." kept
     given, python = python, os.path.join(os.getcwd(), python)
     info = host.stat(python)
     if not isinstance(info, Found):

@@ -24,7 +24,6 @@ if TYPE_CHECKING:
     from pathlib import Path
     from typing import Any
 
-KINDS = ("flag", "text", "number", "seconds", "integer", "choice", "path", "list", "integers")
 HELP_WIDTH = 80
 MAX_DIGITS = 9  # an integer option of more digits is a usage error, never a 5000-digit int
 _NEGATIVE_NUMBER = r"-(\d+(\.\d*)?|\.\d+)"

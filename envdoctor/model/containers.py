@@ -45,9 +45,6 @@ class ToolkitFacts:
     lib_version: Probed[str]
     config: Probed[ToolkitConfig]
 
-    def has(self, name: str) -> bool:
-        return any(n == name for n, _ in self.programs)
-
     @property
     def installed(self) -> bool:
         return bool(self.programs)

@@ -284,9 +284,6 @@ class GpuPresence:
             if isinstance(d.driver, Found) and d.driver.value == driver
         )
 
-    def unbound(self) -> tuple[str, ...]:
-        return tuple(d.address for d in self.pci or () if not isinstance(d.driver, Found))
-
     def describe_pci(self) -> str:
         if self.pci is None:
             return f"unknown ({self.pci_reason})"
@@ -464,9 +461,3 @@ def free_gpus(facts: Facts, busy: frozenset[int]) -> tuple[int, ...]:
 def show(probed: Probed[object]) -> str:
     """A probed value for evidence: the value, or why it is missing."""
     return str(probed.value) if isinstance(probed, Found) else why_missing(probed)
-
-
-def yes_no_unknown(probed: Probed[bool]) -> str:
-    if isinstance(probed, Found):
-        return "yes" if probed.value else "no"
-    return f"unknown ({why_missing(probed)})"

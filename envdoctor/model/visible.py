@@ -68,10 +68,6 @@ class Visible:
     problem: str = ""
     value: str | None = None
 
-    @property
-    def restricted(self) -> bool:
-        return self.value is not None
-
 
 def visible_gpus(facts: Facts, gpus: tuple[GpuFacts, ...]) -> Visible:
     """The GPUs of ``gpus`` (NVML's, in its order) that CUDA_VISIBLE_DEVICES leaves to CUDA."""

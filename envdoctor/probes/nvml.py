@@ -70,16 +70,13 @@ def _read_system(host: Host, session: NvmlSession) -> NvmlSystem:
     )
 
 
-def read_gpus(
-    host: Host, session: NvmlSession, count: int, *, threads: int | None = None
-) -> tuple[GpuFacts, ...]:
-    """Every GPU's facts, in index order, read by up to ``threads`` (default ``MAX_WORKERS``)
-    threads side by side.
+def read_gpus(host: Host, session: NvmlSession, count: int) -> tuple[GpuFacts, ...]:
+    """Every GPU's facts, in index order, read by up to ``MAX_WORKERS`` threads side by side.
 
     The calling thread reads its share too. Reading a GPU never raises (each query keeps its
     own error); should it raise anyway, the error is raised here, not lost with its thread.
     """
-    workers = max(1, min(MAX_WORKERS if threads is None else threads, count))
+    workers = max(1, min(MAX_WORKERS, count))
     results: list[GpuFacts | None] = [None] * count
     failures: list[BaseException] = []
 

@@ -40,7 +40,14 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, missing_because
 from envdoctor.model.record import record
-from envdoctor.model.views import cuda_torch, driver_view, gpu_label, show, torch_build
+from envdoctor.model.views import (
+    cuda_torch,
+    driver_view,
+    gpu_label,
+    show,
+    torch_build,
+    torch_python,
+)
 from envdoctor.model.views import nvml_gpus as gpus
 from envdoctor.rules.base import Evaluation, Rule, RuleContext, judged
 from envdoctor.rules.gpu import gpu_scope
@@ -91,11 +98,6 @@ def _driver(facts: Facts, tables: CompatTables) -> _Driver | None:
     )
 
 
-def _torch(facts: Facts) -> TorchBuild | None:
-    """The installed torch when it is a CUDA build."""
-    return cuda_torch(facts)
-
-
 def _needs_cuda_torch(ctx: RuleContext) -> Verdict | None:
     """Why a judgement of torch's CUDA build cannot run here, or None."""
     if cuda_torch(ctx.facts) is not None:
@@ -134,10 +136,6 @@ def _needs_tables(ctx: RuleContext) -> Verdict | None:
     return None
 
 
-def _python(facts: Facts) -> str:
-    return facts.torch.python or "python"
-
-
 def _advice(ctx: RuleContext, pin: str | None = None) -> Recommendation | None:
     """What ``envdoctor recommend`` would install here (None when it cannot say)."""
     try:
@@ -148,7 +146,7 @@ def _advice(ctx: RuleContext, pin: str | None = None) -> Recommendation | None:
 
 
 def _install_steps(ctx: RuleContext, rec: Recommendation | None) -> tuple[str, ...]:
-    py = _python(ctx.facts)
+    py = torch_python(ctx.facts)
     if rec is None or rec.choice is None:
         return ("envdoctor recommend   # the torch wheel that fits this driver and GPU",)
     return (
@@ -169,7 +167,7 @@ def _gpu_cc(gpu: GpuFacts) -> tuple[int, int] | None:
 
 
 def _driver_too_old(ctx: RuleContext) -> Evaluation:
-    build = _torch(ctx.facts)
+    build = cuda_torch(ctx.facts)
     driver = _driver(ctx.facts, ctx.tables)
     cuda = parse_cuda(build.cuda) if build else None
     if build is None or driver is None or cuda is None:
@@ -260,7 +258,7 @@ def _limitations(tables: CompatTables) -> str:
 
 
 def _arch_unsupported(ctx: RuleContext) -> Evaluation:
-    build = _torch(ctx.facts)
+    build = cuda_torch(ctx.facts)
     cuda = parse_cuda(build.cuda) if build else None
     if build is None or cuda is None:
         yield unknown("torch.version.cuda is not a CUDA version")
@@ -390,7 +388,7 @@ def _runtime_cudnn(build: TorchBuild) -> tuple[int, int, int] | None:
 
 
 def _cudnn_cuda_incompatible(ctx: RuleContext) -> Evaluation:
-    build = _torch(ctx.facts)
+    build = cuda_torch(ctx.facts)
     cuda = parse_cuda(build.cuda) if build else None
     if build is None or cuda is None:
         yield unknown("torch.version.cuda is not a CUDA version")
@@ -413,8 +411,8 @@ def _cudnn_cuda_incompatible(ctx: RuleContext) -> Evaluation:
                 remediation=Remediation(
                     summary=f"Install the cuDNN wheel for CUDA {cuda[0]} that torch depends on",
                     steps=(
-                        f"{_python(ctx.facts)} -m pip uninstall -y {wheel[0]}",
-                        f"{_python(ctx.facts)} -m pip install --force-reinstall "
+                        f"{torch_python(ctx.facts)} -m pip uninstall -y {wheel[0]}",
+                        f"{torch_python(ctx.facts)} -m pip install --force-reinstall "
                         f"torch=={build.version.split('+')[0]} "
                         "--index-url <the index torch came from>",
                     ),
@@ -453,7 +451,7 @@ def _cudnn_cuda_incompatible(ctx: RuleContext) -> Evaluation:
                 summary="Let torch load the cuDNN it was built with",
                 steps=(
                     "remove other cuDNN directories from LD_LIBRARY_PATH",
-                    f"{_python(ctx.facts)} -m pip install --force-reinstall "
+                    f"{torch_python(ctx.facts)} -m pip install --force-reinstall "
                     f"torch=={build.version.split('+')[0]} --index-url <the index torch came from>",
                 ),
             ),
@@ -501,7 +499,7 @@ def _cudnn_cuda_incompatible(ctx: RuleContext) -> Evaluation:
 
 
 def _cudnn_load_mismatch(ctx: RuleContext) -> Evaluation:
-    build = _torch(ctx.facts)
+    build = cuda_torch(ctx.facts)
     if build is None:
         return
     variant = ctx.tables.torch_variant(build.version, build.cuda)
@@ -519,7 +517,7 @@ def _cudnn_load_mismatch(ctx: RuleContext) -> Evaluation:
         steps=(
             "echo $LD_LIBRARY_PATH   # remove the directory that holds the other libcudnn",
             "unset LD_LIBRARY_PATH   # or set it without that directory, then retry",
-            f"{_python(ctx.facts)} -c 'import torch; print(torch.backends.cudnn.version())'",
+            f"{torch_python(ctx.facts)} -c 'import torch; print(torch.backends.cudnn.version())'",
         ),
     )
     # 1. torch itself refused the cuDNN it found (its own check, in the probe's reason text).

@@ -20,6 +20,7 @@ from envdoctor.model.facts import FabricManager, GpuFacts, KernelLog, XidEvents
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
+from envdoctor.model.units import plural
 from envdoctor.model.views import driver_view, gpu_label, nvml_system, show
 from envdoctor.model.views import nvml_gpus as gpus
 from envdoctor.rules.base import Rule, RuleContext, judged
@@ -131,7 +132,7 @@ def _xid_finding(
     return Finding(
         code="gpu.xid-events",
         severity=severity,
-        title=f"{who} logged {_plural(total, 'Xid event')} since boot (Xid {codes})"
+        title=f"{who} logged {plural(total, 'Xid event')} since boot (Xid {codes})"
         + (f": the driver says it needs {recovery[0]}" if recovery else ""),
         evidence=(("source", log.source), *evidence),
         remediation=Remediation(
@@ -209,10 +210,6 @@ def since_boot(seconds: float) -> str:
     if whole < 2 * 86400:
         return f"{whole // 3600} h {whole % 3600 // 60:02d} min"
     return f"{whole // 86400} d {whole % 86400 // 3600} h"
-
-
-def _plural(count: int, noun: str) -> str:
-    return f"1 {noun}" if count == 1 else f"{count} {noun}s"
 
 
 # --- the NVLink fabric ------------------------------------------------------------------------

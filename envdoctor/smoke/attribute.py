@@ -12,17 +12,16 @@ from __future__ import annotations
 
 import dataclasses
 import re
-from collections.abc import Iterable
 
 from envdoctor.model.facts import Facts, GpuFacts
-from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.finding import Finding, Remediation
 from envdoctor.model.probed import Found, value_or, why_missing
 from envdoctor.model.record import record
 from envdoctor.model.units import GiB, format_bytes
 from envdoctor.model.views import driver_view, nvml_gpus, nvml_system, torch_build
 from envdoctor.smoke.classify import Classification, classify
 from envdoctor.smoke.codes import CODES, DOCS
-from envdoctor.smoke.model import FAILED, ChildRun, NotRun, SmokeRun, StepResult
+from envdoctor.smoke.model import FAILED, ChildRun, NotRun, SmokeRun, StepResult, Target
 
 fmt_bytes = format_bytes  # the name smoke has always used; one formatter for all findings
 
@@ -193,9 +192,14 @@ def attribute(facts: Facts, child: ChildRun, code: str, step: StepResult) -> Cau
 
 
 def gpu_of(facts: Facts, child: ChildRun) -> GpuFacts | None:
-    if len(child.target.nvml_indices) != 1:
+    return target_gpu(facts, child.target)
+
+
+def target_gpu(facts: Facts, target: Target) -> GpuFacts | None:
+    """The NVML GPU a target runs on, when it is exactly one."""
+    if len(target.nvml_indices) != 1:
         return None
-    return next((g for g in nvml_gpus(facts) if g.index == child.target.nvml_indices[0]), None)
+    return next((g for g in nvml_gpus(facts) if g.index == target.nvml_indices[0]), None)
 
 
 @record
@@ -667,7 +671,3 @@ def _crash_excerpt(stderr: str, lines: int = 8) -> str:
 def _tail(text: str, lines: int) -> str:
     kept = [line for line in text.strip().splitlines() if line.strip()][-lines:]
     return "\n".join(line[:300] for line in kept)
-
-
-def worst(findings: Iterable[Finding]) -> Severity:
-    return max((f.severity for f in findings), default=Severity.OK)

@@ -43,9 +43,8 @@ from envdoctor.model.probed import Found, value_or, why_missing
 from envdoctor.model.record import record
 from envdoctor.model.units import GiB, MiB
 from envdoctor.model.units import format_bytes as fmt_bytes
-from envdoctor.model.views import nvml_gpus
 from envdoctor.platform.processes import ChildSet, sigterm_raises
-from envdoctor.smoke.attribute import child_findings, describe_survivors, gpu_of, memory_picture
+from envdoctor.smoke.attribute import child_findings, describe_survivors, memory_picture, target_gpu
 from envdoctor.smoke.classify import Classification, classify
 from envdoctor.smoke.codes import CODES, DOCS
 from envdoctor.smoke.environment import child_environment
@@ -189,7 +188,6 @@ class ReproduceRun:
     probes: tuple[Probe, ...] = ()
     problem: str = ""  # why the reproduction stopped or could not be carried out
     refused: bool = False  # the GPU is in use by others: nothing was started
-    total: int | None = None
     seconds: float = 0.0
     hold: str = RAW
     nvml_free: int | None = None  # NVML's free memory on the target before any probe
@@ -245,7 +243,7 @@ def choose_gpu(facts: Facts, options: ReproduceOptions) -> Choice:
     blocked: list[tuple[str, str]] = []
     busy: list[tuple[str, str]] = []
     for target in targets:
-        gpu = _nvml_gpu(facts, target)
+        gpu = target_gpu(facts, target)
         mode = _compute_mode_block(gpu)
         in_use = _in_use(gpu)
         if mode:
@@ -260,12 +258,6 @@ def choose_gpu(facts: Facts, options: ReproduceOptions) -> Choice:
         return Choice(None, why, True, (*busy, *blocked))
     why = "; ".join(reason for _, reason in blocked)
     return Choice(None, why, evidence=tuple(blocked))
-
-
-def _nvml_gpu(facts: Facts, target: Target) -> GpuFacts | None:
-    if len(target.nvml_indices) != 1:
-        return None
-    return next((g for g in nvml_gpus(facts) if g.index == target.nvml_indices[0]), None)
 
 
 def _holders(gpu: GpuFacts) -> str:
@@ -330,7 +322,7 @@ def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
     if choice.target is None:
         return dataclasses.replace(base, problem=choice.problem, refused=choice.refused)
     target = choice.target
-    gpu = _nvml_gpu(facts, target)
+    gpu = target_gpu(facts, target)
     nvml_free = gpu.memory.value.free if gpu and isinstance(gpu.memory, Found) else None
     probes: list[Probe] = []
     deadline = started + options.budget
@@ -380,12 +372,10 @@ def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
             problem = str(exc)
         else:
             problem = ""
-    total = probes[0].run.info("total") if probes else None
     return dataclasses.replace(
         base,
         probes=tuple(probes),
         problem=problem,
-        total=int(total) if total and total.isdigit() else None,
         seconds=round(time.monotonic() - started, 3),
         nvml_free=nvml_free,
     )
@@ -533,7 +523,7 @@ def _reproduced(facts: Facts, run: ReproduceRun, kind: Kind, hits: list[Probe]) 
         title += f" and succeeds with {_free(best.free_at_step)}"
     evidence: list[tuple[str, str]] = [
         _levels(run),
-        ("failures by free memory", _bands(run, kind)),
+        ("failures by free memory", _bands(run)),
         (
             f"{kind.status} itself",
             _where_status(hits, kind)
@@ -542,7 +532,7 @@ def _reproduced(facts: Facts, run: ReproduceRun, kind: Kind, hits: list[Probe]) 
         ),
         *_costs(run),
     ]
-    gpu = gpu_of(facts, run.probes[0].run)
+    gpu = target_gpu(facts, run.probes[0].run.target)
     picture = memory_picture(facts, None, gpu)
     if picture.free is not None:
         evidence.append(("memory before the reproduction (NVML)", picture.line(label)))
@@ -663,7 +653,7 @@ def _gpu_state(facts: Facts, run: ReproduceRun | None = None) -> tuple[tuple[str
     nvml = facts.nvml
     if not isinstance(nvml, Found):
         return (("NVML", why_missing(nvml)),)
-    gpu = _nvml_gpu(facts, run.target) if run and run.target else None
+    gpu = target_gpu(facts, run.target) if run and run.target else None
     if gpu is not None:
         mode = gpu.compute_mode
         shown = mode.value if isinstance(mode, Found) else why_missing(mode)
@@ -724,7 +714,7 @@ def _levels(run: ReproduceRun) -> tuple[str, str]:
     return ("levels tried", "\n".join(lines))
 
 
-def _bands(run: ReproduceRun, kind: Kind) -> str:
+def _bands(run: ReproduceRun) -> str:
     """Consecutive levels that failed with the same text, from the most free memory down."""
     ordered = sorted(
         (p for p in run.probes[1:] if p.held > 0 and not p.passed),

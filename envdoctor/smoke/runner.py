@@ -18,8 +18,9 @@ from importlib import resources
 from typing import Any
 
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.facts import Facts, TorchBroken, TorchBuild
+from envdoctor.model.facts import Facts, TorchBroken
 from envdoctor.model.probed import Found, value_or, why_missing
+from envdoctor.model.views import cuda_torch
 from envdoctor.model.visible import visible_gpus
 from envdoctor.platform.processes import (
     ChildProcess,
@@ -122,8 +123,8 @@ def plan(facts: Facts, options: SmokeOptions) -> tuple[list[Target], list[NotRun
         return [Target("CPU", device="cpu")], []
     if isinstance(facts.nvml, Found) and facts.nvml.value.gpus:
         return _nvml_targets(facts, options)
-    build = _build(facts)
-    if build is not None and build.cuda:
+    build = cuda_torch(facts)
+    if build is not None:
         count = value_or(build.device_count, 0)
         indices = options.gpus or tuple(range(max(count, 1)))
         return [Target(f"cuda:{i}", index=i) for i in indices], []
@@ -172,13 +173,6 @@ def _nvml_targets(facts: Facts, options: SmokeOptions) -> tuple[list[Target], li
         uuid = value_or(gpu.uuid, "")
         targets.append(Target(label, (gpu.index,), visible=uuid or str(gpu.index)))
     return targets, not_run
-
-
-def _build(facts: Facts) -> TorchBuild | None:
-    probed = facts.torch.torch
-    return (
-        probed.value if isinstance(probed, Found) and isinstance(probed.value, TorchBuild) else None
-    )
 
 
 def _torch_summary(facts: Facts) -> str:

@@ -102,9 +102,6 @@ class FakeNvml:
         current, pending = self._gpu(index, "mig_mode")
         return bool(current), bool(pending)
 
-    def mig_device_count(self, index: int) -> int:
-        return len(self.mig_devices(index))
-
     def mig_devices(self, index: int) -> tuple[tuple[str, str], ...]:
         """``mig_devices: [[uuid, name], …]``, or a bare ``mig_device_count`` of unnamed ones."""
         listed = self._gpu(index, "mig_devices")
