@@ -19,6 +19,7 @@ from envdoctor.terminal import safe_line
 TYPE_CHECKING = False  # no typing or contextlib on the start-up path (~10 ms)
 if TYPE_CHECKING:
     from collections.abc import Callable
+    from typing import TextIO
 
 
 class OutputError(EnvdoctorError):
@@ -59,20 +60,24 @@ def emit(text: str, *, err: bool = False) -> None:
     A failed write to stdout raises ``OutputError``; one to stderr is dropped (there is nobody
     left to tell).
     """
-    stream = sys.stderr if err else sys.stdout
+    if err:
+        say_text(text)
+    else:
+        write_to(sys.stdout, text)
+
+
+def write_to(stream: TextIO | None, text: str) -> None:
+    """Write ``text`` to ``stream`` (stdout or the probe's) and flush; a failure (``| head``, a
+    full disk, ``>&-``) is an ``OutputError``, not a crash."""
     if stream is None:
-        if err:
-            return
         raise OutputError("stdout is closed")
     try:
         stream.write(text)
         stream.flush()
-    except (OSError, ValueError) as exc:
-        if err:
-            return
-        if isinstance(exc, OSError):
-            raise OutputError.from_os_error(exc) from None
-        raise OutputError("stdout is closed") from None  # ValueError: I/O on a closed file
+    except OSError as exc:
+        raise OutputError.from_os_error(exc) from None
+    except ValueError:  # I/O on a closed file
+        raise OutputError("stdout is closed") from None
 
 
 def report_error(exc: EnvdoctorError) -> None:
@@ -86,13 +91,19 @@ def report_error(exc: EnvdoctorError) -> None:
 
 def say(line: str) -> None:
     """One line on stderr, if there is a stderr that still takes it (``2>&-`` leaves none)."""
+    say_text(line + "\n")
+
+
+def say_text(text: str) -> None:
+    """``text`` on stderr and flushed; dropped when stderr is missing or broken (there is
+    nobody left to tell)."""
     stream = sys.stderr
     if stream is None:
         return
     try:
-        stream.write(line + "\n")
+        stream.write(text)
         stream.flush()
-    except (OSError, ValueError):  # a broken stderr: nothing left to tell
+    except (OSError, ValueError):
         pass
 
 

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for
+from envdoctor.cli.common import Invocation, facts_for, write_output
 from envdoctor.terminal import safe_line
 
 
@@ -16,11 +16,7 @@ def run(inv: Invocation) -> int:
     facts = facts_for(inv, timeout=args.number("timeout"))
     text = dump_snapshot(facts, redact=not no_redact)
     output = args.path("output")
-    if output is None:
-        emit(text)
-        return exitcodes.HEALTHY
-    from envdoctor.render.files import write_atomic
-
-    write_atomic(output, text, private=no_redact)  # unredacted: 0600
-    emit(safe_line(f"wrote {output}") + "\n", err=True)
+    write_output(text, output, private=no_redact)  # unredacted: 0600
+    if output is not None:
+        emit(safe_line(f"wrote {output}") + "\n", err=True)
     return exitcodes.HEALTHY

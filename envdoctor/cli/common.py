@@ -60,10 +60,15 @@ class Invocation:
 def intent_for(inv: Invocation, *, spec_gpus: bool = False) -> Intent:
     """``--expect``, else ``ENVDOCTOR_EXPECT`` (of the environment envdoctor runs in), else a
     node spec's GPUs: what the machine is expected to be."""
-    expect = inv.args.text("expect")
+    return intent_of(inv.args, inv.host, spec_gpus=spec_gpus)
+
+
+def intent_of(args: Args, host: Host, *, spec_gpus: bool = False) -> Intent:
+    """``intent_for`` with the host given (the probe reads it through its traced host)."""
+    expect = args.text("expect")
     from envdoctor.model.views import EXPECT_ENV, Intent
 
-    value = inv.host.env().get(EXPECT_ENV)
+    value = host.env().get(EXPECT_ENV)
     if expect is None and value and value.strip().lower() not in ("gpu", "cpu"):
         raise EnvdoctorError(f"{EXPECT_ENV}={value!r}: expected gpu or cpu")
     return Intent.of(expect, value, spec_gpus=spec_gpus)

@@ -23,6 +23,8 @@ from envdoctor.cli.common import (
 def run(inv: Invocation) -> int:
     from envdoctor import __version__
     from envdoctor.engine import evaluate
+    from envdoctor.model.probed import value_or
+    from envdoctor.model.units import plural
     from envdoctor.platform.host import Deadline
     from envdoctor.probes.holders import absent_fix_facts, probe_fix_facts
     from envdoctor.remedy import PlanOptions, build_plan, plan_to_json, render_script, render_steps
@@ -43,8 +45,7 @@ def run(inv: Invocation) -> int:
         source = f"the machine in {snapshot}"
     else:
         live = probe_fix_facts(inv.host, deadline=Deadline(timeout))
-        hostname = facts.host.hostname
-        source = getattr(hostname, "value", "") or "this machine"
+        source = value_or(facts.host.hostname, "") or "this machine"
     plan = build_plan(
         report,
         live,
@@ -52,7 +53,7 @@ def run(inv: Invocation) -> int:
             verify_argv=verify_command(
                 live=snapshot is None, python=facts.torch.python if python else None
             ),
-            python=target_python(inv) if python else inv.app.python,
+            python=target_python(inv),
             prefer=args.text("prefer") or "wheel",
             source=source,
             envdoctor_version=__version__,
@@ -79,7 +80,7 @@ def run(inv: Invocation) -> int:
             if fmt == "script"
             else "review it"
         )
-        steps = f"{len(plan.steps)} step{'' if len(plan.steps) == 1 else 's'}"
+        steps = plural(len(plan.steps), "step")
         emit(safe_line(f"envdoctor fix: wrote {output} ({steps}); {how}") + "\n", err=True)
     return exitcodes.HEALTHY
 

@@ -20,13 +20,13 @@ from collections.abc import Callable, Sequence
 from typing import TYPE_CHECKING, TextIO
 
 from envdoctor import exitcodes
-from envdoctor.cli.boundary import OutputError, report_error
-from envdoctor.cli.common import Invocation
+from envdoctor.cli.boundary import OutputError, report_error, write_to
+from envdoctor.cli.common import Invocation, intent_of
 from envdoctor.cli.watchdog import Watchdog
 from envdoctor.colour import wants_colour
 from envdoctor.engine import Report, evaluate
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.views import EXPECT_ENV, Intent
+from envdoctor.model.views import Intent
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.platform.traced import TracedHost
 
@@ -70,12 +70,10 @@ def probe(
     import envdoctor.render.probe  # noqa: F401
 
     # What reaches the terminal as text (the output, or the verdict beside -o FILE) may take
-    # colour; colouring compiles patterns, and the watchdog must never be the one to import re.
+    # colour (re, which colouring compiles patterns with, is loaded by then: the option parser).
     colour = (fmt == "text" or output is not None) and wants_colour(args.text("color"), stream)
-    if colour:
-        import re  # noqa: F401 (loaded now, as above)
     traced = TracedHost(host)
-    intent = _intent(args, traced)
+    intent = intent_of(args, traced)  # checked before the watchdog starts
 
     def expire() -> None:
         from envdoctor.render.probe import render_unknown
@@ -120,15 +118,6 @@ def _requirements(texts: Sequence[str]) -> tuple[Requirement, ...]:
     return tuple(parse_requirements(texts))
 
 
-def _intent(args: Args, host: Host) -> Intent:
-    """``--expect``, else ``ENVDOCTOR_EXPECT``: checked before the watchdog starts."""
-    expect = args.text("expect")
-    expected = host.env().get(EXPECT_ENV)
-    if expect is None and expected and expected.strip().lower() not in ("gpu", "cpu"):
-        raise EnvdoctorError(f"{EXPECT_ENV}={expected!r}: expected gpu or cpu")
-    return Intent.of(expect, expected)
-
-
 def _judge(
     host: TracedHost,
     requirements: Sequence[Requirement],
@@ -159,22 +148,11 @@ def _emit(out: TextIO, path: str | None, rendered: tuple[str, str], colour: bool
 
     verdict, text = rendered
     if path is None:
-        _write(out, colour_probe(text) if colour else text)
+        write_to(out, colour_probe(text) if colour else text)
     else:
         from pathlib import Path
 
         from envdoctor.render.prometheus import write_textfile
 
         write_textfile(Path(path), text)
-        _write(out, (colour_probe(verdict) if colour else verdict) + "\n")
-
-
-def _write(out: TextIO, text: str) -> None:
-    """Write and flush; a failure (``| head``, a full disk) is an ``OutputError``, not a crash."""
-    try:
-        out.write(text)
-        out.flush()
-    except OSError as exc:
-        raise OutputError.from_os_error(exc) from None
-    except ValueError:
-        raise OutputError("stdout is closed") from None
+        write_to(out, (colour_probe(verdict) if colour else verdict) + "\n")

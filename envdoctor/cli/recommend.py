@@ -15,7 +15,7 @@ from envdoctor.cli.common import (
 from envdoctor.compat.recommend import machine_from_facts, recommend
 from envdoctor.errors import EnvdoctorError
 from envdoctor.render.recommend import colour_text, render_markdown, render_text, to_json
-from envdoctor.terminal import json_document, safe_text
+from envdoctor.terminal import json_document
 
 
 def run(inv: Invocation) -> int:
@@ -33,7 +33,7 @@ def run(inv: Invocation) -> int:
     elif fmt == "markdown":
         write_report(inv, render_markdown(tables, rec))
     else:
-        write_report(inv, safe_text(render_text(tables, rec)), paint=colour_text)
+        write_report(inv, render_text(tables, rec), paint=colour_text)
     return rec.exit_code
 
 

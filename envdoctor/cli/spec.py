@@ -23,7 +23,7 @@ def run(inv: Invocation) -> int:
 def init(inv: Invocation) -> int:
     """Write the spec this machine meets now (review it, then use it with check --spec)."""
     from envdoctor.fleet.spec import dump_spec, spec_from_facts
-    from envdoctor.model.probed import Found
+    from envdoctor.model.probed import value_or
 
     args = inv.args
     no_torch = args.flag("no_torch")
@@ -37,8 +37,9 @@ def init(inv: Invocation) -> int:
     if no_torch:
         spec = dataclasses.replace(spec, torch_version=None, cudnn=None)
         notes = tuple(n for n in notes if not n.startswith("torch"))
-    hostname = facts.host.hostname.value if isinstance(facts.host.hostname, Found) else ""
-    text = dump_spec(spec, hostname=hostname, created=facts.collected_at, notes=notes)
+    text = dump_spec(
+        spec, hostname=value_or(facts.host.hostname, ""), created=facts.collected_at, notes=notes
+    )
     for note in notes:
         emit(safe_line(f"envdoctor: not recorded: {note}") + "\n", err=True)
     output = args.path("output")

@@ -15,7 +15,7 @@ from envdoctor.compat.loader import (
 from envdoctor.compat.store import shipped_dir
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.units import plural
-from envdoctor.terminal import json_document, safe_line, safe_text
+from envdoctor.terminal import json_document, safe_line
 
 
 def run(inv: Invocation) -> int:
@@ -49,5 +49,5 @@ def show(inv: Invocation) -> int:
     else:
         from envdoctor.render.tables import colour_table, table_text
 
-        write_report(inv, safe_text(table_text(key, tables)) + "\n", paint=colour_table)
+        write_report(inv, table_text(key, tables) + "\n", paint=colour_table)
     return exitcodes.HEALTHY

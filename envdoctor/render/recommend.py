@@ -78,7 +78,7 @@ def render_text(tables: CompatTables, rec: Recommendation) -> str:
         out.extend(
             text if kind == "statement" else _TEXT[kind].format(text) for kind, text in items
         )
-    return "\n".join(out) + "\n"
+    return safe_text("\n".join(out) + "\n")
 
 
 def render_markdown(tables: CompatTables, rec: Recommendation) -> str:

@@ -9,6 +9,7 @@ from typing import Any
 from envdoctor.compat.loader import SECTIONS
 from envdoctor.compat.tables import CompatTables
 from envdoctor.envelope import envelope
+from envdoctor.terminal import safe_text
 
 TEXT_COLOURS = (
     (r"((?:CUDA release|branch|CC) +.*)$", ("bold",)),  # a table's column header
@@ -27,7 +28,8 @@ def colour_table(text: str) -> str:
 
 
 def table_text(key: str, tables: CompatTables) -> str:
-    """A compact text view of one table, one line per row."""
+    """A compact text view of one table, one line per row (terminal-safe: rows come from user
+    table files too)."""
     lines: list[str] = []
     if key == "cuda-toolkits":
         lines.append("CUDA release  label                             Linux driver  Windows driver")
@@ -106,7 +108,7 @@ def table_text(key: str, tables: CompatTables) -> str:
                     f"arch {v.arch_spec}{flags}"
                 )
                 lines.append(f"         {v.index_url}")
-    return "\n".join(lines)
+    return safe_text("\n".join(lines))
 
 
 def table_json(name: str, tables: CompatTables) -> dict[str, Any]:
