@@ -15,6 +15,10 @@ from typing import TYPE_CHECKING, BinaryIO
 
 from envdoctor.errors import EnvdoctorError
 
+MAX_YAML_BYTES = 1 << 20
+"""The largest YAML input envdoctor reads (a table, a node spec); ``yamlsource`` refuses more,
+and the tables' cache keys no larger file."""
+
 if TYPE_CHECKING:
     import sys
 

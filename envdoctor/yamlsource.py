@@ -47,7 +47,7 @@ from typing import TYPE_CHECKING, Any, Union
 import yaml
 
 from envdoctor.errors import EnvdoctorError
-from envdoctor.inputfile import read_input
+from envdoctor.inputfile import MAX_YAML_BYTES, read_input
 
 if TYPE_CHECKING:
     import sys
@@ -58,7 +58,7 @@ if TYPE_CHECKING:
         from importlib.abc import Traversable
 
 LOADER = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
-MAX_BYTES = 1 << 20
+MAX_BYTES = MAX_YAML_BYTES
 MAX_DEPTH = 32
 
 _KINDS = {

@@ -47,7 +47,6 @@ from envdoctor.model.record import record
 from envdoctor.yamlsource import Reader, shown
 
 SCHEMA_VERSION = 1
-TABLE_NAMES = ("cuda-toolkits", "driver-branches", "architectures", "cudnn", "pytorch")
 _HEADER_KEYS = {"schema", "table", "description", "sources", "replace"}
 SECTIONS: dict[str, tuple[str, ...]] = {
     "cuda-toolkits": (
@@ -63,6 +62,7 @@ SECTIONS: dict[str, tuple[str, ...]] = {
     "pytorch": ("torch_releases",),
 }
 """Table name -> the ``CompatTables`` fields it fills."""
+TABLE_NAMES = tuple(SECTIONS)
 
 
 def count_rows(tables: CompatTables) -> dict[str, int]:

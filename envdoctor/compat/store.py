@@ -20,7 +20,7 @@ from typing import TYPE_CHECKING
 
 from envdoctor import __version__
 from envdoctor.errors import EnvdoctorError
-from envdoctor.inputfile import read_bounded
+from envdoctor.inputfile import MAX_YAML_BYTES, read_bounded
 
 if TYPE_CHECKING:
     from envdoctor.compat.tables import CompatTables
@@ -28,7 +28,6 @@ if TYPE_CHECKING:
 
 ENV_VAR = "ENVDOCTOR_TABLES"
 ENTRY = "compat-tables.json"
-MAX_TABLE_BYTES = 1 << 20  # as yamlsource.MAX_BYTES: a larger file is refused by the loader
 FORMAT = 1
 _PACKAGE = Path(__file__).resolve().parents[1]
 READER_CODE = (
@@ -123,8 +122,8 @@ def _digest(dirs: tuple[Path, ...]) -> str | None:
             digest.update((_PACKAGE / name).read_bytes())
         for directory in dirs:
             for path in table_files(directory):
-                data = read_bounded(path, MAX_TABLE_BYTES)
-                if len(data) > MAX_TABLE_BYTES:
+                data = read_bounded(path, MAX_YAML_BYTES)
+                if len(data) > MAX_YAML_BYTES:
                     return None
                 digest.update(f"\0{os.fsencode(path).hex()}\0{len(data)}\0".encode())
                 digest.update(data)

@@ -12,6 +12,8 @@ from envdoctor.model.record import record
 
 OLD_SNAPSHOT = "not read (a snapshot from an older envdoctor)"
 SHM_PATH = "/dev/shm"  # noqa: S108 (the shared-memory mount that is judged, not a temp file)
+CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
+"""Where CDI specs are looked for when nothing configures it (container-device-interface)."""
 SHM_ENOUGH = 1 << 30
 """A shared-memory mount this large is enough for DataLoader workers and NCCL (NVIDIA runs its containers with
 --shm-size=1g at least); Docker's default is 64 MiB."""
@@ -28,7 +30,7 @@ class ToolkitConfig:
     path: str
     mode: str
     no_cgroups: bool
-    spec_dirs: tuple[str, ...] = ("/etc/cdi", "/var/run/cdi")
+    spec_dirs: tuple[str, ...] = CDI_DIRS
 
 
 @record

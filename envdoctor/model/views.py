@@ -36,7 +36,8 @@ EXPECT_ENV = "ENVDOCTOR_EXPECT"
 
 # NVML failures that prove nothing about the hardware: a CPU machine answers the same.
 _NO_DRIVER_KINDS = frozenset({NvmlErrorKind.LIBRARY_NOT_FOUND, NvmlErrorKind.DRIVER_NOT_LOADED})
-_GPU_NODE = re.compile(r"/dev/nvidia[0-9]+")
+GPU_NODE = re.compile(r"/dev/nvidia[0-9]+")
+"""A GPU's own device node (not nvidiactl, nvidia-uvm, nvidia-modeset, nvidia-caps)."""
 
 
 # --- intent -----------------------------------------------------------------------------------
@@ -207,29 +208,19 @@ def driver_view(facts: Facts) -> DriverView:
     if system is not None and isinstance(system.driver_version, Found):
         nvml_version = system.driver_version.value
     kernel = facts.kernel.driver
-    userspace = userspace_driver_versions(facts)
-    installed, source = _installed_driver(facts, userspace)
+    userspace = userspace_driver_versions(facts)  # libnvidia-ml's first: the one the loader picks
     return DriverView(
         loaded=kernel.value if isinstance(kernel, Found) else None,
         loaded_reason=why_missing(kernel),
-        installed=installed,
-        installed_source=source,
+        installed=userspace[0][1] if userspace else None,
+        installed_source=f"the installed user-space driver ({userspace[0][0]})"
+        if userspace
+        else "",
         nvml_version=nvml_version,
         nvml_error=nvml.error if isinstance(nvml, ProbeFailed) else "",
         userspace=userspace,
         module=module_state(facts, "nvidia"),
     )
-
-
-def _installed_driver(
-    facts: Facts, userspace: tuple[tuple[str, str], ...]
-) -> tuple[str | None, str]:
-    """The user-space driver version the loader picks: libnvidia-ml's, else libcuda's."""
-    for family in ("libnvidia-ml", "libcuda"):
-        for copy in library_copies(facts, family):
-            if (copy.realpath, copy.version) in userspace:
-                return copy.version, f"the installed user-space driver ({copy.realpath})"
-    return None, ""
 
 
 def library_copies(facts: Facts, family: str) -> tuple[LibraryCopy, ...]:
@@ -304,7 +295,7 @@ def gpu_presence(facts: Facts) -> GpuPresence:
     gpu_nodes = tuple(
         n.path
         for n in (nodes.value if isinstance(nodes, Found) else ())
-        if _GPU_NODE.fullmatch(n.path)
+        if GPU_NODE.fullmatch(n.path)
     )
     return GpuPresence(
         nvml=system.gpus if system else (),

@@ -56,12 +56,8 @@ class SystemHost:
         try:
             with open(self._path(path), "rb") as handle:
                 return Found(handle.read(limit))
-        except (FileNotFoundError, NotADirectoryError):
-            return Absent(f"{path} does not exist")
-        except PermissionError:
-            return ProbeFailed(f"permission denied reading {path}")
         except OSError as exc:
-            return ProbeFailed(f"cannot read {path}: {exc.strerror or exc}")
+            return _unreadable(path, exc)
 
     def list_dir(self, path: str) -> Probed[tuple[str, ...]]:
         try:
@@ -242,7 +238,7 @@ class SystemHost:
         )
 
 
-def _unreadable(path: str, exc: OSError) -> Probed[str]:
+def _unreadable(path: str, exc: OSError) -> Absent | ProbeFailed:
     """Why ``path`` could not be read, as the file reads say it."""
     if isinstance(exc, FileNotFoundError | NotADirectoryError):
         return Absent(f"{path} does not exist")

@@ -90,7 +90,7 @@ def collect_facts(
         env=env,
         torch=torch,
         envdoctor_version=__version__,
-        collected_at=_now(),
+        collected_at=now_utc(),
         kernel_log=kernel_log,
         fabric=fabric,
         containers=containers,
@@ -161,6 +161,6 @@ def _collect_all(
     return host_facts, kernel, nvml, libraries, env, torch, containers
 
 
-def _now() -> str:
+def now_utc() -> str:
     """UTC, to the second, as ``datetime.isoformat`` writes it (without importing datetime)."""
     return time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())

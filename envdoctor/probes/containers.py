@@ -13,6 +13,7 @@ from fnmatch import fnmatchcase
 from typing import Any
 
 from envdoctor.model.containers import (
+    CDI_DIRS,
     SHM_PATH,
     ContainerFacts,
     ContainerHostFacts,
@@ -26,6 +27,7 @@ from envdoctor.model.containers import (
 )
 from envdoctor.model.facts import HostFacts, KernelFacts, NvmlSystem
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
+from envdoctor.model.views import GPU_NODE
 from envdoctor.platform.host import CommandResult, Deadline, Host
 from envdoctor.probes.cdi import probe_specs
 from envdoctor.probes.engine_config import (
@@ -51,7 +53,6 @@ TOOLKIT_PROGRAMS = (
     "nvidia-cdi-hook",  # newer Docker (moby devices_nvidia_linux.go) looks for it too
 )
 TOOLKIT_CONFIG = "/etc/nvidia-container-runtime/config.toml"
-CDI_DIRS = ("/etc/cdi", "/var/run/cdi")  # the CDI defaults (container-device-interface)
 DOCKER_SNAP = "/snap/bin/docker"
 ENGINES = (
     ("docker", ("/usr/bin/dockerd", "/usr/local/bin/dockerd", "/usr/sbin/dockerd", DOCKER_SNAP)),
@@ -71,7 +72,6 @@ _CTK_VERSION = re.compile(r"version\s+v?(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
 _CLI_VERSION = re.compile(r"^(?:cli-)?version:\s*v?(\S+)", re.MULTILINE)
 _LIB_VERSION = re.compile(r"^lib-version:\s*v?(\S+)", re.MULTILINE)
 _SHM_SIZE = re.compile(r"(?:^|,)size=(\d+)([kmg]?)(?:,|$)")
-_GPU_NODE = re.compile(r"/dev/nvidia[0-9]+")
 REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
 REQUIRE_OTHERS = ("NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
 # NVML failures after which opening the device nodes tells nothing more.
@@ -319,7 +319,7 @@ def _opens(
         return Absent(f"the device nodes: {why_missing(nodes)}")
     chars = [n.path for n in nodes.value if n.is_char_device]
     wanted: list[str] = [p for p in ("/dev/nvidiactl", "/dev/nvidia-uvm") if p in chars]
-    wanted += [p for p in chars if _GPU_NODE.fullmatch(p)][:1]
+    wanted += [p for p in chars if GPU_NODE.fullmatch(p)][:1]
     if not wanted:
         return Absent("no NVIDIA device node to open")
     return Found(

@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from envdoctor.model.containers import EngineConfig, ToolkitConfig
+from envdoctor.model.containers import CDI_DIRS, EngineConfig, ToolkitConfig
 
 # containerd's CRI plugin, by config version (containerd 1.x writes version 2, 2.x version 3;
 # a file without ``version`` is version 1). Source: nvidia-container-toolkit
@@ -208,7 +208,7 @@ def toolkit_config(text: str, path: str) -> ToolkitConfig:
     spec_dirs = (
         tuple(str(d) for d in dirs if isinstance(d, str))[:8]
         if isinstance(dirs, list)
-        else ("/etc/cdi", "/var/run/cdi")
+        else CDI_DIRS
     )
     return ToolkitConfig(
         path=path,

@@ -27,7 +27,6 @@ import dataclasses
 import functools
 import hashlib
 import json
-import time
 from typing import Any
 
 from envdoctor import __version__
@@ -36,6 +35,7 @@ from envdoctor.model.probed import Found, Probed
 from envdoctor.model.record import record
 from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import Deadline, Host
+from envdoctor.probes import now_utc
 from envdoctor.probes.interpreter import run_python
 from envdoctor.probes.torch_build import (
     TORCH_TIMEOUT,
@@ -136,7 +136,7 @@ def _store(cache: CacheDir, name: str, data: dict[str, Any], *, python: str, rea
     if len(manifest) > MAX_MANIFEST_CHARS:
         return
     result = {k: v for k, v in data.items() if k != "manifest"}
-    created = time.strftime("%Y-%m-%dT%H:%M:%S+00:00", time.gmtime())
+    created = now_utc()
     entry = {**_identity(python, realpath, cache.uid), "created": created}
     cache.write(name, {**entry, "manifest": manifest, "result": result})
 
