@@ -29,6 +29,7 @@ from envdoctor.compat.versions import (
     cudnn_text,
     describe_arch_list,
     driver_at_least,
+    driver_branch,
     parse_arch_list,
     parse_cc,
     parse_cuda,
@@ -42,7 +43,6 @@ from envdoctor.model.probed import Absent, Found, ProbeFailed, missing_because
 from envdoctor.model.record import record
 from envdoctor.model.views import (
     cuda_torch,
-    driver_view,
     gpu_label,
     show,
     torch_build,
@@ -82,13 +82,14 @@ class _Driver:
         )
 
 
-def _driver(facts: Facts, tables: CompatTables) -> _Driver | None:
+def _driver(ctx: RuleContext) -> _Driver | None:
     """The driver compatibility is judged against (model/views.py: the installed user-space
     driver, which runs after a reload, else the loaded module) and the CUDA it supports."""
-    view = driver_view(facts)
+    view = ctx.machine.driver
     version = view.version
     if version is None:
         return None
+    facts, tables = ctx.facts, ctx.tables
     nvml = facts.nvml
     reported = None
     if isinstance(nvml, Found) and isinstance(nvml.value.cuda_driver_version, Found):
@@ -116,7 +117,7 @@ def _torch_state(facts: Facts) -> str:
 
 
 def _needs_driver(ctx: RuleContext) -> Verdict | None:
-    if _driver(ctx.facts, ctx.tables) is not None:
+    if _driver(ctx) is not None:
         return None
     machine = ctx.machine
     if not machine.gpu_required:
@@ -168,7 +169,7 @@ def _gpu_cc(gpu: GpuFacts) -> tuple[int, int] | None:
 
 def _driver_too_old(ctx: RuleContext) -> Evaluation:
     build = cuda_torch(ctx.facts)
-    driver = _driver(ctx.facts, ctx.tables)
+    driver = _driver(ctx)
     cuda = parse_cuda(build.cuda) if build else None
     if build is None or driver is None or cuda is None:
         yield unknown(f"torch.version.cuda is not a CUDA version ({build.cuda if build else ''})")
@@ -197,8 +198,7 @@ def _driver_too_old(ctx: RuleContext) -> Evaluation:
                 f"or upgrade the NVIDIA driver to ≥ {verdict.needed} (then reboot): {DRIVER_DOCS}"
             )
         package = ctx.tables.forward_compat_package(cuda)
-        branch = int(driver.version.split(".")[0]) if driver.version.split(".")[0].isdigit() else -1
-        if package and branch in package.base_branches:
+        if package and driver_branch(driver.version) in package.base_branches:
             steps.append(
                 f"data-center GPUs only: install {package.package} and put /usr/local/cuda-"
                 f"{package.cuda}/compat on LD_LIBRARY_PATH (forward compatibility)"
@@ -279,7 +279,7 @@ def _arch_unsupported(ctx: RuleContext) -> Evaluation:
     if not any(_gpu_cc(g) for g in gpus(ctx.facts)):
         yield unknown("no GPU's compute capability could be read")
         return
-    driver = _driver(ctx.facts, ctx.tables)
+    driver = _driver(ctx)
     verdict: DriverVerdict | None = None
     if driver is not None:
         verdict = driver.judge(ctx.tables, cuda)
@@ -457,7 +457,7 @@ def _cudnn_cuda_incompatible(ctx: RuleContext) -> Evaluation:
             ),
         )
         return
-    driver = _driver(ctx.facts, ctx.tables)
+    driver = _driver(ctx)
     needed = (
         (package.windows_driver if driver and driver.windows else package.linux_driver)
         if driver
@@ -587,16 +587,14 @@ def _cudnn_load_mismatch(ctx: RuleContext) -> Evaluation:
 
 
 def _gpu_unsupported(ctx: RuleContext) -> Evaluation:
-    driver = _driver(ctx.facts, ctx.tables)
+    driver = _driver(ctx)
     if driver is None:
         return
     scope = _archs_scope(ctx)
     if scope is not None:
         yield scope
         return
-    flavor = (
-        ctx.facts.kernel.driver.value.flavor if isinstance(ctx.facts.kernel.driver, Found) else None
-    )
+    flavor = ctx.machine.driver.flavor
     for gpu in gpus(ctx.facts):
         name, arch = _arch_of(ctx, gpu)
         name = name or "GPU"
@@ -705,7 +703,7 @@ def _open_modules_required(ctx: RuleContext) -> Evaluation:
 
 def _toolkit_driver_mismatch(ctx: RuleContext) -> Evaluation:
     nvcc = ctx.facts.env.nvcc
-    driver = _driver(ctx.facts, ctx.tables)
+    driver = _driver(ctx)
     if not isinstance(nvcc, Found):
         yield not_applicable(missing_because("nvcc", nvcc))
         return
@@ -805,7 +803,7 @@ def _known_archs(ctx: RuleContext) -> list[object]:
 
 
 def _driver_ok(ctx: RuleContext) -> str:
-    driver = _driver(ctx.facts, ctx.tables)
+    driver = _driver(ctx)
     return f"driver {driver.version if driver else '?'} supports every GPU's architecture"
 
 

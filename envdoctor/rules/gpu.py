@@ -9,7 +9,7 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.model.units import each, format_bytes
-from envdoctor.model.views import MachineKind, free_gpus, gpu_label, module_state, nvml_gpus, show
+from envdoctor.model.views import free_gpus, gpu_label, module_state, nvml_gpus, show
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.rules.container_inside import container_cause
 
@@ -436,7 +436,7 @@ def _nvml_absent(ctx: RuleContext, nvml: Absent) -> Evaluation:
     """No NVML library: nothing to say on a machine that needs no GPU; the driver's finding
     where no driver is installed; else the user-space driver is what is missing."""
     machine = ctx.machine
-    if machine.kind is not MachineKind.GPU and not machine.intent.expect_gpu:
+    if not machine.gpu_required:
         yield not_applicable(f"{machine.why_no_gpu()} ({nvml.reason})")
         return
     if not machine.driver.present:
@@ -484,7 +484,7 @@ def gpu_scope(ctx: RuleContext) -> Verdict | None:
         return None
     machine = ctx.machine
     nvml = ctx.facts.nvml
-    if machine.kind is not MachineKind.GPU and not machine.intent.expect_gpu:
+    if not machine.gpu_required:
         return not_applicable(machine.why_no_gpu())
     if not machine.driver.present:
         return not_applicable("no NVIDIA driver is installed: nothing can list the GPUs")

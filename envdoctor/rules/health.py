@@ -21,7 +21,7 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.model.units import plural
-from envdoctor.model.views import driver_view, gpu_label, nvml_system, show
+from envdoctor.model.views import gpu_label, nvml_system, show
 from envdoctor.model.views import nvml_gpus as gpus
 from envdoctor.rules.base import Rule, RuleContext, judged
 from envdoctor.rules.gpu import gpu_scope
@@ -262,7 +262,7 @@ def _fabric(ctx: RuleContext) -> Iterator[Finding | Verdict]:
             steps=(
                 "systemctl status nvidia-fabricmanager; journalctl -u nvidia-fabricmanager -b",
                 f"install the nvidia-fabricmanager package of version "
-                f"{driver_view(facts).version or '<the driver version>'} (the driver's exact version), "
+                f"{ctx.machine.driver.version or '<the driver version>'} (the driver's exact version), "
                 "then: sudo systemctl enable --now nvidia-fabricmanager",
                 "HGX/DGX B200 and later also need NVLSM and the ib_umad module",
                 "nvidia-smi -q | grep -A 3 -i fabric   # State: Completed, Status: Success",
@@ -277,7 +277,7 @@ def _fabric(ctx: RuleContext) -> Iterator[Finding | Verdict]:
 def _fabric_version(ctx: RuleContext) -> Iterator[Finding]:
     facts = ctx.facts
     manager = facts.fabric.manager.value if isinstance(facts.fabric.manager, Found) else None
-    driver = driver_view(facts).version
+    driver = ctx.machine.driver.version
     if manager is None or not isinstance(manager.version, Found) or driver is None:
         return
     if manager.version.value == driver:
@@ -336,16 +336,14 @@ def _manager_evidence(ctx: RuleContext) -> tuple[tuple[str, str], ...]:
     return (
         ("nvidia-fabricmanager service", show(manager.value.service)),
         ("nv-fabricmanager version", show(manager.value.version)),
-        ("driver", driver_view(ctx.facts).version or "unknown"),
+        ("driver", ctx.machine.driver.version or "unknown"),
     )
 
 
 # --- persistence mode -------------------------------------------------------------------------
 
 
-def _persistence(ctx: RuleContext) -> Iterator[Finding]:
-    if ctx.facts.host.wsl:
-        return  # WSL has no persistence mode to set
+def _persistence(ctx: RuleContext) -> Iterator[Finding]:  # not on WSL: _needs_data_centre
     off = [
         g
         for g in gpus(ctx.facts)
@@ -432,7 +430,7 @@ def _needs_manager(ctx: RuleContext) -> Verdict | None:
         return not_applicable(f"no fabric manager here ({show(manager)})")
     if not isinstance(manager.value.version, Found):
         return unknown(f"the fabric manager's version: {show(manager.value.version)}")
-    if driver_view(ctx.facts).version is None:
+    if ctx.machine.driver.version is None:
         return unknown("the driver version could not be read")
     return None
 
@@ -478,7 +476,7 @@ RULES = (
         judged(
             _fabric_version,
             _needs_manager,
-            ok=lambda ctx: f"fabric manager and driver are both {driver_view(ctx.facts).version}",
+            ok=lambda ctx: f"fabric manager and driver are both {ctx.machine.driver.version}",
         ),
     ),
     Rule(

@@ -11,7 +11,6 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
-from envdoctor.model.facts import TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable
 from envdoctor.model.probed import Absent, Found, why_missing
@@ -21,12 +20,8 @@ from envdoctor.rules.base import Rule, RuleContext, judged
 CUDA_DOWNLOADS = "https://developer.nvidia.com/cuda-toolkit-archive"
 
 
-def _cuda_torch(ctx: RuleContext) -> TorchBuild | None:
-    return cuda_torch(ctx.facts)
-
-
 def _nvcc_vs_torch(ctx: RuleContext) -> Iterator[Finding]:
-    torch = _cuda_torch(ctx)
+    torch = cuda_torch(ctx.facts)
     nvcc = ctx.facts.env.build_nvcc
     if torch is None or not isinstance(nvcc, Found):
         return
@@ -79,7 +74,7 @@ def _nvcc_vs_torch(ctx: RuleContext) -> Iterator[Finding]:
 
 def _cuda_home_invalid(ctx: RuleContext) -> Iterator[Finding]:
     nvcc = ctx.facts.env.build_nvcc
-    if _cuda_torch(ctx) is None or not isinstance(nvcc, Absent):
+    if cuda_torch(ctx.facts) is None or not isinstance(nvcc, Absent):
         return
     if "which has no bin/nvcc" not in nvcc.reason:
         return  # no toolkit at all: nothing to build with is not a fault until someone builds
@@ -117,7 +112,7 @@ def _major_minor(version: str) -> tuple[int, int] | None:
 
 
 def _needs_cuda_torch_and_nvcc(ctx: RuleContext) -> Verdict | None:
-    if _cuda_torch(ctx) is None:
+    if cuda_torch(ctx.facts) is None:
         return not_applicable("no CUDA build of torch to build extensions for")
     nvcc = ctx.facts.env.build_nvcc
     if not isinstance(nvcc, Found):
@@ -129,7 +124,7 @@ def _needs_cuda_torch_and_nvcc(ctx: RuleContext) -> Verdict | None:
 
 
 def _needs_cuda_home(ctx: RuleContext) -> Verdict | None:
-    if _cuda_torch(ctx) is None:
+    if cuda_torch(ctx.facts) is None:
         return not_applicable("no CUDA build of torch to build extensions for")
     if not _found_through(ctx).startswith("$"):
         return not_applicable("CUDA_HOME and CUDA_PATH are not set")
@@ -139,7 +134,7 @@ def _needs_cuda_home(ctx: RuleContext) -> Verdict | None:
 def _same_cuda(ctx: RuleContext) -> str:
     nvcc = ctx.facts.env.build_nvcc
     version = nvcc.value.version if isinstance(nvcc, Found) else "?"
-    torch = _cuda_torch(ctx)
+    torch = cuda_torch(ctx.facts)
     return f"nvcc {version} ({_found_through(ctx)}) matches torch's CUDA {torch.cuda if torch else '?'}"
 
 
