@@ -28,6 +28,7 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import passed
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 from envdoctor.model.record import record
+from envdoctor.model.views import driver_view
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
 Version = tuple[int, ...]
@@ -308,6 +309,11 @@ def _observe(facts: Facts, key: str) -> _Observed:
             return _Observed(values=(_Value("", 0, f"0 ({nvml.reason})"),))
         return _Observed(unknown=(f"NVML failed: {_why(nvml)}",))
     if key == "driver":
+        # the version every other judgement uses (model/views.py): NVML's, else the installed
+        # user-space driver's (what runs after a reload), else the loaded module's
+        version = driver_view(facts).version
+        if version is not None:
+            return _version_value(version)
         sources: list[Probed[str]] = []
         if isinstance(nvml, Found):
             sources.append(nvml.value.driver_version)

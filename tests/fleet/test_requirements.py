@@ -179,3 +179,16 @@ def test_findings_have_codes_evidence_and_remediation() -> None:
         fx.facts(nvml=ProbeFailed("Timeout", "NVML did not answer")), [parse_requirement("gpus>=1")]
     )
     assert [(f.code, f.inconclusive) for f in unknown] == [(UNKNOWN, True)]
+
+
+def test_a_driver_gate_judges_the_driver_every_other_check_judges() -> None:
+    """Module 550.54.14 still loaded, 580.159.04 installed (NVML refuses: a mismatch): the gate,
+    the node spec and the compatibility rules all judge the installed driver, which runs after
+    the reload the driver's finding asks for (model/views.py)."""
+    from envdoctor.model.views import driver_view
+    from tests.conftest import scenario_facts
+
+    facts = scenario_facts("driver_mismatch")
+    assert driver_view(facts).version == "580.159.04"
+    assert verdict(facts, "driver>=580") == "met"
+    assert verdict(facts, "driver<560") == "unmet"
