@@ -86,7 +86,8 @@ def _reachable_verdict(ctx: RuleContext) -> Iterator[Verdict]:
         yield passed(f"NVML reaches {each(len(gpus), 'GPU')}")
         return
     scope = gpu_scope(ctx)
-    yield scope if scope is not None else not_applicable("NVML lists no GPU")
+    if scope is not None:  # always, with no GPU listed
+        yield scope
 
 
 def _unreachable_pci(ctx: RuleContext) -> list[str]:
@@ -478,6 +479,9 @@ def _onoff(flag: bool) -> str:
     return "enabled" if flag else "disabled"
 
 
+NO_GPU = "NVML lists no GPU"
+
+
 def gpu_scope(ctx: RuleContext) -> Verdict | None:
     """None when NVML lists GPUs to judge, else why a per-GPU check cannot judge any."""
     if nvml_gpus(ctx.facts):
@@ -490,7 +494,7 @@ def gpu_scope(ctx: RuleContext) -> Verdict | None:
         return not_applicable("no NVIDIA driver is installed: nothing can list the GPUs")
     if isinstance(nvml, Found):
         problem = nvml.value.device_count_error
-        return unknown(f"NVML lists no GPU ({problem})") if problem else None
+        return unknown(f"NVML lists no GPU ({problem})") if problem else not_applicable(NO_GPU)
     return unknown(f"NVML lists no GPU: {why_missing(nvml)}")
 
 
@@ -506,10 +510,7 @@ def _per_gpu(
         if scope is not None:
             yield scope
             return
-        gpus = nvml_gpus(ctx.facts)
-        if not gpus:
-            yield not_applicable("NVML lists no GPU")
-            return
+        gpus = nvml_gpus(ctx.facts)  # some: gpu_scope said so
         findings = list(judge(ctx))
         if findings:
             yield from findings
