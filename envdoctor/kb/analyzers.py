@@ -165,9 +165,9 @@ def analyze_oom(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
             f"{human(unallocated)} is reserved by PyTorch but unallocated (fragmentation): set "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True before starting the process."
         )
-    others = held_elsewhere(captures)
-    if others is not None and total is not None and others > significant(total):
-        listed = other_processes(captures)
+    listed = other_processes(captures)
+    others = held_elsewhere(fields, listed)
+    if others is not None and total is not None and taken_elsewhere(others, total):
         who = (
             " (" + ", ".join(f"PID {pid}: {human(size)}" for pid, size in listed) + ")"
             if listed
@@ -194,14 +194,13 @@ def analyze_oom(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
     return Analysis(tuple(notes))
 
 
-def held_elsewhere(captures: Mapping[str, str]) -> int | None:
+def held_elsewhere(fields: Mapping[str, str], listed: list[tuple[str, int]]) -> int | None:
     """Bytes of the GPU that processes other than the failing one held when it failed: the
-    ones the message lists, else total - free - what this process held (its own use, or what
-    PyTorch reserved). None when the message lacks the numbers."""
-    listed = other_processes(captures)
+    ones the message lists (``other_processes``), else total - free - what this process held
+    (its own use, or what PyTorch reserved), from ``oom_numbers``. None when the message lacks
+    the numbers."""
     if listed:
         return sum(size for _, size in listed)
-    fields = oom_numbers(captures)
     total = parse_size(fields.get("total"))
     free = parse_size(fields.get("free"))
     ours = parse_size(fields.get("in_use_self") or fields.get("in_use"))
@@ -216,6 +215,11 @@ def significant(total: int) -> int:
     """Memory held elsewhere that is more than CUDA contexts and library workspaces (which
     the allocator does not count): a quarter of the GPU, and at least 1 GiB."""
     return max(total // 4, GiB)
+
+
+def taken_elsewhere(elsewhere: int | None, total: int | None) -> bool:
+    """Whether the memory held outside the failing process is what made it fail."""
+    return elsewhere is not None and total is not None and elsewhere > significant(total)
 
 
 def analyze_xid(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:

@@ -12,7 +12,7 @@ from collections.abc import Callable, Mapping
 
 from envdoctor.kb.analyzers import human
 from envdoctor.kb.model import HostCheck, Verdict
-from envdoctor.kb.oomcheck import check_memory_holders
+from envdoctor.kb.oomcheck import check_memory_holders, holder_label
 from envdoctor.model.containers import SHM_ENOUGH, SHM_PATH
 from envdoctor.model.facts import Facts, GpuFacts, NvmlErrorKind
 from envdoctor.model.probed import Found, ProbeFailed, value_or, why_missing
@@ -54,9 +54,9 @@ def check_gpu_memory(captures: Mapping[str, str], facts: Facts) -> HostCheck:
             (f"GPU {gpu.index} memory", f"{human(memory.free)} free of {human(memory.total)}")
         )
         for proc in value_or(gpu.processes, ()):
-            used = value_or(proc.used_memory, None)
-            pname = value_or(proc.name, "?")
-            label = f"PID {proc.pid} {pname}" + (f" ({human(used)})" if used is not None else "")
+            label = holder_label(
+                (proc.pid, value_or(proc.name, "?"), value_or(proc.used_memory, None))
+            )
             evidence.append((f"GPU {gpu.index} process", label))
             holders.append(label)
         if memory.total and memory.free / memory.total < LOW_FREE_FRACTION:

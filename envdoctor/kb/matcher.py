@@ -25,7 +25,7 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from typing import Protocol
 
@@ -90,7 +90,6 @@ class Scanner:
         if self.engine not in (RE2, PYTHON_RE):
             raise ValueError(f"unknown regex engine {self.engine!r}")
         self._triggers = [t.encode() for t in kb.triggers]
-        self._searchers = [re.compile(re.escape(t)).search for t in self._triggers]
         self._by_trigger: list[list[_Entry]] = [[] for _ in kb.triggers]
         for signature in kb.signatures:
             for pattern in signature.patterns:
@@ -109,6 +108,31 @@ class Scanner:
             if self.engine == RE2
             else None
         )
+        # Python's re: the triggers find the candidate lines (built only for this engine)
+        self._searchers: list[Callable[..., re.Match[bytes] | None]] = []
+        self._second: list[re.Pattern[bytes]] = []
+        self._digit_literals: list[tuple[bytes, ...]] = []
+        self._benign: list[set[bytes]] = []
+        if self._sweep is None:
+            self._trigger_stages(kb)
+        self._pending = bytearray()
+        self._cutting = False  # inside a line longer than MAX_LINE (already counted)
+        self._tail = b""
+        self._newlines = 0
+        self._bytes = 0
+        self._ended_with_newline = True
+        self._binary = False
+        self._probed = False
+        self._undecodable = False
+        self._utf8 = codecs.getincrementaldecoder("utf-8")()  # strict: it only validates
+        self._truncated = 0
+        self._acc: dict[str, _Acc] = {}
+
+    # --- input ------------------------------------------------------------------------------
+
+    def _trigger_stages(self, kb: KnowledgeBase) -> None:
+        """The Python-engine path's stages: a search per trigger, then a second literal test."""
+        self._searchers = [re.compile(re.escape(t)).search for t in self._triggers]
         # second stage: a line found by a trigger is kept only if it also contains the most
         # distinctive literal of one of that trigger's patterns (one C-level search per line)
         distinct = [{p.literals[0].encode() for _, p, _ in group} for group in self._by_trigger]
@@ -130,21 +154,7 @@ class Scanner:
         self._digit_literals = [
             tuple(lit for lit in lits if _DIGITS.intersection(lit)) for lits in distinct
         ]
-        self._benign: list[set[bytes]] = [set() for _ in kb.triggers]  # per trigger
-        self._pending = bytearray()
-        self._cutting = False  # inside a line longer than MAX_LINE (already counted)
-        self._tail = b""
-        self._newlines = 0
-        self._bytes = 0
-        self._ended_with_newline = True
-        self._binary = False
-        self._probed = False
-        self._undecodable = False
-        self._utf8 = codecs.getincrementaldecoder("utf-8")()  # strict: it only validates
-        self._truncated = 0
-        self._acc: dict[str, _Acc] = {}
-
-    # --- input ------------------------------------------------------------------------------
+        self._benign = [set() for _ in kb.triggers]  # per trigger
 
     def feed(self, data: bytes) -> None:
         """Scan more of the log. Complete lines are scanned now, a trailing partial line later

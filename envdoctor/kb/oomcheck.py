@@ -17,7 +17,7 @@ from envdoctor.kb.analyzers import (
     oom_numbers,
     other_processes,
     parse_size,
-    significant,
+    taken_elsewhere,
 )
 from envdoctor.kb.model import HostCheck, Verdict
 from envdoctor.model.facts import Facts, GpuFacts
@@ -32,14 +32,16 @@ def check_memory_holders(captures: Mapping[str, str], facts: Facts) -> HostCheck
         return HostCheck(
             NAME, Verdict.NEUTRAL, f"GPU memory unknown now: {why_missing(facts.nvml)}"
         )
-    wanted = oom_numbers(captures).get("gpu")
+    fields = oom_numbers(captures)
+    listed = other_processes(captures)
+    wanted = fields.get("gpu")
     gpus = [g for g in facts.nvml.value.gpus if wanted is None or str(g.index) == wanted]
-    elsewhere = held_elsewhere(captures)
-    total = parse_size(oom_numbers(captures).get("total"))
+    elsewhere = held_elsewhere(fields, listed)
+    total = parse_size(fields.get("total"))
     evidence: list[tuple[str, str]] = []
     if elsewhere is not None:
         evidence.append(("held outside the failing process (from the log)", human(elsewhere)))
-    named = {pid for pid, _ in other_processes(captures)}
+    named = {pid for pid, _ in listed}
     holders: list[tuple[int, str, int | None]] = []
     for gpu in gpus:
         holders.extend(_holders(gpu, evidence))
@@ -49,16 +51,17 @@ def check_memory_holders(captures: Mapping[str, str], facts: Facts) -> HostCheck
             NAME,
             Verdict.CONFIRMS,
             "a process the error message names still holds GPU memory now: "
-            + ", ".join(_label(h) for h in still),
+            + ", ".join(holder_label(h) for h in still),
             tuple(evidence),
         )
-    taken = elsewhere is not None and total is not None and elsewhere > significant(total)
+    taken = taken_elsewhere(elsewhere, total)
     if taken and holders:
         return HostCheck(
             NAME,
             Verdict.CONFIRMS,
             "the log shows the memory held outside the failing process, and these processes "
-            "hold it now (envdoctor check: gpu.memory-held): " + ", ".join(map(_label, holders)),
+            "hold it now (envdoctor check: gpu.memory-held): "
+            + ", ".join(map(holder_label, holders)),
             tuple(evidence),
         )
     if taken:
@@ -73,7 +76,7 @@ def check_memory_holders(captures: Mapping[str, str], facts: Facts) -> HostCheck
         return HostCheck(
             NAME,
             Verdict.NEUTRAL,
-            "processes hold GPU memory now: " + ", ".join(map(_label, holders)),
+            "processes hold GPU memory now: " + ", ".join(map(holder_label, holders)),
             tuple(evidence),
         )
     return HostCheck(NAME, Verdict.NEUTRAL, "no process holds GPU memory now", tuple(evidence))
@@ -90,11 +93,12 @@ def _holders(gpu: GpuFacts, evidence: list[tuple[str, str]]) -> list[tuple[int, 
     out: list[tuple[int, str, int | None]] = []
     for proc in value_or(gpu.processes, ()):
         holder = (proc.pid, value_or(proc.name, "?"), value_or(proc.used_memory, None))
-        evidence.append((f"GPU {gpu.index} process", _label(holder)))
+        evidence.append((f"GPU {gpu.index} process", holder_label(holder)))
         out.append(holder)
     return out
 
 
-def _label(holder: tuple[int, str, int | None]) -> str:
+def holder_label(holder: tuple[int, str, int | None]) -> str:
+    """``PID 4242 python (70.00 GiB)``: a process holding GPU memory, as the notes name it."""
     pid, name, used = holder
     return f"PID {pid} {name}" + (f" ({human(used)})" if used is not None else "")
