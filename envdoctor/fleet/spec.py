@@ -37,7 +37,7 @@ from envdoctor.model.outcome import passed
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 from envdoctor.model.record import record
 from envdoctor.model.units import plural
-from envdoctor.model.views import driver_view
+from envdoctor.model.views import driver_view, torch_not_probed
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.terminal import safe_line
 from envdoctor.yamlsource import Map, Node, Reader, Scalar, load, parse, plain_kind, shown
@@ -691,9 +691,10 @@ def _torch_drift(facts: Facts, spec: Spec) -> Iterator[Finding]:
         ),
     )
     keys = [k for k, v in (("torch.version", spec.torch_version), ("torch.cudnn", spec.cudnn)) if v]
-    if isinstance(probed, Absent) and probed.reason.startswith("not probed"):
+    not_probed = torch_not_probed(facts)
+    if not_probed:
         for key in keys:
-            yield _unverifiable(spec, key, f"torch was not probed ({probed.reason})")
+            yield _unverifiable(spec, key, f"torch was not probed ({not_probed})")
         return
     if isinstance(probed, ProbeFailed):
         for key in keys:

@@ -28,7 +28,7 @@ from envdoctor.model.facts import (
     TorchBroken,
     TorchBuild,
 )
-from envdoctor.model.probed import Found, Probed, ProbeFailed, why_missing
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 from envdoctor.model.record import record
 
 EXPECT_ENV = "ENVDOCTOR_EXPECT"
@@ -400,6 +400,14 @@ def cuda_torch(facts: Facts) -> TorchBuild | None:
     """The installed torch when it is a CUDA build."""
     build = torch_build(facts)
     return build if build is not None and build.cuda else None
+
+
+def torch_not_probed(facts: Facts) -> str:
+    """Why torch was not looked at (the fast tier, or a command that skips it), or ""."""
+    probed = facts.torch.torch
+    if isinstance(probed, Absent) and probed.reason.startswith("not probed"):
+        return probed.reason
+    return ""
 
 
 def torch_python(facts: Facts) -> str:

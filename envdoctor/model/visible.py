@@ -69,17 +69,32 @@ class Visible:
     value: str | None = None
 
 
+def hides_all(value: str) -> bool:
+    """Whether the value is one that hides every GPU on purpose ("", -1, none, NoDevFiles)."""
+    return not value.strip() or value.strip().lower() in HIDE_ALL
+
+
+def cuda_reading(
+    value: str, gpus: tuple[GpuFacts, ...], count: int | None
+) -> tuple[list[str], str]:
+    """What CUDA makes of ``CUDA_VISIBLE_DEVICES=value`` on NVML's ``gpus`` (``count`` of them,
+    None when unknown): the tokens it keeps, and why it stops reading ("" when it reads all)."""
+    if hides_all(value):
+        return [], f"{value!r} hides every GPU"
+    uuids = tuple(g.uuid.value for g in gpus if isinstance(g.uuid, Found))
+    mig = any(isinstance(g.mig_mode, Found) and g.mig_mode.value.current for g in gpus)
+    return visible_devices(value, count, uuids, mig)
+
+
 def visible_gpus(facts: Facts, gpus: tuple[GpuFacts, ...]) -> Visible:
     """The GPUs of ``gpus`` (NVML's, in its order) that CUDA_VISIBLE_DEVICES leaves to CUDA."""
     value = facts.env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return Visible(gpus)
     shown = f"CUDA_VISIBLE_DEVICES={value!r}"
-    if not value.strip() or value.strip().lower() in HIDE_ALL:
+    if hides_all(value):
         return Visible((), f"{shown} hides every GPU", value)
-    uuids = tuple(g.uuid.value for g in gpus if isinstance(g.uuid, Found))
-    mig = any(isinstance(g.mig_mode, Found) and g.mig_mode.value.current for g in gpus)
-    kept, stop = visible_devices(value, len(gpus), uuids, mig)
+    kept, stop = cuda_reading(value, gpus, len(gpus))
     chosen: list[GpuFacts] = []
     for token in kept:
         if token.startswith("MIG-"):

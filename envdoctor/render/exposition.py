@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 from collections.abc import Iterable, Sequence
+from typing import Any
+
+from envdoctor.model.probed import Found, Probed
 
 MAX_LABEL = 256
 
@@ -30,6 +33,11 @@ class Writer:
 
     def text(self) -> str:
         return "\n".join(self._lines) + "\n"
+
+
+def label_value(probed: Probed[Any]) -> str:
+    """A probed fact as a label value: the value, or "" (the reason is in the finding metrics)."""
+    return str(probed.value) if isinstance(probed, Found) else ""
 
 
 def escape_help(text: str) -> str:

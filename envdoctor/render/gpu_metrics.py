@@ -17,7 +17,7 @@ from typing import Any
 from envdoctor.model.facts import CLOCK_EVENT_REASONS, Facts, GpuFacts, NvmlErrorKind, NvmlSystem
 from envdoctor.model.probed import Found, Probed, why_missing
 from envdoctor.model.record import record
-from envdoctor.render.exposition import Labels, Sample, Writer
+from envdoctor.render.exposition import Labels, Sample, Writer, label_value
 
 
 @record
@@ -293,7 +293,15 @@ def _fabric_facts(out: Writer, facts: Facts) -> None:
         out.metric(
             "envdoctor_fabric_manager_info",
             "The nvidia-fabricmanager service's state and version (empty when unknown).",
-            [((("service", _v(manager.value.service)), ("version", _v(manager.value.version))), 1)],
+            [
+                (
+                    (
+                        ("service", label_value(manager.value.service)),
+                        ("version", label_value(manager.value.version)),
+                    ),
+                    1,
+                )
+            ],
         )
 
 
@@ -303,11 +311,11 @@ def _fact(gpu: GpuFacts, field: str) -> Probed[Any]:
 
 
 def _labels(gpu: GpuFacts) -> Labels:
-    return (("gpu", str(gpu.index)), ("uuid", _v(gpu.uuid)), ("pci_bus_id", _v(gpu.pci_bus_id)))
-
-
-def _v(probed: Probed[Any]) -> str:
-    return str(probed.value) if isinstance(probed, Found) else ""
+    return (
+        ("gpu", str(gpu.index)),
+        ("uuid", label_value(gpu.uuid)),
+        ("pci_bus_id", label_value(gpu.pci_bus_id)),
+    )
 
 
 def _number(value: float) -> float | int:

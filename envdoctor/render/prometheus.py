@@ -15,14 +15,13 @@ from __future__ import annotations
 import time
 from collections import Counter
 from pathlib import Path
-from typing import Any
 
 from envdoctor import __version__
 from envdoctor.engine import Report
 from envdoctor.model.facts import Facts, TorchBuild
 from envdoctor.model.finding import Severity
-from envdoctor.model.probed import Found, Probed
-from envdoctor.render.exposition import Writer
+from envdoctor.model.probed import Found
+from envdoctor.render.exposition import Writer, label_value
 from envdoctor.render.files import write_atomic
 from envdoctor.render.gpu_metrics import gpu_metrics
 
@@ -115,8 +114,8 @@ def _facts(out: Writer, facts: Facts) -> None:
         [
             (
                 (
-                    ("os", _v(host.os_name)),
-                    ("kernel", _v(host.kernel)),
+                    ("os", label_value(host.os_name)),
+                    ("kernel", label_value(host.kernel)),
                     ("machine", host.machine),
                     ("containers", ",".join(host.containers)),
                 ),
@@ -132,8 +131,8 @@ def _facts(out: Writer, facts: Facts) -> None:
         [
             (
                 (
-                    ("version", _v(nvml.driver_version) if nvml else ""),
-                    ("cuda_version", _v(nvml.cuda_driver_version) if nvml else ""),
+                    ("version", label_value(nvml.driver_version) if nvml else ""),
+                    ("cuda_version", label_value(nvml.cuda_driver_version) if nvml else ""),
                     ("kernel_module", kernel.version if kernel else ""),
                     ("flavor", kernel.flavor if kernel else ""),
                 ),
@@ -150,10 +149,10 @@ def _facts(out: Writer, facts: Facts) -> None:
                 (
                     (
                         ("gpu", str(g.index)),
-                        ("name", _v(g.name)),
-                        ("uuid", _v(g.uuid)),
-                        ("pci_bus_id", _v(g.pci_bus_id)),
-                        ("compute_capability", _v(g.compute_capability)),
+                        ("name", label_value(g.name)),
+                        ("uuid", label_value(g.uuid)),
+                        ("pci_bus_id", label_value(g.pci_bus_id)),
+                        ("compute_capability", label_value(g.compute_capability)),
                     ),
                     1,
                 )
@@ -171,7 +170,7 @@ def _facts(out: Writer, facts: Facts) -> None:
                     (
                         ("version", build.version),
                         ("cuda", build.cuda),
-                        ("cudnn", _v(build.cudnn_version)),
+                        ("cudnn", label_value(build.cudnn_version)),
                         ("python", facts.torch.python),
                     ),
                     1,
@@ -182,7 +181,3 @@ def _facts(out: Writer, facts: Facts) -> None:
 
 def _count(report: Report, severity: Severity) -> int:
     return sum(1 for f in report.findings if f.severity == severity)
-
-
-def _v(probed: Probed[Any]) -> str:
-    return str(probed.value) if isinstance(probed, Found) else ""

@@ -8,7 +8,7 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import failed_elsewhere, not_applicable, passed
 from envdoctor.model.probed import Found, missing_because
 from envdoctor.model.views import MachineKind, cuda_torch, nvml_gpus
-from envdoctor.model.visible import HIDE_ALL, visible_devices
+from envdoctor.model.visible import cuda_reading
 from envdoctor.rules import alloc_conf
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
@@ -20,13 +20,7 @@ def _cuda_visible(ctx: RuleContext) -> Iterator[Finding]:
         return
     all_gpus = nvml_gpus(facts)
     count = len(all_gpus) if all_gpus else None
-    uuids = tuple(g.uuid.value for g in all_gpus if isinstance(g.uuid, Found))
-    mig = any(isinstance(g.mig_mode, Found) and g.mig_mode.value.current for g in all_gpus)
-    kept: list[str]
-    if value.strip().lower() in HIDE_ALL or not value.strip():
-        kept, stop = [], f"{value!r} hides every GPU"
-    else:
-        kept, stop = visible_devices(value, count, uuids, mig)
+    kept, stop = cuda_reading(value, all_gpus, count)
     if not stop:
         return
     hides_all = not kept

@@ -5,7 +5,7 @@ from __future__ import annotations
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, ProbeFailed
-from envdoctor.model.views import show, torch_broken, torch_build
+from envdoctor.model.views import show, torch_broken, torch_build, torch_not_probed
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
 RECOMMEND = "envdoctor recommend   # prints the torch wheel and index URL that match this driver"
@@ -33,18 +33,10 @@ def install_steps(ctx: RuleContext) -> tuple[str, ...]:
     return (RECOMMEND, f"{python} -m pip install torch --index-url <the URL it prints>")
 
 
-def _not_probed(ctx: RuleContext) -> str:
-    """Why torch was not looked at (the fast tier, or a command that skips it), or ""."""
-    probed = ctx.facts.torch.torch
-    if isinstance(probed, Absent) and probed.reason.startswith("not probed"):
-        return probed.reason
-    return ""
-
-
 def _installed(ctx: RuleContext) -> Evaluation:
     probed = ctx.facts.torch.torch
     python = ctx.facts.torch.python
-    skipped = _not_probed(ctx)
+    skipped = torch_not_probed(ctx.facts)
     if skipped:
         yield not_applicable(skipped)
     elif isinstance(probed, Absent):
