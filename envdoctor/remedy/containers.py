@@ -73,15 +73,7 @@ def _steps(finding: Finding) -> list[tuple[str, Action]]:
         return [
             (
                 "Let the NVIDIA hook run without cgroups (rootless Docker)",
-                RunCommand(
-                    (
-                        "nvidia-ctk",
-                        "config",
-                        "--set",
-                        "nvidia-container-cli.no-cgroups",
-                        "--in-place",
-                    )
-                ),
+                RunCommand(host.NO_CGROUPS_ARGV),
             )
         ]
     if code in (host.CDI_MISSING, host.CDI_STALE):
@@ -89,7 +81,7 @@ def _steps(finding: Finding) -> list[tuple[str, Action]]:
         return [
             (
                 f"Generate the NVIDIA CDI spec for the installed driver into {path}",
-                RunCommand(("nvidia-ctk", "cdi", "generate", f"--output={path}")),
+                RunCommand(host.cdi_generate_argv(path)),
             )
         ]
     note = RUN_NOTES.get(code)
@@ -97,14 +89,8 @@ def _steps(finding: Finding) -> list[tuple[str, Action]]:
 
 
 def _configure(engine: str, *, default: bool = False) -> list[tuple[str, Action]]:
-    runtime = host.CTK_RUNTIME.get(engine, engine)
-    flags = ("--set-as-default",) if default else ()
-    argv = ("nvidia-ctk", "runtime", "configure", f"--runtime={runtime}", *flags)
-    service = host.SERVICE.get(engine, engine)
+    register, restart = host.configure_argv(engine, default=default)
     return [
-        (f"Register the nvidia runtime with {engine}", RunCommand(argv)),
-        (
-            f"Restart {engine} to load its new configuration",
-            RunCommand(("systemctl", "restart", service)),
-        ),
+        (f"Register the nvidia runtime with {engine}", RunCommand(register)),
+        (f"Restart {engine} to load its new configuration", RunCommand(restart)),
     ]

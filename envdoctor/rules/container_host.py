@@ -51,13 +51,38 @@ def _host(ctx: RuleContext) -> tuple[ContainerHostFacts | None, str]:
     return facts.value, ""
 
 
-def configure_steps(engine: str, *, default: bool = False) -> tuple[str, ...]:
-    """What registers the nvidia runtime with an engine, and restarts it."""
-    flag = " --set-as-default" if default else ""
+def configure_argv(engine: str, *, default: bool = False) -> tuple[tuple[str, ...], ...]:
+    """What registers the nvidia runtime with an engine, and restarts it (the findings show it,
+    ``fix`` runs it)."""
+    flags = ("--set-as-default",) if default else ()
     return (
-        f"sudo nvidia-ctk runtime configure --runtime={CTK_RUNTIME[engine]}{flag}",
-        f"sudo systemctl restart {SERVICE[engine]}",
+        (
+            "nvidia-ctk",
+            "runtime",
+            "configure",
+            f"--runtime={CTK_RUNTIME.get(engine, engine)}",
+            *flags,
+        ),
+        ("systemctl", "restart", SERVICE.get(engine, engine)),
     )
+
+
+NO_CGROUPS_ARGV = ("nvidia-ctk", "config", "--set", "nvidia-container-cli.no-cgroups", "--in-place")
+"""Turns on the toolkit's no-cgroups (rootless engines need it)."""
+
+
+def cdi_generate_argv(path: str) -> tuple[str, ...]:
+    """Writes the NVIDIA CDI spec for the installed driver to ``path``."""
+    return ("nvidia-ctk", "cdi", "generate", f"--output={path}")
+
+
+def configure_steps(engine: str, *, default: bool = False) -> tuple[str, ...]:
+    """``configure_argv`` as steps for a person to run."""
+    return tuple(_sudo(argv) for argv in configure_argv(engine, default=default))
+
+
+def _sudo(argv: tuple[str, ...]) -> str:
+    return "sudo " + " ".join(argv)
 
 
 def _engines(facts: ContainerHostFacts) -> str:
@@ -162,7 +187,7 @@ def _rootless(ctx: RuleContext) -> Evaluation:
         remediation=Remediation(
             summary="Turn on no-cgroups in the toolkit's config",
             steps=(
-                "sudo nvidia-ctk config --set nvidia-container-cli.no-cgroups --in-place",
+                _sudo(NO_CGROUPS_ARGV),
                 "systemctl --user restart docker",
             ),
             needs_root=True,
@@ -357,7 +382,7 @@ def _cdi_missing(ctx: RuleContext) -> Evaluation:
         remediation=Remediation(
             summary="Generate the NVIDIA CDI spec",
             steps=(
-                "sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml",
+                _sudo(cdi_generate_argv("/etc/cdi/nvidia.yaml")),
                 "nvidia-ctk cdi list   # nvidia.com/gpu=0 … and nvidia.com/gpu=all",
             ),
             needs_root=True,
@@ -404,7 +429,7 @@ def _cdi_stale(ctx: RuleContext) -> Evaluation:
             remediation=Remediation(
                 summary="Regenerate the CDI spec for the driver that is installed now",
                 steps=(
-                    f"sudo nvidia-ctk cdi generate --output={spec.path}",
+                    _sudo(cdi_generate_argv(spec.path)),
                     "toolkit >= 1.18: sudo systemctl enable --now nvidia-cdi-refresh.path "
                     "(regenerates the spec when the driver changes)",
                 ),
@@ -421,7 +446,7 @@ def _cdi_stale(ctx: RuleContext) -> Evaluation:
             evidence=(("spec", spec.path), ("problem", spec.error)),
             remediation=Remediation(
                 summary="Remove or regenerate the broken spec",
-                steps=(f"sudo nvidia-ctk cdi generate --output={spec.path}   # or remove it",),
+                steps=(f"{_sudo(cdi_generate_argv(spec.path))}   # or remove it",),
                 needs_root=True,
             ),
             subject=spec.path,
