@@ -307,9 +307,10 @@ def digest(paths: List[str]) -> str:
     return hashlib.sha256(json.dumps(state, sort_keys=True).encode("utf-8")).hexdigest()
 
 
-def import_manifest() -> Optional[Dict[str, Any]]:
+def import_manifest(libraries: List[List[str]]) -> Optional[Dict[str, Any]]:
     """Every file the import read (modules, mapped libraries), their directories and the import
-    path; None when one cannot be told (a library deleted while mapped)."""
+    path; None when one cannot be told (a library deleted while mapped). ``libraries``: what
+    ``loaded_libraries`` found after the import (the libcuda it used)."""
     files = set()
     for module in list(sys.modules.values()):
         name = getattr(module, "__file__", None)
@@ -329,7 +330,7 @@ def import_manifest() -> Optional[Dict[str, Any]]:
     dirs = {os.path.dirname(f) for f in files}
     dirs.update(os.path.abspath(p) for p in sys.path)  # "" (python -c): the current directory
     paths = sorted(files | dirs)
-    libcuda = [p for family, p in loaded_libraries() if family == "libcuda"]
+    libcuda = [p for family, p in libraries if family == "libcuda"]
     return {"paths": paths, "digest": digest(paths), "libcuda": libcuda[0] if libcuda else ""}
 
 
@@ -517,6 +518,7 @@ def main() -> None:
         if available
         else {"absent": "CUDA is not available to torch"}
     )
+    libraries = loaded_libraries()
     result = {
         "installed": True,
         "version": torch.__version__,
@@ -529,13 +531,13 @@ def main() -> None:
         "cuda_available": available,
         "unavailable_reason": "" if available else reason,
         "device_count": count,
-        "loaded_libraries": loaded_libraries(),
+        "loaded_libraries": libraries,
         "nvidia_wheels": nvidia_wheels(),
         "imported": True,
         "alloc_conf": alloc_conf,
     }  # type: Dict[str, Any]
     if "--manifest" in sys.argv:
-        manifest = import_manifest()
+        manifest = import_manifest(libraries)
         if manifest is not None:
             result["manifest"] = pack(manifest)
     emit(result)
