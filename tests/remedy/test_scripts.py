@@ -9,7 +9,8 @@ import pytest
 from envdoctor.remedy import Plan, render_script
 from tests.remedy import cases
 from tests.remedy.cases import CONTAINER_ID, DOCKER_PID, PERSISTENCED_PID, PYTHON_PID
-from tests.remedy.sandbox import Sandbox, shellcheck
+from tests.remedy.sandbox import Sandbox
+from tests.shellcheck import BASH_STRICT, shellcheck
 
 VERIFY = ("envdoctor", "check")  # the verify shim, as it records itself
 
@@ -28,7 +29,7 @@ def script_for(plan: Plan) -> str:
 
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_every_script_is_shellcheck_clean(name: str, box: Sandbox, tmp_path: Path) -> None:
-    assert shellcheck(script_for(PLANS[name](box)), tmp_path) == ""
+    assert shellcheck(script_for(PLANS[name](box)), *BASH_STRICT) == ""
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))

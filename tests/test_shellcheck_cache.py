@@ -1,0 +1,36 @@
+"""The suite's shellcheck cache (tests/shellcheck.py) never turns a finding into a pass."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests import shellcheck as sc
+
+UNQUOTED = "#!/bin/bash\necho $1\n"  # SC2086, an info-level note
+
+
+@pytest.fixture(autouse=True)
+def own_cache(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.setattr(sc, "CACHE", tmp_path / "cache")
+    monkeypatch.delenv("ENVDOCTOR_TEST_NO_CACHE", raising=False)
+
+
+def test_a_finding_is_reported_every_time() -> None:
+    assert "SC2086" in sc.shellcheck(UNQUOTED, "--severity=info")
+    assert "SC2086" in sc.shellcheck(UNQUOTED, "--severity=info")
+
+
+def test_a_clean_verdict_holds_only_for_the_options_it_was_given() -> None:
+    assert sc.shellcheck(UNQUOTED, "--severity=warning") == ""
+    assert "SC2086" in sc.shellcheck(UNQUOTED, "--severity=info")
+
+
+def test_a_clean_verdict_is_remembered_and_an_edit_is_read_again(tmp_path: Path) -> None:
+    script = tmp_path / "s.sh"
+    script.write_text('#!/bin/bash\necho "$1"\n')
+    assert sc.shellcheck(script, *sc.BASH_STRICT) == ""
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    script.write_text(UNQUOTED)
+    assert "SC2086" in sc.shellcheck(script, *sc.BASH_STRICT)
