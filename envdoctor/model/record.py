@@ -51,6 +51,10 @@ def _refuse_delattr(self: object, name: str) -> None:
 @dataclass_transform(frozen_default=True, field_specifiers=(dataclasses.field,))
 def record(cls: type[T]) -> type[T]:
     """``@dataclass(frozen=True, slots=True)`` with shared methods (see the module docstring)."""
+    if not cls.__doc__:
+        # @dataclass would write one from inspect.signature, which for a class without its own
+        # __init__ tokenizes and parses object's text signature: 2 ms for the first, 0.2 ms each
+        cls.__doc__ = f"{cls.__name__}({', '.join(cls.__dict__.get('__annotations__', ()))})"
     made: Any = dataclasses.dataclass(init=False, repr=False, eq=False, slots=True)(cls)
     fields = dataclasses.fields(made)
     compared = tuple(f.name for f in fields if f.compare)

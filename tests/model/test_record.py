@@ -193,3 +193,8 @@ def test_a_field_outside_the_constructor_gets_its_default() -> None:
     assert (ours.seen, ours.tags) == (stock.seen, stock.tags) == (0, [])
     with pytest.raises(TypeError):
         Counted("a", 3)  # type: ignore[call-arg]  # not a constructor argument
+
+
+def test_help_names_the_fields_of_a_record_without_a_docstring() -> None:
+    assert Gpu.__doc__ == "Gpu(index, name, uuid, secret)"
+    assert Found.__doc__ is not None and "Gpu(" not in Found.__doc__  # its own docstring stays
