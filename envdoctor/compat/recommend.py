@@ -585,7 +585,7 @@ def _last_branch_notes(tables: CompatTables, machine: Machine) -> tuple[str, ...
     out = []
     branch = driver_branch(machine.driver) if machine.driver else None
     for gpu in machine.gpus:
-        arch = tables.architecture(gpu.cc) if gpu.cc else None
+        arch = tables.architecture_for(gpu.cc, gpu.name) if gpu.cc else None
         if arch and branch is not None and arch.last_driver_branch == branch:
             out.append(
                 f"R{branch} is the last driver branch that supports {arch.arch} (GPU {gpu.index}): "
@@ -660,7 +660,7 @@ def describe_machine(tables: CompatTables, machine: Machine) -> tuple[str, ...]:
         if gpu.cc is None:
             lines.append(f"GPU {gpu.index}: {gpu.name} ({_cc_unknown(gpu)})")
             continue
-        arch = tables.architecture(gpu.cc)
+        arch = tables.architecture_for(gpu.cc, gpu.name)  # a GH200 is Grace Hopper, as in blockers
         arch_name = f", {arch.arch}" if arch else ""
         lines.append(f"GPU {gpu.index}: {gpu.name} ({sm_name(gpu.cc)}{arch_name})")
     return tuple(lines)

@@ -93,6 +93,12 @@ def test_a_driver_that_cannot_run_the_gpu_blocks() -> None:
     assert any("open NVIDIA kernel modules" in b for b in rec.blockers)
 
 
+def test_a_gh200_is_named_grace_hopper_in_every_line() -> None:
+    text = render_text(TABLES, rec_for(machine("NVIDIA GH200 480GB", "9.0", "580.105.08", "13.0")))
+    assert "GPU 0: NVIDIA GH200 480GB (sm_90, Grace Hopper)" in text
+    assert "Hopper)" not in text.replace("Grace Hopper)", "")
+
+
 def test_gh200_on_the_proprietary_modules_is_a_blocker_h100_is_not() -> None:
     gh200 = rec_for(machine("NVIDIA GH200 480GB", "9.0", "580.105.08", "13.0", "proprietary"))
     assert gh200.status == "blocked" and gh200.exit_code == 1
