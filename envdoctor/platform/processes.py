@@ -294,15 +294,20 @@ def describe_exit(returncode: int) -> str:
     return f"exited with status {returncode}"
 
 
+def _stat_fields(pid: int | str) -> list[bytes] | None:
+    """/proc/PID/stat from field 3 (the state) on, or None when it cannot be read. Field 2, the
+    command name in parentheses, may hold spaces and ")" itself: the fields follow the last ")"."""
+    try:
+        with open(f"{PROC}/{pid}/stat", "rb") as handle:
+            return handle.read(4096).rpartition(b")")[2].split()
+    except OSError:
+        return None
+
+
 def process_state(pid: int) -> str | None:
     """The state letter /proc gives (R, S, D, T …), or None once the process is gone (a zombie
     has released everything: it counts as gone)."""
-    try:
-        with open(f"{PROC}/{pid}/stat", "rb") as handle:
-            raw = handle.read(4096)
-    except OSError:
-        return None
-    fields = raw.rpartition(b")")[2].split()
+    fields = _stat_fields(pid)
     state = fields[0].decode("ascii", "replace") if fields else ""
     return None if state in ("", "Z", "X") else state
 
@@ -317,12 +322,9 @@ def descendants(root: int) -> tuple[int, ...]:
     for name in names:
         if not name.isdigit():
             continue
-        try:
-            with open(f"{PROC}/{name}/stat", "rb") as handle:
-                fields = handle.read(4096).rpartition(b")")[2].split()
+        fields = _stat_fields(name)
+        if fields and len(fields) > 1 and fields[1].isdigit():
             children.setdefault(int(fields[1]), []).append(int(name))
-        except (OSError, IndexError, ValueError):
-            continue
     found: list[int] = []
     todo = [root]
     while todo and len(found) < 10_000:

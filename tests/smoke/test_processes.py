@@ -139,3 +139,23 @@ def test_process_state_of_a_live_a_dead_and_a_missing_process() -> None:
     assert process_state(child.pid) is None
     assert process_state(2**22 + 12345) is None
     assert child.survivors(grace=0.2) == ()
+
+
+RENAMED = (  # a command name that looks like the end of stat's name field and more fields
+    "import ctypes, subprocess, sys, time\n"
+    "ctypes.CDLL(None).prctl(15, b') Z 1 1 (', 0, 0, 0)\n"  # PR_SET_NAME
+    "p = subprocess.Popen(['sleep', '60'])\n"
+    "print(p.pid, flush=True)\n"
+    "time.sleep(60)\n"
+)
+
+
+def test_a_command_name_with_parentheses_keeps_its_state_and_children() -> None:
+    child = spawn([PYTHON, "-c", RENAMED])
+    line = child.read(10)
+    assert isinstance(line, Line)
+    sleeper = int(line.text)
+    assert process_state(child.pid) in {"R", "S"}  # not "Z" from the name
+    assert sleeper in descendants(child.pid)
+    child.kill()
+    assert wait_dead(sleeper)
