@@ -12,13 +12,14 @@ from __future__ import annotations
 import re
 from typing import Any
 
+from envdoctor.inputfile import MAX_YAML_BYTES
 from envdoctor.model.containers import CdiSpec
 from envdoctor.model.probed import Absent, Found, Probed, why_missing
 from envdoctor.platform.host import Host
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_SPECS = 64
-MAX_SPEC_BYTES = 4 << 20
+MAX_SPEC_BYTES = MAX_YAML_BYTES  # one limit for YAML and JSON specs (a YAML one is read by yamlsource)
 MAX_EDITS = 4096  # paths checked per spec: a real spec for 8 GPUs has a few hundred
 MAX_MISSING = 16
 _KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")

@@ -382,3 +382,15 @@ def test_a_cpu_machine_in_a_container_has_no_gpu_checks_left_undecided() -> None
         assert outcome == "not-applicable", (name, reason)
         assert "no NVIDIA GPU" in reason
     assert report["status"] == "healthy"
+
+
+@pytest.mark.parametrize("name", ["nvidia.yaml", "nvidia.json"])
+def test_a_spec_over_the_size_limit_is_refused_in_either_format(name: str) -> None:
+    """JSON is YAML: one limit for both (a 2 MiB JSON spec was read, the same as YAML was not)."""
+    spec = {"cdiVersion": "0.6.0", "kind": "nvidia.com/gpu", "devices": [], "pad": "x" * (2 << 20)}
+    report = _check(
+        "host_cdi_stale", files={"/etc/cdi/nvidia.yaml": None, f"/etc/cdi/{name}": json.dumps(spec)}
+    )
+    stale = [f for f in report["findings"] if f["code"] == "container.cdi-stale"]
+    assert [f["severity"] for f in stale] == ["warning"]
+    assert "larger than 1 MiB: not read" in json.dumps(stale)
