@@ -39,15 +39,17 @@ out of range by the accessor, at its line.
 
 from __future__ import annotations
 
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import TYPE_CHECKING, Any, Union
+from typing import TYPE_CHECKING, Any, TypeVar, Union
 
 import yaml
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import MAX_YAML_BYTES, read_input
+
+T = TypeVar("T")
 
 if TYPE_CHECKING:
     import sys
@@ -392,6 +394,11 @@ class Reader:
         if value.kind != "bool":
             raise self.error(node, f"{what}: expected true or false, got {shown(value.text)}")
         return value.text.lower() in ("true", "yes", "on", "y")
+
+    def optional(self, node: Map, key: str, what: str, read: Callable[[Node, str], T]) -> T | None:
+        """``read(node[key])``; None when the key is absent (a null is given to ``read``, which
+        refuses it where a value is wanted)."""
+        return read(node.items[key], f"{what}.{key}") if key in node.items else None
 
     def flag(self, node: Map, key: str, what: str, default: bool) -> bool:
         """``node[key]`` as a boolean, ``default`` when the key is absent."""

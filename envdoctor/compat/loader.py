@@ -553,16 +553,8 @@ def _parse_architectures(
                 row.items["platform"], f"{what}.platform: one of {', '.join(_PLATFORMS)}"
             )
         modules = _kernel_modules(ctx, row, what)
-        first = (
-            ctx.cuda(row.items["first_cuda"], f"{what}.first_cuda")
-            if "first_cuda" in row.items
-            else None
-        )
-        last = (
-            ctx.cuda(row.items["last_cuda"], f"{what}.last_cuda")
-            if "last_cuda" in row.items
-            else None
-        )
+        first = ctx.optional(row, "first_cuda", what, ctx.cuda)
+        last = ctx.optional(row, "last_cuda", what, ctx.cuda)
         if first and last and (parse_cuda(first) or (0, 0)) > (parse_cuda(last) or (0, 0)):
             raise ctx.error(row, f"{what} {cc}: first_cuda {first} is after last_cuda {last}")
         rows.append(
@@ -574,11 +566,7 @@ def _parse_architectures(
                 first_cuda=first,
                 last_cuda=last,
                 first_driver=ctx.optional_driver(row, "first_driver", what),
-                last_driver_branch=(
-                    ctx.integer(row.items["last_driver_branch"], f"{what}.last_driver_branch")
-                    if "last_driver_branch" in row.items
-                    else None
-                ),
+                last_driver_branch=ctx.optional(row, "last_driver_branch", what, ctx.integer),
                 kernel_modules=modules,
                 source=ctx.source(row, f"{what} {cc}"),
                 **ctx.confirmation(row, what),
@@ -670,8 +658,8 @@ def _parse_cudnn(ctx: _Ctx, top: y.Map, body: dict[str, y.Node]) -> dict[str, tu
                     raise ctx.error(
                         node_a, f"{what} {cudnn}: packages {a.cuda} and {b.cuda} overlap"
                     )
-        min_cc = ctx.cc(row.items["min_cc"], f"{what}.min_cc") if "min_cc" in row.items else None
-        max_cc = ctx.cc(row.items["max_cc"], f"{what}.max_cc") if "max_cc" in row.items else None
+        min_cc = ctx.optional(row, "min_cc", what, ctx.cc)
+        max_cc = ctx.optional(row, "max_cc", what, ctx.cc)
         rows.append(
             CudnnRelease(
                 cudnn=cudnn,
@@ -776,8 +764,8 @@ def _parse_variant(ctx: _Ctx, row: y.Map, torch: str, template: str) -> TorchVar
         index_url=index_url,
         arch_spec=spec,
         arch_list=arch_list,
-        cudnn=ctx.version(row.items["cudnn"], f"{what}.cudnn") if "cudnn" in row.items else None,
-        nccl=ctx.version(row.items["nccl"], f"{what}.nccl") if "nccl" in row.items else None,
+        cudnn=ctx.optional(row, "cudnn", what, ctx.version),
+        nccl=ctx.optional(row, "nccl", what, ctx.version),
         experimental=ctx.flag(row, "experimental", what, False),
         **ctx.confirmation(row, what),
         source=ctx.source(row, f"{what} {name}"),

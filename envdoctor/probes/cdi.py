@@ -19,7 +19,8 @@ from envdoctor.platform.host import Host
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_SPECS = 64
-MAX_SPEC_BYTES = MAX_YAML_BYTES  # one limit for YAML and JSON specs (a YAML one is read by yamlsource)
+# one limit for YAML and JSON specs alike (a YAML one is read by yamlsource, which has this one)
+MAX_SPEC_BYTES = MAX_YAML_BYTES
 MAX_EDITS = 4096  # paths checked per spec: a real spec for 8 GPUs has a few hundred
 MAX_MISSING = 16
 _KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
