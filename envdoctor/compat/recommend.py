@@ -520,19 +520,19 @@ def recommend(tables: CompatTables, machine: Machine, *, pin: str | None = None)
     )
 
 
-def _known_release(tables: CompatTables, version: str) -> bool:
+def _known_pin(tables: CompatTables, version: str) -> tuple[TorchRelease, str, str | None] | None:
+    """``parse_pin``'s answer, or None for a version the tables do not know."""
     try:
-        parse_pin(tables, version)
+        return parse_pin(tables, version)
     except EnvdoctorError:
-        return False
-    return True
+        return None
 
 
 def _keep_installed(tables: CompatTables, machine: Machine) -> Recommendation | None:
     """The installed torch version in the variant that fits, when one does: switching the
     variant (2.13.0+cpu → 2.13.0 from the cu130 index) changes less than a new release."""
     installed = machine.installed_torch
-    if installed is None or not _known_release(tables, installed):
+    if installed is None or _known_pin(tables, installed) is None:
         return None
     rec = recommend(tables, machine, pin=installed)
     if rec.choice is None:
@@ -603,8 +603,8 @@ def _no_gpu_list(
     release, version = (newest[0], newest[0].latest) if newest else (None, "")
     if pin is not None:
         release, version, _ = parse_pin(tables, pin)
-    elif machine.installed_torch and _known_release(tables, machine.installed_torch):
-        release, version, _ = parse_pin(tables, machine.installed_torch)
+    elif machine.installed_torch and (known := _known_pin(tables, machine.installed_torch)):
+        release, version, _ = known
     if blockers:
         return Recommendation(
             machine=machine,
