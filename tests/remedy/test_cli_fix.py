@@ -103,7 +103,7 @@ def test_fix_steps_format() -> None:
 
 
 @pytest.mark.parametrize("scenario", SCENARIO_NAMES)
-def test_every_scenario_gives_a_clean_script(scenario: str, tmp_path: Path) -> None:
+def test_every_scenario_gives_a_clean_script(scenario: str) -> None:
     result = invoke(FakeHost.scenario(scenario))
     assert result.exit_code == 0, result.output
     assert result.output.startswith("#!/usr/bin/env bash\n")

@@ -158,7 +158,7 @@ def _hostile_plan(box: Sandbox, argv: tuple[str, ...], name: str = "$(reboot)") 
     return build_plan(report, cases.fix_facts([holder]), cases.options(box))
 
 
-def test_hostile_names_execute_nothing(box: Sandbox, tmp_path: Path) -> None:
+def test_hostile_names_execute_nothing(box: Sandbox) -> None:
     argv = ("python", *HOSTILE)
     box.modules(cases.LOADED)
     box.loaded_driver("580.95.05")

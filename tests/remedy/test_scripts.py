@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-from pathlib import Path
-
 import pytest
 
 from envdoctor.remedy import Plan, render_script
@@ -28,7 +26,7 @@ def script_for(plan: Plan) -> str:
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))
-def test_every_script_is_shellcheck_clean(name: str, box: Sandbox, tmp_path: Path) -> None:
+def test_every_script_is_shellcheck_clean(name: str, box: Sandbox) -> None:
     assert shellcheck(script_for(PLANS[name](box)), *BASH_STRICT) == ""
 
 
