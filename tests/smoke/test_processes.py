@@ -8,6 +8,7 @@ import signal
 import pytest
 
 from envdoctor.platform.processes import (
+    ChildProcess,
     ChildSet,
     Eof,
     Line,
@@ -107,19 +108,21 @@ def test_exit_descriptions() -> None:
     assert signal_name(200) == "signal 200"
 
 
-ESCAPED = (
-    "import subprocess, sys, time\n"
-    "p = subprocess.Popen(['sleep', '60'], start_new_session=True)\n"
-    "print(p.pid, flush=True)\n"
-    "time.sleep(60)\n"
-)
+def with_a_sleeper(prelude: str, **popen: bool) -> tuple[ChildProcess, int]:
+    """A Python child that runs ``prelude``, starts ``sleep 60`` and prints the sleeper's PID."""
+    source = (
+        f"import ctypes, subprocess, sys, time\n{prelude}"
+        f"p = subprocess.Popen(['sleep', '60'], **{popen!r})\n"
+        "print(p.pid, flush=True)\ntime.sleep(60)\n"
+    )
+    child = spawn([PYTHON, "-c", source])
+    line = child.read(10)
+    assert isinstance(line, Line)
+    return child, int(line.text)
 
 
 def test_kill_reaches_a_descendant_that_left_the_group() -> None:
-    child = spawn([PYTHON, "-c", ESCAPED])
-    line = child.read(10)
-    assert isinstance(line, Line)
-    escaped = int(line.text)
+    child, escaped = with_a_sleeper("", start_new_session=True)
     assert escaped in descendants(child.pid)
     child.kill()
     assert wait_dead(escaped)
@@ -141,20 +144,9 @@ def test_process_state_of_a_live_a_dead_and_a_missing_process() -> None:
     assert child.survivors(grace=0.2) == ()
 
 
-RENAMED = (  # a command name that looks like the end of stat's name field and more fields
-    "import ctypes, subprocess, sys, time\n"
-    "ctypes.CDLL(None).prctl(15, b') Z 1 1 (', 0, 0, 0)\n"  # PR_SET_NAME
-    "p = subprocess.Popen(['sleep', '60'])\n"
-    "print(p.pid, flush=True)\n"
-    "time.sleep(60)\n"
-)
-
-
 def test_a_command_name_with_parentheses_keeps_its_state_and_children() -> None:
-    child = spawn([PYTHON, "-c", RENAMED])
-    line = child.read(10)
-    assert isinstance(line, Line)
-    sleeper = int(line.text)
+    # PR_SET_NAME: a name that reads like the end of stat's name field and more fields
+    child, sleeper = with_a_sleeper("ctypes.CDLL(None).prctl(15, b') Z 1 1 (', 0, 0, 0)\n")
     assert process_state(child.pid) in {"R", "S"}  # not "Z" from the name
     assert sleeper in descendants(child.pid)
     child.kill()
