@@ -26,6 +26,13 @@ def _env(**extra: str) -> dict[str, str]:
     return env
 
 
+def _run(argv: list[str], **env: str) -> subprocess.CompletedProcess[str]:
+    """``argv`` with envdoctor's bin directory on PATH (and ``env`` added), output captured."""
+    return subprocess.run(
+        argv, capture_output=True, text=True, timeout=60, env=_env(**env), check=False
+    )
+
+
 def bash_complete(line: str) -> list[str]:
     """What bash offers for ``line`` (a trailing space: a new word) with the shown script loaded."""
     words = line.split(" ")
@@ -37,14 +44,7 @@ def bash_complete(line: str) -> list[str]:
         "_envdoctor_completion envdoctor\n"
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
-    done = subprocess.run(
-        ["bash", "--norc", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(),
-        check=False,
-    )
+    done = _run(["bash", "--norc", "-c", script])
     assert done.returncode == 0, done.stderr
     return [w for w in done.stdout.splitlines() if w]
 
@@ -77,17 +77,11 @@ def test_bash_completes_choices_and_table_names() -> None:
 def test_every_option_of_every_command_completes(path: str, command: Command) -> None:
     """The completion app is built from the registry: no option the parser takes is missing."""
     line = f"envdoctor {path} --"
-    done = subprocess.run(
+    done = _run(
         [ENVDOCTOR],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(
-            _ENVDOCTOR_COMPLETE="complete_bash",
-            COMP_WORDS=line,
-            COMP_CWORD=str(len(line.split(" ")) - 1),
-        ),
-        check=False,
+        _ENVDOCTOR_COMPLETE="complete_bash",
+        COMP_WORDS=line,
+        COMP_CWORD=str(len(line.split(" ")) - 1),
     )
     offered = set(done.stdout.split())
     assert {o.long for o in command.options} <= offered, done.stderr
@@ -99,27 +93,13 @@ def test_the_table_names_completion_offers_are_the_loaders() -> None:
 
 @pytest.mark.parametrize(("shell", "marker"), [("zsh", "#compdef envdoctor"), ("fish", "complete")])
 def test_show_completion_for_a_named_shell(shell: str, marker: str) -> None:
-    done = subprocess.run(
-        [ENVDOCTOR, "--show-completion", shell],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(),
-        check=False,
-    )
+    done = _run([ENVDOCTOR, "--show-completion", shell])
     assert done.returncode == 0 and marker in done.stdout
     assert "_ENVDOCTOR_COMPLETE" in done.stdout
 
 
 def test_an_unknown_shell_is_a_usage_error() -> None:
-    done = subprocess.run(
-        [ENVDOCTOR, "--show-completion", "tcsh"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(),
-        check=False,
-    )
+    done = _run([ENVDOCTOR, "--show-completion", "tcsh"])
     assert done.returncode == 2 and done.stdout == ""
     assert done.stderr.startswith("envdoctor: error: --show-completion: no completion for 'tcsh'")
 
@@ -130,14 +110,7 @@ def test_install_completion_writes_to_the_users_home_and_bash_then_completes(
 ) -> None:
     home = tmp_path / "home"
     home.mkdir()
-    done = subprocess.run(
-        [ENVDOCTOR, "--install-completion", "bash"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(HOME=str(home)),
-        check=False,
-    )
+    done = _run([ENVDOCTOR, "--install-completion", "bash"], HOME=str(home))
     assert done.returncode == 0, done.stderr
     bashrc = (home / ".bashrc").read_text()
     assert "envdoctor" in bashrc
@@ -148,12 +121,5 @@ def test_install_completion_writes_to_the_users_home_and_bash_then_completes(
         "_envdoctor_completion envdoctor\n"
         'printf "%s\\n" "${COMPREPLY[@]}"\n'
     )
-    shell = subprocess.run(
-        ["bash", "--norc", "-c", script],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        env=_env(HOME=str(home)),
-        check=False,
-    )
+    shell = _run(["bash", "--norc", "-c", script], HOME=str(home))
     assert shell.stdout.split() == ["explain"], shell.stderr
