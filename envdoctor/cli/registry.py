@@ -17,7 +17,7 @@ EXIT_CODES = (
 
 
 TABLE_NAMES = ("cuda-toolkits", "driver-branches", "architectures", "cudnn", "pytorch")
-"""``compat.loader.TABLE_NAMES``, spelled here so that help and completion load no tables (a test
+"""``compat.tables.TABLE_NAMES``, spelled here so that help and completion load no tables (a test
 keeps the two equal)."""
 
 # --- options shared by several commands -------------------------------------------------------

@@ -5,14 +5,8 @@ from __future__ import annotations
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, output_format, tables_of, write_report
-from envdoctor.compat.loader import (
-    SECTIONS,
-    TABLE_NAMES,
-    count_rows,
-    load_tables,
-    validate_dir,
-)
 from envdoctor.compat.store import shipped_dir
+from envdoctor.compat.tables import SECTIONS, TABLE_NAMES, count_rows
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.units import plural
 from envdoctor.terminal import json_document, safe_line
@@ -24,6 +18,8 @@ def run(inv: Invocation) -> int:
 
 def validate(inv: Invocation) -> int:
     """Validate the shipped tables, or DIR's tables merged over them; exit 2 on the first error."""
+    from envdoctor.compat.loader import load_tables, validate_dir  # the YAML reader: here only
+
     directory = inv.args.path("directory")
     tables = validate_dir(str(directory)) if directory is not None else load_tables()
     where = str(directory) if directory is not None else str(shipped_dir())

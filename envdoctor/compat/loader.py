@@ -21,6 +21,7 @@ from envdoctor import yamlsource as y
 from envdoctor.compat.store import extra_dirs, shipped_dir, table_files
 from envdoctor.compat.tables import (
     DEFAULT_INDEX_URL,
+    TABLE_NAMES,
     Architecture,
     CompatTables,
     CudaRelease,
@@ -48,28 +49,6 @@ from envdoctor.yamlsource import Reader, shown
 
 SCHEMA_VERSION = 1
 _HEADER_KEYS = {"schema", "table", "description", "sources", "replace"}
-SECTIONS: dict[str, tuple[str, ...]] = {
-    "cuda-toolkits": (
-        "cuda_releases",
-        "minor_version_floors",
-        "minor_version_limitations",
-        "forward_compat_gpus",
-        "forward_compat_packages",
-    ),
-    "driver-branches": ("driver_branches",),
-    "architectures": ("architectures", "gpu_products"),
-    "cudnn": ("cudnn",),
-    "pytorch": ("torch_releases",),
-}
-"""Table name -> the ``CompatTables`` fields it fills."""
-TABLE_NAMES = tuple(SECTIONS)
-
-
-def count_rows(tables: CompatTables) -> dict[str, int]:
-    """Rows per table, as ``tables validate`` reports them."""
-    return {name: sum(len(getattr(tables, f)) for f in fields) for name, fields in SECTIONS.items()}
-
-
 T = TypeVar("T")
 
 

@@ -354,3 +354,26 @@ class CompatTables:
 
 def _driver_of(row: CudaRelease, windows: bool) -> str:
     return (row.windows_driver if windows else row.linux_driver) or ""
+
+
+SECTIONS: dict[str, tuple[str, ...]] = {
+    "cuda-toolkits": (
+        "cuda_releases",
+        "minor_version_floors",
+        "minor_version_limitations",
+        "forward_compat_gpus",
+        "forward_compat_packages",
+    ),
+    "driver-branches": ("driver_branches",),
+    "architectures": ("architectures", "gpu_products"),
+    "cudnn": ("cudnn",),
+    "pytorch": ("torch_releases",),
+}
+"""Table name -> the ``CompatTables`` fields it fills (here, not in the loader: ``tables show``
+and help read it without importing the YAML reader)."""
+TABLE_NAMES = tuple(SECTIONS)
+
+
+def count_rows(tables: CompatTables) -> dict[str, int]:
+    """Rows per table, as ``tables validate`` reports them."""
+    return {name: sum(len(getattr(tables, f)) for f in fields) for name, fields in SECTIONS.items()}

@@ -3,12 +3,11 @@ text or as JSON (docs/schema/tables.schema.json)."""
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
-from envdoctor.compat.loader import SECTIONS
-from envdoctor.compat.tables import CompatTables
+from envdoctor.compat.tables import SECTIONS, CompatTables
 from envdoctor.envelope import envelope
+from envdoctor.model.codec import encode
 from envdoctor.terminal import safe_text
 
 TEXT_COLOURS = (
@@ -114,18 +113,6 @@ def table_text(key: str, tables: CompatTables) -> str:
 def table_json(name: str, tables: CompatTables) -> dict[str, Any]:
     """``tables show NAME --json``: the rows of the CompatTables fields table ``name`` fills, each
     a plain object with the row's own field names; ``origins`` are the directories read."""
-    rows = {f: [_plain(row) for row in getattr(tables, f)] for f in SECTIONS[name]}
+    rows = {f: encode(getattr(tables, f)) for f in SECTIONS[name]}
     payload = {"table": name, "origins": list(tables.origins), **rows}
     return envelope("tables", payload, exit_code=0)  # showing a table that loaded is no verdict
-
-
-def _plain(row: object) -> dict[str, Any]:
-    out = {}
-    for f in dataclasses.fields(row):  # type: ignore[arg-type]  # every row is a record
-        value = getattr(row, f.name)
-        if dataclasses.is_dataclass(value) and not isinstance(value, type):
-            value = _plain(value)
-        elif isinstance(value, tuple):
-            value = [_plain(v) if dataclasses.is_dataclass(v) else v for v in value]
-        out[f.name] = value
-    return out

@@ -13,7 +13,7 @@ import pytest
 
 from envdoctor.cli import registry
 from envdoctor.cli.options import Command
-from envdoctor.compat.loader import TABLE_NAMES
+from envdoctor.compat.tables import TABLE_NAMES
 
 BIN = Path(sys.executable).parent
 ENVDOCTOR = str(BIN / "envdoctor")

@@ -10,8 +10,9 @@ import pytest
 from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
-from envdoctor.compat.loader import TABLE_NAMES, intervals_overlap, load_tables
+from envdoctor.compat.loader import intervals_overlap, load_tables
 from envdoctor.compat.store import shipped_dir
+from envdoctor.compat.tables import TABLE_NAMES
 from envdoctor.compat.versions import parse_cuda
 from envdoctor.errors import EnvdoctorError
 

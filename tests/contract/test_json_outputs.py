@@ -25,7 +25,7 @@ import pytest
 from envdoctor import __version__
 from envdoctor.cli import smoke as smoke_cli
 from envdoctor.cli.common import AppContext
-from envdoctor.compat.loader import TABLE_NAMES
+from envdoctor.compat.tables import TABLE_NAMES
 from envdoctor.envelope import KINDS, STATUS_OF_EXIT
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found
