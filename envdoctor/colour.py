@@ -20,7 +20,7 @@ from __future__ import annotations
 
 import os
 
-from envdoctor.terminal import safe_text
+from envdoctor.terminal import is_terminal, safe_text
 
 TYPE_CHECKING = False  # typing costs ~5 ms to import: help and the probe go without it
 if TYPE_CHECKING:
@@ -57,11 +57,7 @@ def wants_colour(
         return False
     if _forced(env.get("FORCE_COLOR")) or _forced(env.get("CLICOLOR_FORCE")):
         return True
-    isatty = getattr(stream, "isatty", None)
-    try:
-        return bool(isatty()) if isatty is not None else False
-    except (OSError, ValueError):  # closed
-        return False
+    return is_terminal(stream)
 
 
 def _forced(value: str | None) -> bool:

@@ -22,6 +22,16 @@ TYPE_CHECKING = False  # typing costs ~5 ms to import: help and the probe go wit
 if TYPE_CHECKING:
     from typing import Any
 
+
+def is_terminal(stream: object) -> bool:
+    """Whether ``stream`` is a terminal; a closed stream, or one without ``isatty``, is not."""
+    isatty = getattr(stream, "isatty", None)
+    try:
+        return bool(isatty()) if isatty is not None else False
+    except (OSError, ValueError):  # closed
+        return False
+
+
 _NAMED = {"\n": "\\n", "\r": "\\r", "\t": "\\t"}
 
 

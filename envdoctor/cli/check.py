@@ -12,6 +12,7 @@ from envdoctor.cli.common import (
     Invocation,
     facts_for,
     intent_for,
+    output_format,
     tables_of,
     target_python,
     text_width,
@@ -41,7 +42,7 @@ def run(inv: Invocation) -> int:
     if snapshot is not None:
         _snapshot_only(deep=args.flag("deep"), python=args.text("python"))
     start = time.monotonic()
-    fmt = "json" if args.flag("json") else args.text("format") or "text"
+    fmt = output_format(inv)
     rules = all_rules()
     spec_gpus = False
     spec = args.path("spec")

@@ -203,13 +203,15 @@ def colour_for(inv: Invocation, *, err: bool = False) -> bool:
     return wants_colour(choice, sys.stderr if err else sys.stdout)
 
 
-def write_report(inv: Invocation, text: str, *, paint: Callable[[str], str] | None = None) -> None:
-    """A report to ``-o FILE`` exactly as rendered, or to stdout, coloured by ``paint`` (the
-    renderer's colouring of its own safe text) when ``colour_for`` says so."""
+def write_report(
+    inv: Invocation, text: str, *, paint: Callable[[str], str] | None = None, mode: int = 0o644
+) -> None:
+    """A report to ``-o FILE`` (with ``mode``) exactly as rendered, or to stdout, coloured by
+    ``paint`` (the renderer's colouring of its own safe text) when ``colour_for`` says so."""
     output = inv.args.path("output") if _has(inv, "output") else None
     if output is None and paint is not None and colour_for(inv):
         text = paint(text)
-    write_output(text, output)
+    write_output(text, output, mode=mode)
 
 
 def text_width() -> int:

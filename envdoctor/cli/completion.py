@@ -51,7 +51,9 @@ def complete(argv: list[str]) -> int:
     flag, _, value = argv[0].partition("=") if argv else ("", "", "")
     if not value and len(argv) > 1 and not argv[1].startswith("-"):
         value = argv[1]
-    given = bool(value) and flag in ("--install-completion", "--show-completion")
+    from envdoctor.cli.main import COMPLETION_FLAGS  # loaded already: it routed here
+
+    given = bool(value) and flag in COMPLETION_FLAGS
     if given and value not in SHELLS:
         raise UsageError(f"{flag}: no completion for {value!r} (shells: {', '.join(SHELLS)})")
     args = [flag, value] if given else argv

@@ -15,7 +15,6 @@ from envdoctor.cli.common import (
     intent_for,
     tables_of,
     target_python,
-    write_output,
     write_report,
 )
 
@@ -68,10 +67,13 @@ def run(inv: Invocation) -> int:
     else:
         text = render_script(plan)
     output = args.path("output")
-    if fmt == "steps":  # for people: coloured on a terminal, as check's report is
-        write_report(inv, text, paint=colour_steps)
-    else:
-        write_output(text, output, mode=0o755 if fmt == "script" else 0o644)
+    # steps are for people: coloured on a terminal, as check's report is
+    write_report(
+        inv,
+        text,
+        paint=colour_steps if fmt == "steps" else None,
+        mode=0o755 if fmt == "script" else 0o644,
+    )
     if output is not None:
         # A bare name would be looked up on PATH, not in the current directory.
         runnable = output if output.is_absolute() or "/" in str(output) else f"./{output}"

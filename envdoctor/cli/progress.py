@@ -13,7 +13,7 @@ from __future__ import annotations
 import sys
 from typing import TYPE_CHECKING
 
-from envdoctor.terminal import safe_line
+from envdoctor.terminal import is_terminal, safe_line
 
 if TYPE_CHECKING:
     import threading
@@ -43,7 +43,7 @@ class Progress:
         self._shown = 0  # the width of what is on the line now
         self._stop: threading.Event | None = None
         self._thread: threading.Thread | None = None
-        self.enabled = _is_terminal(self._stream)
+        self.enabled = is_terminal(self._stream)
 
     def __enter__(self) -> Progress:
         if self.enabled:
@@ -91,13 +91,6 @@ class Progress:
             self._stream.flush()
         except (OSError, ValueError):  # stderr went away: the work goes on without a line
             self.enabled = False
-
-
-def _is_terminal(stream: TextIO | None) -> bool:
-    try:
-        return stream is not None and stream.isatty()
-    except (OSError, ValueError):  # closed
-        return False
 
 
 def _columns(stream: TextIO) -> int:
