@@ -14,6 +14,8 @@ OLD_SNAPSHOT = "not read (a snapshot from an older envdoctor)"
 SHM_PATH = "/dev/shm"  # noqa: S108 (the shared-memory mount that is judged, not a temp file)
 CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 """Where CDI specs are looked for when nothing configures it (container-device-interface)."""
+DEFAULT_CDI_SPEC = f"{CDI_DIRS[0]}/nvidia.yaml"
+"""Where envdoctor's fixes have ``nvidia-ctk cdi generate`` write the NVIDIA spec."""
 SHM_ENOUGH = 1 << 30
 """A shared-memory mount this large is enough for DataLoader workers and NCCL (NVIDIA runs its containers with
 --shm-size=1g at least); Docker's default is 64 MiB."""

@@ -339,4 +339,4 @@ def _decode(data: bytes) -> str:
 
 
 def _executable(path: str) -> bool:
-    return os.access(path, os.X_OK) and os.path.exists(path) and not os.path.isdir(path)
+    return os.access(path, os.X_OK) and not os.path.isdir(path)  # access: False when missing

@@ -10,6 +10,7 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from envdoctor.engine import Report
+from envdoctor.model.containers import DEFAULT_CDI_SPEC
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.remedy.model import Action, Note, RunCommand
 from envdoctor.rules import container_host as host
@@ -77,7 +78,7 @@ def _steps(finding: Finding) -> list[tuple[str, Action]]:
             )
         ]
     if code in (host.CDI_MISSING, host.CDI_STALE):
-        path = finding.subject if code == host.CDI_STALE else "/etc/cdi/nvidia.yaml"
+        path = finding.subject if code == host.CDI_STALE else DEFAULT_CDI_SPEC
         return [
             (
                 f"Generate the NVIDIA CDI spec for the installed driver into {path}",

@@ -8,7 +8,13 @@ These judge the host only: inside a container the files describe the container's
 
 from __future__ import annotations
 
-from envdoctor.model.containers import CdiSpec, ContainerHostFacts, EngineConfig, EngineFacts
+from envdoctor.model.containers import (
+    DEFAULT_CDI_SPEC,
+    CdiSpec,
+    ContainerHostFacts,
+    EngineConfig,
+    EngineFacts,
+)
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Found, ProbeFailed, why_missing
@@ -382,7 +388,7 @@ def _cdi_missing(ctx: RuleContext) -> Evaluation:
         remediation=Remediation(
             summary="Generate the NVIDIA CDI spec",
             steps=(
-                _sudo(cdi_generate_argv("/etc/cdi/nvidia.yaml")),
+                _sudo(cdi_generate_argv(DEFAULT_CDI_SPEC)),
                 "nvidia-ctk cdi list   # nvidia.com/gpu=0 … and nvidia.com/gpu=all",
             ),
             needs_root=True,

@@ -9,13 +9,20 @@ from __future__ import annotations
 
 import re
 
-from envdoctor.model.containers import SHM_ENOUGH, DeviceOpen, InsideFacts, ShmMount
+from envdoctor.model.containers import (
+    DEFAULT_CDI_SPEC,
+    SHM_ENOUGH,
+    DeviceOpen,
+    InsideFacts,
+    ShmMount,
+)
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.model.views import MachineKind, MachineView, nvml_system
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
+from envdoctor.rules.container_host import cdi_generate_argv
 
 CGROUP_DENIED = "container.cgroup-denied"
 CAPABILITIES = "container.driver-capabilities"
@@ -197,7 +204,7 @@ def _libraries(ctx: RuleContext) -> Evaluation:
                 "Kubernetes: run the pod with the nvidia runtime (runtimeClassName: nvidia, or "
                 "nvidia as containerd's default runtime)",
                 "CDI: regenerate the spec so that it mounts the driver's libraries "
-                "(sudo nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml on the host)",
+                f"({' '.join(('sudo', *cdi_generate_argv(DEFAULT_CDI_SPEC)))} on the host)",
             ),
         ),
     )

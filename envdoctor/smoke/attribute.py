@@ -191,10 +191,6 @@ def attribute(facts: Facts, child: ChildRun, code: str, step: StepResult) -> Cau
     return None
 
 
-def gpu_of(facts: Facts, child: ChildRun) -> GpuFacts | None:
-    return target_gpu(facts, child.target)
-
-
 def target_gpu(facts: Facts, target: Target) -> GpuFacts | None:
     """The NVML GPU a target runs on, when it is exactly one."""
     if len(target.nvml_indices) != 1:
@@ -250,7 +246,7 @@ def memory_picture(facts: Facts, child: ChildRun | None, gpu: GpuFacts | None) -
 
 
 def _memory_cause(facts: Facts, child: ChildRun, code: str) -> Cause | None:
-    gpu = gpu_of(facts, child)
+    gpu = target_gpu(facts, child.target)
     picture = memory_picture(facts, child, gpu)
     label = child.target.label
     kind = REPRODUCE_KIND.get(code, "cublas-alloc")
@@ -382,7 +378,7 @@ def _sm(capability: str) -> str:
 
 def _arch_cause(facts: Facts, child: ChildRun) -> Cause | None:
     build = torch_build(facts)
-    gpu = gpu_of(facts, child)
+    gpu = target_gpu(facts, child.target)
     capability = child.info("capability") or (value_or(gpu.compute_capability, "") if gpu else "")
     if build is None or not capability:
         return None
@@ -472,7 +468,7 @@ def _version(text: str) -> tuple[int, ...]:
 
 
 def _visibility_cause(facts: Facts, child: ChildRun, code: str) -> Cause | None:
-    gpu = gpu_of(facts, child)
+    gpu = target_gpu(facts, child.target)
     evidence: list[tuple[str, str]] = []
     if gpu is not None and isinstance(gpu.compute_mode, Found):
         mode = gpu.compute_mode.value
@@ -504,7 +500,7 @@ def _visibility_cause(facts: Facts, child: ChildRun, code: str) -> Cause | None:
 
 
 def _hardware_cause(facts: Facts, child: ChildRun) -> Cause | None:
-    gpu = gpu_of(facts, child)
+    gpu = target_gpu(facts, child.target)
     if gpu is None:
         return None
     evidence: list[tuple[str, str]] = []
@@ -571,7 +567,7 @@ PROCESS_STATES = {
 
 
 def _timeout_cause(facts: Facts, child: ChildRun, step: StepResult) -> Cause | None:
-    gpu = gpu_of(facts, child)
+    gpu = target_gpu(facts, child.target)
     evidence: list[tuple[str, str]] = [("hung in", f"`{step.step}` after {step.seconds:.1f} s")]
     if child.stderr_tail:
         evidence.append(("child's last words", _tail(child.stderr_tail, 6)))
@@ -638,7 +634,7 @@ def _crash_cause(facts: Facts, child: ChildRun, step: StepResult) -> Cause | Non
 
 
 def _fabric_cause(facts: Facts, child: ChildRun) -> Cause | None:
-    gpu = gpu_of(facts, child)
+    gpu = target_gpu(facts, child.target)
     name = value_or(gpu.name, "") if gpu else ""
     if "SXM" in name or "HGX" in name or "H100" in name or "A100" in name or "H200" in name:
         return Cause(
