@@ -27,6 +27,7 @@ def run(inv: Invocation) -> int:
     from envdoctor.platform.host import Deadline
     from envdoctor.probes.holders import absent_fix_facts, probe_fix_facts
     from envdoctor.remedy import PlanOptions, build_plan, plan_to_json, render_script, render_steps
+    from envdoctor.remedy.planner import MODULE_NOT_LOADED
     from envdoctor.remedy.render import colour_steps
     from envdoctor.rules import all_rules
     from envdoctor.terminal import json_document, safe_line
@@ -43,7 +44,12 @@ def run(inv: Invocation) -> int:
         live = absent_fix_facts(f"not scanned: planning from the snapshot {snapshot}")
         source = f"the machine in {snapshot}"
     else:
-        live = probe_fix_facts(inv.host, deadline=Deadline(timeout))
+        live = probe_fix_facts(
+            inv.host,
+            deadline=Deadline(timeout),
+            # modinfo and dkms answer only the module-not-loaded step (remedy/planner.py _load)
+            loads_module=any(f.code == MODULE_NOT_LOADED for f in report.findings),
+        )
         source = value_or(facts.host.hostname, "") or "this machine"
     plan = build_plan(
         report,

@@ -179,8 +179,9 @@ def absent_fix_facts(reason: str) -> FixFacts:
     )
 
 
-def probe_fix_facts(host: Host, *, deadline: Deadline) -> FixFacts:
-    """Holders, active GPU services and the OS family of the live machine."""
+def probe_fix_facts(host: Host, *, deadline: Deadline, loads_module: bool = True) -> FixFacts:
+    """Holders, active GPU services and the OS family of the live machine; with ``loads_module``
+    (a plan that loads the nvidia module) also whether one is built for this kernel."""
     notes: list[str] = []
     self_pid = _self_pid(host)
     holders = scan_holders(host, deadline=deadline, self_pid=self_pid, notes=notes)
@@ -190,8 +191,12 @@ def probe_fix_facts(host: Host, *, deadline: Deadline) -> FixFacts:
         os_ids=probe_os_ids(host),
         self_pid=self_pid,
         notes=tuple(notes),
-        module_file=probe_module_file(host, deadline=deadline),
-        dkms=host.which("dkms"),
+        module_file=(
+            probe_module_file(host, deadline=deadline)
+            if loads_module
+            else ProbeFailed("not read: no plan loads the module")
+        ),
+        dkms=host.which("dkms") if loads_module else None,
     )
 
 

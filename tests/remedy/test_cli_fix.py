@@ -185,3 +185,12 @@ def test_a_built_module_is_loaded_without_a_rebuild() -> None:
     commands = [c for s in plan["steps"] for c in s["commands"]]
     assert ["dkms", "autoinstall"] not in commands
     assert any(c[:2] == ["modprobe", "nvidia"] for c in commands)
+
+
+def test_modinfo_runs_only_for_a_plan_that_loads_the_module() -> None:
+    which = {"modinfo": "/usr/sbin/modinfo", "dkms": "/usr/sbin/dkms"}
+    for scenario, asked in (("driver_mismatch", False), ("driver_module_not_loaded", True)):
+        host = FakeHost.scenario(scenario, which=which)
+        host.commands.append(BUILT)
+        assert invoke(host, "--format", "json").exit_code == 0
+        assert (("modinfo", "-n", "nvidia") in host.ran) is asked, scenario
