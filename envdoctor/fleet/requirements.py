@@ -319,9 +319,7 @@ def _observe(facts: Facts, key: str) -> _Observed:
             sources.append(nvml.value.driver_version)
         driver = facts.kernel.driver
         sources.append(Found(driver.value.version) if isinstance(driver, Found) else driver)
-        for source in sources:
-            if isinstance(source, Found):
-                return _version_value(source.value)
+        # none of them gave a version (driver_view would have): say why each is missing
         if isinstance(nvml, ProbeFailed) or any(isinstance(s, ProbeFailed) for s in sources):
             return _Observed(unknown=("; ".join(_why(s) for s in sources),))
         return _Observed(missing=f"no NVIDIA driver ({_why(driver)})")
