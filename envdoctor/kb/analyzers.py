@@ -11,6 +11,7 @@ from collections.abc import Callable, Mapping
 
 from envdoctor.kb.model import KnowledgeBase
 from envdoctor.model.record import record
+from envdoctor.model.units import scaled
 
 
 @record
@@ -58,10 +59,7 @@ def parse_size(text: str | None) -> int | None:
 
 def human(n: int) -> str:
     """Bytes for a person: 1.50 GiB, 210.00 MiB."""
-    for unit, size in (("GiB", 1 << 30), ("MiB", 1 << 20), ("KiB", 1 << 10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n} bytes"
+    return scaled(n, 2) or f"{n} bytes"
 
 
 # not after a digit or a dot: a size is read from its first digit only (from every digit of a

@@ -15,10 +15,16 @@ def format_bytes(n: int) -> str:
 def binary_size(n: int) -> str:
     """A size in the largest binary unit it reaches: "1 byte", "512 bytes", "976.6 KiB",
     "1.5 MiB", "2.0 GiB" (a log's size, where every size from bytes up occurs)."""
+    return scaled(n, 1) or plural(n, "byte")
+
+
+def scaled(n: int, digits: int) -> str | None:
+    """``n`` bytes in the largest binary unit its size reaches, with ``digits`` decimals; None
+    below 1 KiB (the caller says bytes its own way)."""
     for unit, size in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if n >= size:
-            return f"{n / size:.1f} {unit}"
-    return plural(n, "byte")
+        if abs(n) >= size:
+            return f"{n / size:.{digits}f} {unit}"
+    return None
 
 
 def each(n: int, noun: str) -> str:
