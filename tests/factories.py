@@ -6,7 +6,6 @@ overrides so a test states only what its scenario changes.
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from envdoctor.model.facts import (
@@ -30,6 +29,7 @@ from envdoctor.model.facts import (
     TorchFacts,
 )
 from envdoctor.model.probed import Absent, Found, Probed
+from envdoctor.model.record import replace
 
 GiB = 1 << 30
 DRIVER = "580.159.04"
@@ -54,7 +54,7 @@ def gpu(index: int = 0, **over: Any) -> GpuFacts:
         throttle_reasons=Found(("gpu-idle",)),
         pcie=Found(PcieLink(gen=5, width=16, max_gen=5, max_width=16)),
     )
-    return dataclasses.replace(base, **over)
+    return replace(base, **over)
 
 
 def nvml(gpus: tuple[GpuFacts, ...] | None = None, **over: Any) -> Found[NvmlSystem]:
@@ -63,7 +63,7 @@ def nvml(gpus: tuple[GpuFacts, ...] | None = None, **over: Any) -> Found[NvmlSys
         cuda_driver_version=Found("13.0"),
         gpus=(gpu(0),) if gpus is None else gpus,
     )
-    return Found(dataclasses.replace(system, **over))
+    return Found(replace(system, **over))
 
 
 def modules(*names: str) -> Found[tuple[KernelModule, ...]]:
@@ -92,7 +92,7 @@ def kernel(**over: Any) -> KernelFacts:
         ),
         device_nodes=nodes(*DEFAULT_NODES),
     )
-    return dataclasses.replace(base, **over)
+    return replace(base, **over)
 
 
 def host(**over: Any) -> HostFacts:
@@ -108,7 +108,7 @@ def host(**over: Any) -> HostFacts:
         cgroup_version=Found(2),
         nvidia_pci=Found((PciDevice("0000:18:00.0", "0x2330", "0x030200", Found("nvidia")),)),
     )
-    return dataclasses.replace(base, **over)
+    return replace(base, **over)
 
 
 def torch_build(**over: Any) -> TorchBuild:
@@ -126,7 +126,7 @@ def torch_build(**over: Any) -> TorchBuild:
         loaded_libraries=(),
         nvidia_wheels=(("nvidia-cudnn-cu13", "9.15.0.57"),),
     )
-    return dataclasses.replace(base, **over)
+    return replace(base, **over)
 
 
 def torch(build: Probed[Any] | None = None, python: str = "/opt/venv/bin/python") -> TorchFacts:
@@ -135,7 +135,7 @@ def torch(build: Probed[Any] | None = None, python: str = "/opt/venv/bin/python"
 
 def env(variables: dict[str, str] | None = None, **over: Any) -> EnvFacts:
     base = EnvFacts(variables=tuple((variables or {}).items()), nvcc=Absent("nvcc is not on PATH"))
-    return dataclasses.replace(base, **over)
+    return replace(base, **over)
 
 
 def facts(**over: Any) -> Facts:
@@ -148,7 +148,7 @@ def facts(**over: Any) -> Facts:
         env=env(),
         torch=torch(),
     )
-    return dataclasses.replace(base, **over)
+    return replace(base, **over)
 
 
 def cpu_machine(**over: Any) -> Facts:
@@ -179,4 +179,4 @@ def cpu_machine(**over: Any) -> Facts:
             )
         ),
     )
-    return dataclasses.replace(base, **over)
+    return replace(base, **over)

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import shutil
@@ -14,6 +13,7 @@ import pytest
 
 from envdoctor.model.facts import TorchBuild
 from envdoctor.model.probed import Absent, Found
+from envdoctor.model.record import replace
 from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import Deadline
 from envdoctor.platform.system import SystemHost
@@ -62,7 +62,7 @@ def test_real_torch_child_reads_the_installed_build(force_import: bool, tmp_path
         assert reason in build.unavailable_reason
     assert build.from_cache == ""
     if force_import:
-        assert again.from_cache and again == dataclasses.replace(build, from_cache=again.from_cache)
+        assert again.from_cache and again == replace(build, from_cache=again.from_cache)
     else:  # the version file is read every time: nothing to cache
         assert again == build and not any(tmp_path.rglob("torch-*.json"))
 

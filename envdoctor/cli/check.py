@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from typing import TYPE_CHECKING
 
@@ -20,6 +19,7 @@ from envdoctor.cli.common import (
     write_report,
 )
 from envdoctor.errors import EnvdoctorError
+from envdoctor.model.record import replace
 
 if TYPE_CHECKING:
     from envdoctor.engine import Report
@@ -96,7 +96,7 @@ def _with_smoke(report: Report, python: str, timeout: float) -> Report:
         deep = deep_findings(report.facts, python=python, timeout=timeout, on_step=steps)
     findings = (*report.findings, *deep)
     ordered = tuple(sorted(findings, key=lambda f: (-f.severity, f.code, f.subject)))
-    return dataclasses.replace(report, findings=ordered)
+    return replace(report, findings=ordered)
 
 
 def _colour(text: str) -> str:

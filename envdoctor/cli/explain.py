@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import sys
 from typing import TYPE_CHECKING
 
@@ -12,6 +11,7 @@ from envdoctor.cli.common import Invocation, facts_for, output_format, write_rep
 from envdoctor.cli.progress import Progress
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import open_stream
+from envdoctor.model.record import replace
 from envdoctor.model.units import binary_size, plural
 from envdoctor.terminal import safe_line
 
@@ -37,7 +37,7 @@ def run(inv: Invocation) -> int:
         counted = _Counted(raw)
         with Progress(lambda: _reading(name, counted.count, size)):
             log = LogStream(counted, name)
-            scan = dataclasses.replace(scan_stream(log, kb), incomplete=log.damage)
+            scan = replace(scan_stream(log, kb), incomplete=log.damage)
     finally:
         if owned:
             raw.close()

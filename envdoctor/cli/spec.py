@@ -8,11 +8,10 @@ MIG layout, driver branch, the CUDA version it supports, and the torch and cuDNN
 
 from __future__ import annotations
 
-import dataclasses
-
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, facts_for, write_output
+from envdoctor.model.record import fields, replace
 from envdoctor.terminal import safe_line
 
 
@@ -35,7 +34,7 @@ def init(inv: Invocation) -> int:
     )
     spec, notes = spec_from_facts(facts)
     if no_torch:
-        spec = dataclasses.replace(spec, torch_version=None, cudnn=None)
+        spec = replace(spec, torch_version=None, cudnn=None)
         notes = tuple(n for n in notes if not n.startswith("torch"))
     text = dump_spec(
         spec, hostname=value_or(facts.host.hostname, ""), created=facts.collected_at, notes=notes
@@ -57,9 +56,7 @@ def validate(inv: Invocation) -> int:
     assert path is not None  # a required argument
     spec = load_spec(path)
     checked = [
-        f.name
-        for f in dataclasses.fields(spec)
-        if f.name != "source" and getattr(spec, f.name) is not None
+        f.name for f in fields(spec) if f.name != "source" and getattr(spec, f.name) is not None
     ]
     emit(safe_line(f"{path}: valid; checks {', '.join(checked) or 'nothing'}") + "\n")
     return exitcodes.HEALTHY

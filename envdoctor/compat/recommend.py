@@ -8,8 +8,6 @@ compatibility, a stable variant beats an experimental one, then the higher CUDA 
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import field
 from typing import Any
 
 from envdoctor import exitcodes
@@ -37,7 +35,7 @@ from envdoctor.compat.versions import (
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, NvmlErrorKind, NvmlSystem
 from envdoctor.model.probed import Found, ProbeFailed, why_missing
-from envdoctor.model.record import record
+from envdoctor.model.record import field, record, replace
 from envdoctor.model.views import (
     NO_INTENT,
     Intent,
@@ -546,7 +544,7 @@ def _keep_installed(tables: CompatTables, machine: Machine) -> Recommendation | 
             f"the newest release is torch {newest.latest}: `envdoctor recommend --torch "
             f"{newest.torch}` says whether it fits",
         )
-    return dataclasses.replace(rec, pinned=None, notes=tuple(notes), kept_installed=True)
+    return replace(rec, pinned=None, notes=tuple(notes), kept_installed=True)
 
 
 def _driver_upgrade_path(

@@ -7,11 +7,9 @@ was read from, for messages).
 
 from __future__ import annotations
 
-import dataclasses
-from dataclasses import field
 from typing import TYPE_CHECKING
 
-from envdoctor.model.record import record
+from envdoctor.model.record import field, record, replace
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -157,7 +155,7 @@ class GpuProduct:
 
     def apply(self, arch: Architecture) -> Architecture:
         """``arch`` as this product needs it: its name, kernel modules and first driver."""
-        return dataclasses.replace(
+        return replace(
             arch,
             arch=self.product,
             kernel_modules=self.kernel_modules or arch.kernel_modules,

@@ -8,10 +8,9 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import field
 
 from envdoctor import exitcodes
-from envdoctor.model.record import record
+from envdoctor.model.record import field, record
 
 
 class Role(enum.Enum):

@@ -24,7 +24,6 @@ The rules, in order:
 
 from __future__ import annotations
 
-import dataclasses
 import string
 from collections.abc import Mapping, Sequence
 
@@ -39,6 +38,7 @@ from envdoctor.kb.model import (
     ScanResult,
     Verdict,
 )
+from envdoctor.model.record import replace
 
 CONSEQUENCE_FACTOR = 0.4
 CONFIRM_BONUS = 0.15
@@ -130,7 +130,7 @@ def _mark_alternatives(causes: list[Cause]) -> list[Cause]:
     out: list[Cause] = []
     for cause in causes:
         others = tuple(i for i in by_line[cause.hit.first_line] if i != cause.id)
-        out.append(dataclasses.replace(cause, alternatives=others) if others else cause)
+        out.append(replace(cause, alternatives=others) if others else cause)
     return out
 
 
@@ -167,9 +167,7 @@ def with_host(explanation: Explanation, checks: Mapping[str, Sequence[HostCheck]
                 confidence = min(0.99, confidence + CONFIRM_BONUS)
             elif check.verdict is Verdict.RULES_OUT:
                 confidence *= RULE_OUT_FACTOR
-        causes.append(
-            dataclasses.replace(cause, host_checks=found, confidence=round(confidence, 3))
-        )
+        causes.append(replace(cause, host_checks=found, confidence=round(confidence, 3)))
     return Explanation(
         causes=tuple(sorted(causes, key=_order)), scan=explanation.scan, source=explanation.source
     )

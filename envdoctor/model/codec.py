@@ -1,16 +1,15 @@
-"""Turn facts into plain JSON data and back, driven by the dataclasses' own type hints.
+"""Turn facts into plain JSON data and back, driven by the records' own type hints.
 
 Snapshots (``envdoctor collect``) and the JSON report use this, so that a snapshot read back
 gives the very same ``Facts`` and therefore the very same findings.
 
 Encoding: ``Found`` → ``{"found": v}``, ``Absent`` → ``{"absent": reason}``, ``ProbeFailed`` →
-``{"failed": error, "detail": detail}``; a union of dataclasses is decoded as the first
+``{"failed": error, "detail": detail}``; a union of records is decoded as the first
 member whose fields fit.
 """
 
 from __future__ import annotations
 
-import dataclasses
 import enum
 import functools
 import types
@@ -19,12 +18,13 @@ from collections.abc import Callable
 from typing import Any, TypeVar, Union, cast
 
 from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.record import MISSING, fields, is_record
 
 T = TypeVar("T")
 
 
 class DecodeError(ValueError):
-    """The data does not have the shape the dataclasses describe; the message names where."""
+    """The data does not have the shape the records describe; the message names where."""
 
 
 def encode(obj: object) -> Any:
@@ -35,8 +35,8 @@ def encode(obj: object) -> Any:
         return {"absent": obj.reason}
     if isinstance(obj, ProbeFailed):
         return {"failed": obj.error, "detail": obj.detail}
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        return {f.name: encode(getattr(obj, f.name)) for f in dataclasses.fields(obj)}
+    if is_record(obj) and not isinstance(obj, type):
+        return {f.name: encode(getattr(obj, f.name)) for f in fields(obj)}
     if isinstance(obj, enum.Enum):
         return obj.value
     if isinstance(obj, tuple | list):
@@ -104,8 +104,8 @@ def _decoder(tp: Any) -> Decoder:
             return Found(_decoder(inner)(data["found"]))
 
         return found
-    if isinstance(tp, type) and dataclasses.is_dataclass(tp):
-        return _dataclass_decoder(tp)
+    if isinstance(tp, type) and is_record(tp):
+        return _record_decoder(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_decoder(tp)
     return _plain_decoder(tp)
@@ -163,7 +163,7 @@ def _plain_decoder(tp: Any) -> Decoder:
     return plain
 
 
-def _dataclass_decoder(tp: type) -> Decoder:
+def _record_decoder(tp: type) -> Decoder:
     if tp is Absent:
 
         def absent(data: Any) -> Any:
@@ -191,9 +191,9 @@ def _dataclass_decoder(tp: type) -> Decoder:
                 (
                     f.name,
                     _decoder(hints[f.name]),
-                    f.default is dataclasses.MISSING and f.default_factory is dataclasses.MISSING,
+                    f.default is MISSING and f.default_factory is MISSING,
                 )
-                for f in dataclasses.fields(tp)
+                for f in fields(tp)
             )
         kwargs: dict[str, Any] = {}
         for name, decode_field, required in plan:
@@ -208,7 +208,7 @@ def _dataclass_decoder(tp: type) -> Decoder:
 
 def _union_decoder(args: tuple[Any, ...]) -> Decoder:
     found = [a for a in args if typing.get_origin(a) is Found]
-    classes = [a for a in args if isinstance(a, type) and dataclasses.is_dataclass(a)]
+    classes = [a for a in args if isinstance(a, type) and is_record(a)]
     optional = type(None) in args
 
     def union(data: Any) -> Any:

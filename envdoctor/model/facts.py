@@ -6,11 +6,9 @@ report, the snapshot and the findings.
 
 from __future__ import annotations
 
-from dataclasses import field
-
 from envdoctor.model.containers import NOT_READ, ContainerFacts
 from envdoctor.model.probed import Absent, Probed
-from envdoctor.model.record import record
+from envdoctor.model.record import field, fields, record
 
 SNAPSHOT_SCHEMA_VERSION = 1
 
@@ -279,8 +277,8 @@ class GpuFacts:
     def failure_kinds(self) -> frozenset[str]:
         """The NVML error kinds any field of this GPU failed with (e.g. {"GPUIsLost"})."""
         kinds = set()
-        for name in self.__dataclass_fields__:
-            value = getattr(self, name)
+        for f in fields(self):
+            value = getattr(self, f.name)
             error = getattr(value, "error", None)
             if isinstance(error, str):
                 kinds.add(error)

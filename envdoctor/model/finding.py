@@ -4,10 +4,9 @@ from __future__ import annotations
 
 import enum
 import re
-from dataclasses import field
 from typing import Any
 
-from envdoctor.model.record import record
+from envdoctor.model.record import field, record
 
 # Compiled on first use, through re's cache: a healthy probe creates no finding.
 _CODE = r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+$"

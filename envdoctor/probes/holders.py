@@ -23,12 +23,11 @@ can say its list may be incomplete.
 
 from __future__ import annotations
 
-import dataclasses
 import fnmatch
 import re
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.model.record import record
+from envdoctor.model.record import record, replace
 from envdoctor.model.units import plural
 from envdoctor.platform.host import Deadline, Host
 
@@ -490,7 +489,7 @@ def _confirm_units(
                 f"PID {holder.pid} runs under {holder.unit}, which is not stopped for it: {why}; "
                 "the PID itself is terminated"
             )
-            holder = dataclasses.replace(holder, unit="")
+            holder = replace(holder, unit="")
         out.append(holder)
     return out
 
@@ -556,9 +555,7 @@ def _name_containers(host: Host, holders: list[GpuHolder], deadline: Deadline) -
         if box is not None and box.runtime == "docker":
             if box.id not in names:
                 names[box.id] = _docker_name(host, box.id, deadline)
-            holder = dataclasses.replace(
-                holder, container=dataclasses.replace(box, name=names[box.id])
-            )
+            holder = replace(holder, container=replace(box, name=names[box.id]))
         named.append(holder)
     return named
 

@@ -23,7 +23,6 @@ time), and an entry from another envdoctor, another child script or another user
 
 from __future__ import annotations
 
-import dataclasses
 import functools
 import hashlib
 import json
@@ -32,7 +31,7 @@ from typing import Any
 from envdoctor import __version__
 from envdoctor.model.facts import TorchBroken, TorchBuild
 from envdoctor.model.probed import Found, Probed
-from envdoctor.model.record import record
+from envdoctor.model.record import record, replace
 from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.probes import now_utc
@@ -161,5 +160,5 @@ def _reused(entry: CachedImport, now: object, python: str) -> Probed[TorchBuild 
         data["loaded_libraries"] = libraries
     probed = decode_result(data, python)
     if isinstance(probed, Found) and isinstance(probed.value, TorchBuild):
-        return Found(dataclasses.replace(probed.value, from_cache=entry.created))
+        return Found(replace(probed.value, from_cache=entry.created))
     return probed

@@ -2,7 +2,7 @@
 
 ``build_plan(report, fix_facts)`` decides the steps (``planner``); ``render_script`` writes them as
 a bash script (``script``), ``render_steps`` / ``plan_to_json`` as a list or JSON (``render``).
-May import: model, engine (``Report``), probes.holders (its dataclasses), rules' helpers.
+May import: model, engine (``Report``), probes.holders (its records), rules' helpers.
 """
 
 from __future__ import annotations

@@ -10,13 +10,12 @@ its fix is the precise one.
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation
 from envdoctor.model.probed import Found, value_or, why_missing
-from envdoctor.model.record import record
+from envdoctor.model.record import record, replace
 from envdoctor.model.units import GiB, format_bytes
 from envdoctor.model.views import driver_view, nvml_gpus, nvml_system, torch_build
 from envdoctor.smoke.classify import Classification, classify
@@ -74,8 +73,7 @@ def smoke_findings(facts: Facts, run: SmokeRun) -> tuple[Finding, ...]:
     notes = tuple(("children's environment", note) for note in run.notes)
     for child in run.runs:
         findings.extend(
-            dataclasses.replace(f, evidence=(*f.evidence, *notes))
-            for f in child_findings(facts, child)
+            replace(f, evidence=(*f.evidence, *notes)) for f in child_findings(facts, child)
         )
     findings.extend(not_run_finding(skipped) for skipped in run.not_run)
     findings.sort(key=lambda f: (-f.severity, f.subject, f.code))

@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-from dataclasses import field
-
-from envdoctor.model.record import record
+from envdoctor.model.record import field, record
 from envdoctor.smoke import child
 
 PASSED = "passed"

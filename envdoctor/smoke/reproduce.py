@@ -30,17 +30,15 @@ compute mode, or in an exclusive mode owned by another process, cannot be probed
 
 from __future__ import annotations
 
-import dataclasses
 import time
 from collections.abc import Callable, Mapping
-from dataclasses import dataclass, field
 
 from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Found, value_or, why_missing
-from envdoctor.model.record import record
+from envdoctor.model.record import field, record, replace
 from envdoctor.model.units import GiB, MiB
 from envdoctor.model.units import format_bytes as fmt_bytes
 from envdoctor.platform.processes import ChildSet, sigterm_raises
@@ -91,7 +89,7 @@ KINDS = {
 }
 
 
-@dataclass(frozen=True)
+@record
 class ReproduceOptions:
     """``timeout`` bounds each probe child; ``budget`` the whole search (no probe starts after
     it); ``force`` allows filling a GPU others use, only with ``gpu`` named."""
@@ -181,7 +179,7 @@ class Probe:
         return self.free_held if self.leave_mib is not None else self.free_in_probe
 
 
-@dataclass(frozen=True)
+@record
 class ReproduceRun:
     kind: str
     target: Target | None
@@ -320,7 +318,7 @@ def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
         evidence=choice.evidence,
     )
     if choice.target is None:
-        return dataclasses.replace(base, problem=choice.problem, refused=choice.refused)
+        return replace(base, problem=choice.problem, refused=choice.refused)
     target = choice.target
     gpu = target_gpu(facts, target)
     nvml_free = gpu.memory.value.free if gpu and isinstance(gpu.memory, Found) else None
@@ -372,7 +370,7 @@ def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
             problem = str(exc)
         else:
             problem = ""
-    return dataclasses.replace(
+    return replace(
         base,
         probes=tuple(probes),
         problem=problem,
@@ -499,8 +497,7 @@ def _baseline_failure(facts: Facts, run: ReproduceRun, baseline: Probe) -> tuple
         "context): memory pressure is not needed to trigger it",
     )
     return tuple(
-        dataclasses.replace(f, evidence=(*f.evidence, note))
-        for f in child_findings(facts, baseline.run)
+        replace(f, evidence=(*f.evidence, note)) for f in child_findings(facts, baseline.run)
     )
 
 
@@ -645,7 +642,7 @@ def _inconclusive(label: str, why: str, evidence: tuple[tuple[str, str], ...] = 
 def _with_notes(finding: Finding, run: ReproduceRun) -> Finding:
     """The finding plus how the GPU was chosen (--force) and what the environment lost."""
     notes = (*run.evidence, *(("children's environment", note) for note in run.notes))
-    return dataclasses.replace(finding, evidence=(*finding.evidence, *notes)) if notes else finding
+    return replace(finding, evidence=(*finding.evidence, *notes)) if notes else finding
 
 
 def _gpu_state(facts: Facts, run: ReproduceRun | None = None) -> tuple[tuple[str, str], ...]:

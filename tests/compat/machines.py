@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
-import dataclasses
 from typing import Any
 
 from envdoctor.model.facts import Facts, KernelDriver, Nvcc, TorchBuild
 from envdoctor.model.probed import Absent, Found, Probed
+from envdoctor.model.record import replace
 from tests import factories as f
 
 # name -> (GPU name, compute capability, driver, CUDA the driver reports, kernel-module flavour)
@@ -50,7 +50,7 @@ def machine(
         torch=f.torch(Found(torch) if torch is not None else Absent("torch is not installed")),
         env=f.env(nvcc=nvcc if nvcc is not None else Absent("nvcc is not on PATH")),
     )
-    return dataclasses.replace(facts, **facts_over) if facts_over else facts
+    return replace(facts, **facts_over) if facts_over else facts
 
 
 def named(name: str, **over: Any) -> Facts:

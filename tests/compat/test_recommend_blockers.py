@@ -6,7 +6,6 @@ it is advised only where there is no NVIDIA hardware at all; elsewhere NVML's re
 
 from __future__ import annotations
 
-import dataclasses
 import json
 from pathlib import Path
 from typing import Any
@@ -18,6 +17,7 @@ from envdoctor.compat.loader import load_tables
 from envdoctor.compat.recommend import Recommendation, machine_from_facts, recommend
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.record import replace
 from tests import factories as f
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
@@ -47,7 +47,7 @@ def cpu_machine(**over: Any) -> Facts:
         ),
         host=f.host(nvidia_pci=Found(())),
     )
-    return dataclasses.replace(facts, **over) if over else facts
+    return replace(facts, **over) if over else facts
 
 
 # --- the reproducers, through the CLI ----------------------------------------------------------

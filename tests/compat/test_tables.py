@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import textwrap
 from pathlib import Path
 
@@ -15,6 +14,7 @@ from envdoctor.compat.store import shipped_dir
 from envdoctor.compat.tables import TABLE_NAMES
 from envdoctor.compat.versions import parse_cuda
 from envdoctor.errors import EnvdoctorError
+from envdoctor.model.record import FrozenInstanceError
 
 TABLES = load_tables()
 ROW_FIELDS = (
@@ -462,7 +462,7 @@ def test_user_rows_are_checked_against_shipped_ones(tmp_path: Path) -> None:
 
 
 def test_rows_are_frozen() -> None:
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenInstanceError):
         TABLES.torch_releases[0].latest = "9"  # type: ignore[misc]
 
 

@@ -3,7 +3,6 @@ name is one envdoctor writes."""
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import re
 import shutil
@@ -17,6 +16,7 @@ import yaml
 
 from envdoctor.model.facts import RetiredPages
 from envdoctor.model.probed import Found
+from envdoctor.model.record import replace
 from envdoctor.render.prometheus import render_prometheus, render_prometheus_unknown
 from tests import factories as fx
 from tests.conftest import SCENARIO_NAMES, report_of, scenario_facts
@@ -44,7 +44,7 @@ def exported() -> frozenset[str]:
     """Every metric family envdoctor writes for some machine: every scenario, a GPU with retired
     pages (pre-Ampere), and the file written when no verdict was reached."""
     texts = [render_prometheus(report_of(scenario_facts(name)), 0.5) for name in SCENARIO_NAMES]
-    volta = dataclasses.replace(
+    volta = replace(
         fx.gpu(0), retired_pages=Found(RetiredPages(2, 0)), retired_pages_pending=Found(False)
     )
     texts.append(render_prometheus(report_of(fx.facts(nvml=fx.nvml(gpus=(volta,)))), 0.5))

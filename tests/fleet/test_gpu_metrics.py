@@ -2,13 +2,13 @@
 
 from __future__ import annotations
 
-import dataclasses
 import re
 
 import pytest
 
 from envdoctor.model.facts import RetiredPages
 from envdoctor.model.probed import Found, ProbeFailed
+from envdoctor.model.record import replace
 from envdoctor.render.gpu_metrics import FAMILIES, FIELDS
 from envdoctor.render.prometheus import render_prometheus
 from envdoctor.snapshot import dump_snapshot, parse_snapshot
@@ -140,7 +140,7 @@ def test_values_from_older_snapshots_are_left_out_not_zero() -> None:
 
 
 def test_a_probe_failure_names_the_nvml_error_kind() -> None:
-    gpu = dataclasses.replace(
+    gpu = replace(
         fx.gpu(0),
         temperature=ProbeFailed("Timeout", "NVML did not answer within 2.0 s"),
         retired_pages=Found(RetiredPages(single_bit=2, double_bit=1)),

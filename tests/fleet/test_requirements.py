@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -20,6 +18,7 @@ from envdoctor.fleet.requirements import (
 from envdoctor.model.facts import Facts, MemoryInfo
 from envdoctor.model.finding import Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.record import replace
 from tests import factories as fx
 
 GiB = 1 << 30
@@ -130,7 +129,7 @@ def test_version_gates_compare_on_the_parts_given(actual: list[int], wanted: lis
 def test_per_gpu_keys_name_the_failing_gpu() -> None:
     gpus = tuple(fx.gpu(i) for i in range(4))
     low = MemoryInfo(total=80 * GiB, used=70 * GiB, free=10 * GiB)
-    gpus = (*gpus[:2], dataclasses.replace(gpus[2], memory=Found(low)), gpus[3])
+    gpus = (*gpus[:2], replace(gpus[2], memory=Found(low)), gpus[3])
     outcome = evaluate_requirement(
         fx.facts(nvml=fx.nvml(gpus=gpus)), parse_requirement("memory_free>=70GiB")
     )

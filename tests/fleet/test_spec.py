@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +13,7 @@ from envdoctor.fleet import spec as ns
 from envdoctor.model.facts import Facts, MigMode, TorchBroken
 from envdoctor.model.finding import Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.record import replace
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as fx
 from tests.conftest import PYTHON, SCENARIO_NAMES, scenario_facts
@@ -51,7 +51,7 @@ def test_spec_of_eight_h100_reads_back_the_same() -> None:
     )
     text = ns.dump_spec(spec, hostname="gpu-node-01", created="2026-05-01T12:00:00+00:00")
     assert 'branch: "580"' in text and "mig: off" in text
-    assert ns.parse_spec(text, source="n.yaml") == dataclasses.replace(spec, source="n.yaml")
+    assert ns.parse_spec(text, source="n.yaml") == replace(spec, source="n.yaml")
 
 
 @pytest.mark.parametrize("scenario", SCENARIO_NAMES)
@@ -70,7 +70,7 @@ def test_mig_layout_per_gpu() -> None:
     spec = own_spec(facts)
     assert spec.mig == (7, None, None)
     assert "mig: [7, off, off]" in ns.dump_spec(spec)
-    fewer = (dataclasses.replace(gpus[0], mig_devices=Found(3)), *gpus[1:])
+    fewer = (replace(gpus[0], mig_devices=Found(3)), *gpus[1:])
     (finding,) = ns.spec_findings(fx.facts(nvml=fx.nvml(gpus=fewer)), spec)
     assert finding.code == ns.MIG
     assert "GPU 0: MIG on with 3 devices, expected on with 7 devices" in finding.title
@@ -182,7 +182,7 @@ def test_each_drift_is_one_error_finding(
     what: str, base: Facts, change: dict[str, Any], code: str
 ) -> None:
     spec = own_spec(base)
-    findings = ns.spec_findings(dataclasses.replace(base, **change), spec)
+    findings = ns.spec_findings(replace(base, **change), spec)
     assert code in [f.code for f in findings]
     for finding in findings:
         assert finding.severity == Severity.ERROR, what
@@ -218,14 +218,12 @@ def test_cannot_verify_is_inconclusive_not_drift() -> None:
     findings = ns.spec_findings(failed, spec)
     assert {f.code for f in findings} == {ns.UNVERIFIABLE}
     assert all(f.inconclusive and f.severity == Severity.WARNING for f in findings)
-    not_probed = dataclasses.replace(
+    not_probed = replace(
         eight_h100(), torch=fx.torch(Absent("not probed (torch is skipped by this command)"))
     )
     assert codes(not_probed, spec) == [ns.UNVERIFIABLE, ns.UNVERIFIABLE]
     broken = TorchBroken(version=Found("2.11.0+cu130"), error="ImportError: libcudnn", traceback="")
-    assert codes(dataclasses.replace(eight_h100(), torch=fx.torch(Found(broken))), spec) == [
-        ns.UNVERIFIABLE
-    ]
+    assert codes(replace(eight_h100(), torch=fx.torch(Found(broken))), spec) == [ns.UNVERIFIABLE]
 
 
 @pytest.mark.parametrize(

@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from envdoctor.kb import assess, load_default_kb
 from envdoctor.kb.analyzers import analyze_oom, parse_size
 from envdoctor.kb.hostcheck import (
@@ -16,6 +14,7 @@ from envdoctor.kb.hostcheck import (
 from envdoctor.kb.model import Verdict
 from envdoctor.model.facts import GpuProcess, MemoryInfo, NvmlErrorKind
 from envdoctor.model.probed import Found, ProbeFailed
+from envdoctor.model.record import replace
 from tests import factories
 from tests.kb.helpers import run
 
@@ -188,7 +187,7 @@ def test_a_crashing_check_is_contained() -> None:
     explanation = run(
         "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
     )
-    broken = dataclasses.replace(factories.facts(), nvml=Found("garbage"))  # type: ignore[arg-type]
+    broken = replace(factories.facts(), nvml=Found("garbage"))
     assessed = assess(explanation, broken)
     notes = [c.note for cause in assessed.causes for c in cause.host_checks]
     assert any("check crashed" in n for n in notes)

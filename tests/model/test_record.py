@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import pickle
-from dataclasses import field
+from typing import ClassVar
 
 import pytest
 
 from envdoctor.model.probed import Found
-from envdoctor.model.record import record
+from envdoctor.model.record import FrozenInstanceError, field, fields, is_record, record, replace
 
 
 @record
@@ -24,8 +24,8 @@ class Gpu:
 class StockGpu:
     index: int
     name: str
-    uuid: str = field(default="", compare=False)
-    secret: str = field(default="", repr=False)
+    uuid: str = dataclasses.field(default="", compare=False)
+    secret: str = dataclasses.field(default="", repr=False)
 
 
 @record
@@ -51,7 +51,7 @@ class Custom:
 @dataclasses.dataclass(frozen=True, slots=True)
 class StockCustom:
     a: int
-    b: int = field(default=0, hash=False)
+    b: int = dataclasses.field(default=0, hash=False)
 
     def __repr__(self) -> str:
         return f"<custom {self.a}>"
@@ -101,18 +101,25 @@ def test_a_field_is_equal_to_itself_even_when_it_is_nan() -> None:
 
 def test_it_is_frozen_and_slotted() -> None:
     gpu = Gpu(0, "H100")
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(FrozenInstanceError):
         gpu.name = "A100"  # type: ignore[misc]  # the point: assignment must fail
-    with pytest.raises(dataclasses.FrozenInstanceError):
+    with pytest.raises(AttributeError):  # what code written for a dataclass catches
         del gpu.name
     assert not hasattr(gpu, "__dict__")
+    assert Gpu.__dict__["__slots__"] == ("index", "name", "uuid", "secret")
 
 
-def test_dataclass_tools_pickle_and_generics_still_work() -> None:
+def test_fields_replace_pickle_and_patterns_work_as_for_a_dataclass() -> None:
     gpu = Gpu(0, "H100", "GPU-1")
-    assert [f.name for f in dataclasses.fields(gpu)] == ["index", "name", "uuid", "secret"]
-    assert dataclasses.replace(gpu, index=3).index == 3
-    assert dataclasses.asdict(gpu)["uuid"] == "GPU-1"
+    stock = StockGpu(0, "H100", "GPU-1")
+    assert [f.name for f in fields(gpu)] == [f.name for f in dataclasses.fields(stock)]
+    assert [(f.compare, f.repr) for f in fields(Gpu)] == [
+        (f.compare, f.repr) for f in dataclasses.fields(StockGpu)
+    ]
+    assert replace(gpu, index=3) == Gpu(3, "H100", "GPU-1")
+    assert replace(gpu, index=3).secret == dataclasses.replace(stock, index=3).secret
+    with pytest.raises(TypeError):
+        replace(gpu, colour="red")  # not a field
     assert pickle.loads(pickle.dumps(gpu)) == gpu  # noqa: S301 (our own bytes, just made)
     match gpu:
         case Gpu(0, name):
@@ -132,7 +139,7 @@ class Job:
 @dataclasses.dataclass(frozen=True, slots=True)
 class StockJob:
     name: str
-    tags: list[str] = field(default_factory=list)
+    tags: list[str] = dataclasses.field(default_factory=list)
     retries: int = 3
 
 
@@ -172,7 +179,7 @@ def test_copies_and_pickles_are_equal_and_still_frozen() -> None:
     job = Job("train", ["a"], 1)
     for clone in (copy.copy(job), copy.deepcopy(job), pickle.loads(pickle.dumps(job))):  # noqa: S301
         assert clone == job and clone is not job
-        with pytest.raises(dataclasses.FrozenInstanceError):
+        with pytest.raises(FrozenInstanceError):
             clone.retries = 2  # type: ignore[misc]  # the point: assignment must fail
 
 
@@ -186,15 +193,61 @@ def test_a_field_outside_the_constructor_gets_its_default() -> None:
     @dataclasses.dataclass(frozen=True, slots=True)
     class StockCounted:
         name: str
-        seen: int = field(default=0, init=False)
-        tags: list[str] = field(default_factory=list, init=False)
+        seen: int = dataclasses.field(default=0, init=False)
+        tags: list[str] = dataclasses.field(default_factory=list, init=False)
 
     ours, stock = Counted("a"), StockCounted("a")
     assert (ours.seen, ours.tags) == (stock.seen, stock.tags) == (0, [])
     with pytest.raises(TypeError):
         Counted("a", 3)  # type: ignore[call-arg]  # not a constructor argument
+    with pytest.raises(ValueError, match="init=False"):
+        replace(ours, seen=2)
+    with pytest.raises(ValueError, match="init=False"):
+        dataclasses.replace(stock, seen=2)
 
 
 def test_help_names_the_fields_of_a_record_without_a_docstring() -> None:
     assert Gpu.__doc__ == "Gpu(index, name, uuid, secret)"
     assert Found.__doc__ is not None and "Gpu(" not in Found.__doc__  # its own docstring stays
+
+
+def test_a_record_is_not_a_dataclass_and_says_so() -> None:
+    assert is_record(Gpu) and is_record(Gpu(0, "H100"))
+    assert not is_record(StockGpu(0, "H100")) and not dataclasses.is_dataclass(Gpu)
+    with pytest.raises(TypeError, match="not a record"):
+        fields(StockGpu)
+
+
+def test_class_variables_are_not_fields() -> None:
+    @record
+    class Step:
+        kind: ClassVar[str] = "stop-service"
+        unit: str
+
+    assert [f.name for f in fields(Step)] == ["unit"]
+    assert Step("x") == Step(unit="x") and Step("x").kind == "stop-service"
+    assert repr(Step("x")).endswith(".Step(unit='x')")  # the qualified name, as @dataclass
+
+
+def test_declarations_dataclass_refuses_are_refused() -> None:
+    with pytest.raises(ValueError, match="mutable default"):
+
+        @record
+        class Listed:
+            tags: list[str] = []  # noqa: RUF012 (the point: refused)
+
+    with pytest.raises(TypeError, match="non-default argument 'b' follows default argument"):
+
+        @record
+        class Ordered:
+            a: int = 0
+            b: int  # type: ignore[misc]  # the point: refused
+
+    with pytest.raises(ValueError, match="both default and default_factory"):
+        field(default=[], default_factory=list)  # type: ignore[call-overload]
+
+
+def test_a_generic_record_is_still_subscriptable() -> None:
+    assert Found[int].__origin__ is Found  # type: ignore[attr-defined]  # a typing alias
+    assert Found[int](3) == Found(3)
+    assert Found.__qualname__ == "Found" and Found.__module__ == "envdoctor.model.probed"

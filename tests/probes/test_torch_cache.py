@@ -269,9 +269,8 @@ def test_a_stale_libcuda_imports_in_a_fresh_process(tmp_path: Path) -> None:
 
 
 def test_the_cached_answer_shows_in_the_report(tmp_path: Path) -> None:
-    from dataclasses import replace
-
     from envdoctor.fleet.diff import diff_facts
+    from envdoctor.model.record import replace
     from envdoctor.render.summary import machine_lines
     from tests.conftest import report_of, scenario_facts
 

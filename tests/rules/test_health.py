@@ -2,8 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from envdoctor.engine import evaluate
@@ -19,6 +17,7 @@ from envdoctor.model.facts import (
 )
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
+from envdoctor.model.record import replace
 from envdoctor.platform.host import Deadline
 from envdoctor.probes.environment import probe_env
 from envdoctor.probes.fabric import NO_FABRIC, probe_fabric
@@ -101,7 +100,7 @@ def test_a_recovery_that_went_back_to_none_is_history() -> None:
 
 
 def test_events_on_several_gpus_give_one_finding_each() -> None:
-    facts = dataclasses.replace(
+    facts = replace(
         with_log(xid(13), xid(79, device="0000:19:00"), xid(48, device="0000:99:00")),
         nvml=fx.nvml(gpus=(fx.gpu(0), fx.gpu(1))),
     )
@@ -294,9 +293,9 @@ def test_persistence_off_is_a_note_on_data_centre_gpus_only() -> None:
     assert note.severity == Severity.INFO and note.subject == "0"
     assert note.remediation is not None
     assert note.remediation.steps[0].startswith("sudo systemctl enable --now nvidia-persistenced")
-    geforce = dataclasses.replace(off, name=Found("NVIDIA GeForce RTX 4090"))
+    geforce = replace(off, name=Found("NVIDIA GeForce RTX 4090"))
     assert findings(fx.facts(nvml=fx.nvml(gpus=(geforce,))), "gpu.persistence-off") == []
-    wsl = fx.facts(nvml=fx.nvml(gpus=(off,)), host=dataclasses.replace(fx.host(), wsl=True))
+    wsl = fx.facts(nvml=fx.nvml(gpus=(off,)), host=replace(fx.host(), wsl=True))
     assert findings(wsl, "gpu.persistence-off") == []
 
 

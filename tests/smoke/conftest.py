@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 import json
 import os
 import subprocess
@@ -16,6 +15,7 @@ import pytest
 
 from envdoctor.model.facts import Facts, GpuProcess, MemoryInfo
 from envdoctor.model.probed import Found
+from envdoctor.model.record import replace
 from envdoctor.smoke.runner import child_source, parse_line
 from tests import factories
 
@@ -52,12 +52,12 @@ def gpu_facts(
         if index == 0 and free_mib is not None:
             total = 80 * GiB
             free = free_mib * MiB
-            gpu = dataclasses.replace(gpu, memory=Found(MemoryInfo(total, total - free, free)))
+            gpu = replace(gpu, memory=Found(MemoryInfo(total, total - free, free)))
         if index == 0 and processes:
             procs = tuple(
                 GpuProcess(pid, Found(name), Found(mib * MiB)) for pid, name, mib in processes
             )
-            gpu = dataclasses.replace(gpu, processes=Found(procs))
+            gpu = replace(gpu, processes=Found(procs))
         gpus.append(gpu)
     build = factories.torch_build(**(torch_over or {}))
     return factories.facts(

@@ -2,11 +2,10 @@
 
 from __future__ import annotations
 
-import dataclasses
-
 from envdoctor.model.facts import DeviceNode, EccErrors, Facts, RowRemap
 from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found
+from envdoctor.model.record import replace
 from envdoctor.smoke.attribute import fmt_bytes, smoke_findings
 from envdoctor.smoke.model import (
     FAILED,
@@ -151,7 +150,7 @@ def test_no_kernel_image_although_the_arch_is_listed() -> None:
 
 def test_driver_too_old_for_torchs_cuda() -> None:
     facts = gpu_facts(1)
-    facts = dataclasses.replace(facts, nvml=factories.nvml(cuda_driver_version=Found("12.2")))
+    facts = replace(facts, nvml=factories.nvml(cuda_driver_version=Found("12.2")))
     finding = only(facts, failing("context", "driver-too-old"))
     assert finding.code == "smoke.driver-insufficient"
     assert finding.title.endswith("— torch needs CUDA 13.0; the driver supports only up to 12.2")
@@ -179,7 +178,7 @@ def test_busy_gpu_in_exclusive_mode() -> None:
 def test_permission_denied_device_node_explains_no_device() -> None:
     facts = gpu_facts(1)
     nodes = Found((DeviceNode("/dev/nvidia0", True, "0660", False, False),))
-    facts = dataclasses.replace(facts, kernel=dataclasses.replace(facts.kernel, device_nodes=nodes))
+    facts = replace(facts, kernel=replace(facts.kernel, device_nodes=nodes))
     finding = only(facts, failing("context", "no-cuda-gpus"))
     assert finding.title.endswith("— this user cannot open /dev/nvidia0")
 
@@ -189,7 +188,7 @@ def test_illegal_memory_access_on_a_gpu_with_ecc_errors() -> None:
         1, ecc=Found(EccErrors(3, 5)), row_remap=Found(RowRemap(0, 1, pending=True, failure=False))
     )
     child = failing("gemm-fp16", "illegal-memory-access")
-    child = dataclasses.replace(
+    child = replace(
         child,
         steps=(
             *child.steps,

@@ -3,7 +3,6 @@ below thresholds the tests choose (tests/fake_torch)."""
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Callable
 from pathlib import Path
 
@@ -13,6 +12,7 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuProcess, MemoryInfo
 from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found
+from envdoctor.model.record import replace
 from envdoctor.smoke.model import PASSED, ChildRun, StepResult, Target
 from envdoctor.smoke.reproduce import (
     Probe,
@@ -248,9 +248,9 @@ def busy(facts: Facts, index: int, pid: int = 4242, mib: int = 30000) -> Facts:
     assert isinstance(facts.nvml, Found)
     gpus = list(facts.nvml.value.gpus)
     proc = GpuProcess(pid, Found("python train.py"), Found(mib * MiB))
-    gpus[index] = dataclasses.replace(gpus[index], processes=Found((proc,)))
-    nvml = dataclasses.replace(facts.nvml.value, gpus=tuple(gpus))
-    return dataclasses.replace(facts, nvml=Found(nvml))
+    gpus[index] = replace(gpus[index], processes=Found((proc,)))
+    nvml = replace(facts.nvml.value, gpus=tuple(gpus))
+    return replace(facts, nvml=Found(nvml))
 
 
 def test_a_gpu_others_use_is_refused_and_nothing_starts(fake_env: EnvMaker, tmp_path: Path) -> None:
@@ -315,8 +315,8 @@ def test_cuda_visible_devices_bounds_the_choice(fake_env: EnvMaker) -> None:
 
 def mode(facts: Facts, value: str) -> Facts:
     assert isinstance(facts.nvml, Found)
-    gpus = tuple(dataclasses.replace(g, compute_mode=Found(value)) for g in facts.nvml.value.gpus)
-    return dataclasses.replace(facts, nvml=Found(dataclasses.replace(facts.nvml.value, gpus=gpus)))
+    gpus = tuple(replace(g, compute_mode=Found(value)) for g in facts.nvml.value.gpus)
+    return replace(facts, nvml=Found(replace(facts.nvml.value, gpus=gpus)))
 
 
 def test_an_idle_exclusive_process_gpu_is_reproduced_one_process_at_a_time(

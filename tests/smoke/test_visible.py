@@ -3,13 +3,12 @@ did not leave to CUDA."""
 
 from __future__ import annotations
 
-import dataclasses
-
 import pytest
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import MigMode
 from envdoctor.model.probed import Found
+from envdoctor.model.record import replace
 from envdoctor.smoke.runner import SmokeOptions, plan
 from tests.smoke.conftest import PYTHON, gpu_facts, uuid
 
@@ -62,10 +61,8 @@ def test_mig_instances_are_not_tested() -> None:
     facts = gpu_facts(1, env={"CUDA_VISIBLE_DEVICES": "MIG-4f2b"})
     assert isinstance(facts.nvml, Found)
     gpu = facts.nvml.value.gpus[0]
-    mig = dataclasses.replace(gpu, mig_mode=Found(MigMode(current=True, pending=True)))
-    facts = dataclasses.replace(
-        facts, nvml=Found(dataclasses.replace(facts.nvml.value, gpus=(mig,)))
-    )
+    mig = replace(gpu, mig_mode=Found(MigMode(current=True, pending=True)))
+    facts = replace(facts, nvml=Found(replace(facts.nvml.value, gpus=(mig,))))
     targets, not_run = plan(facts, SmokeOptions(python=PYTHON))
     assert not targets and "names MIG instances: smoke does not test them" in not_run[0].reason
 
@@ -74,15 +71,13 @@ def test_numbers_with_mixed_gpu_models_need_pci_order() -> None:
     facts = gpu_facts(2, env={"CUDA_VISIBLE_DEVICES": "1"})
     assert isinstance(facts.nvml, Found)
     gpus = list(facts.nvml.value.gpus)
-    gpus[1] = dataclasses.replace(gpus[1], name=Found("NVIDIA L4"))
-    mixed = dataclasses.replace(
-        facts, nvml=Found(dataclasses.replace(facts.nvml.value, gpus=tuple(gpus)))
-    )
+    gpus[1] = replace(gpus[1], name=Found("NVIDIA L4"))
+    mixed = replace(facts, nvml=Found(replace(facts.nvml.value, gpus=tuple(gpus))))
     targets, not_run = plan(mixed, SmokeOptions(python=PYTHON))
     assert not targets and "set CUDA_DEVICE_ORDER=PCI_BUS_ID" in not_run[0].reason
-    ordered = dataclasses.replace(
+    ordered = replace(
         mixed,
-        env=dataclasses.replace(
+        env=replace(
             mixed.env,
             variables=(("CUDA_VISIBLE_DEVICES", "1"), ("CUDA_DEVICE_ORDER", "PCI_BUS_ID")),
         ),
