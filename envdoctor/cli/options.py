@@ -1,5 +1,5 @@
-"""Commands and their options as data: one parser (the standard library's getopt), one help
-renderer, one place where a bad command line becomes a usage error.
+"""Commands and their options as data: one parser (getopt's rules), one help renderer, one place
+where a bad command line becomes a usage error.
 
 Every command declares its options once (``cli/registry.py``). The declarations serve the
 parser here, ``-h``/``--help``, shell completion and the docs, and cost nothing to import: a
@@ -15,11 +15,10 @@ from __future__ import annotations
 from envdoctor.errors import EnvdoctorError
 
 # `--help` must start about as fast as Python itself (issue 15: within 3x of `python -c pass`),
-# so nothing here imports at module level what help does not need: typing (~5 ms), dataclasses
-# (~8 ms), getopt (it imports gettext and locale) and re come in with the first parse.
+# so nothing here imports at module level what help does not need: typing (~5 ms) and re come
+# in with the first parse.
 TYPE_CHECKING = False
 if TYPE_CHECKING:
-    import getopt
     from collections.abc import Sequence
     from pathlib import Path
     from typing import Any
@@ -309,14 +308,8 @@ def _cluster_flags(command: Command, cluster: str) -> str:
 def parse(command: Command, argv: Sequence[str], path: str = "") -> Args:
     """The command line as ``Args``, or a ``UsageError`` naming what is wrong."""
     path = path or command.name
-    import getopt
-
-    shorts, longs, by_flag = _getopt_spec(command)
-    parser = getopt.gnu_getopt if command.interspersed else getopt.getopt
-    try:
-        pairs, rest = parser(list(argv), shorts, longs)
-    except getopt.GetoptError as exc:
-        raise UsageError(_getopt_message(exc), path) from None
+    by_flag = _flags(command)
+    pairs, rest = _split(command, argv, by_flag, path)
     values: dict[str, Any] = {}
     for flag, raw in pairs:
         option = by_flag[flag]
@@ -329,37 +322,91 @@ def parse(command: Command, argv: Sequence[str], path: str = "") -> Args:
     return Args(command, values, path)
 
 
-def _getopt_spec(command: Command) -> tuple[str, list[str], dict[str, Option]]:
-    shorts = "h"
-    longs = ["help"]
-    by_flag: dict[str, Option] = {
-        "-h": Option(("-h", "--help"), "help", "Show this help and exit.", kind="flag")
-    }
-    by_flag["--help"] = by_flag["-h"]
-    for option in command.options:
-        for flag in option.flags:
-            by_flag[flag] = option
-            if flag.startswith("--"):
-                longs.append(flag[2:] + ("=" if option.takes_value else ""))
-            else:
-                shorts += flag[1] + (":" if option.takes_value else "")
-    return shorts, longs, by_flag
+def _flags(command: Command) -> dict[str, Option]:
+    """Every spelling of every option, ``-h``/``--help`` included."""
+    help_option = Option(("-h", "--help"), "help", "Show this help and exit.", kind="flag")
+    by_flag = {"-h": help_option, "--help": help_option}
+    by_flag.update((flag, option) for option in command.options for flag in option.flags)
+    return by_flag
 
 
-def _getopt_message(exc: getopt.GetoptError) -> str:
-    """getopt's messages, in argparse's words (existing scripts and tests match on them)."""
-    opt = exc.opt
-    text = exc.msg
-    # getopt names a long option with "--" in its message; "-s" and "--s" differ only there.
-    shown = f"--{opt}" if f"--{opt}" in text else f"-{opt}"
-    if "requires argument" in text:
-        return f"{shown} needs a value"
-    if "not recognized" in text or "not a unique prefix" in text:
-        why = "ambiguous" if "not a unique prefix" in text else "unrecognized"
-        return f"{why} option {shown!r}"
-    if "must not have an argument" in text:
-        return f"--{opt} takes no value"
-    return text
+def _split(
+    command: Command, argv: Sequence[str], by_flag: dict[str, Option], path: str
+) -> tuple[list[tuple[str, str]], list[str]]:
+    """(flag, raw value) pairs and the arguments, as getopt splits them (``gnu_getopt`` for an
+    interspersed command): ``--`` ends the options, and so does the first argument of a command
+    whose options come first. Written here, not imported: getopt imports gettext and locale
+    (~2 ms of every start-up) for messages that are reworded anyway."""
+    pairs: list[tuple[str, str]] = []
+    rest: list[str] = []
+    args = list(argv)
+    at = 0
+    while at < len(args):
+        arg = args[at]
+        at += 1
+        if arg == "--":
+            rest.extend(args[at:])
+            break
+        if arg.startswith("--"):
+            typed, has_value, value = arg.partition("=")
+            flag = _long_flag(typed, by_flag, path)
+            if not by_flag[flag].takes_value:
+                if has_value:
+                    raise UsageError(f"{flag} takes no value", path)
+                value = ""
+            elif not has_value:
+                if at == len(args):
+                    raise UsageError(f"{flag} needs a value", path)
+                value = args[at]
+                at += 1
+            pairs.append((flag, value))
+        elif arg.startswith("-") and arg != "-":
+            at = _shorts(arg, args, at, by_flag, pairs, path)
+        elif command.interspersed:
+            rest.append(arg)
+        else:
+            rest.extend(args[at - 1 :])
+            break
+    return pairs, rest
+
+
+def _long_flag(typed: str, by_flag: dict[str, Option], path: str) -> str:
+    """The long option ``typed`` names: itself, or the one long option it is a prefix of."""
+    if typed in by_flag:
+        return typed
+    matches = [flag for flag in by_flag if flag.startswith("--") and flag.startswith(typed)]
+    if len(matches) == 1:
+        return matches[0]
+    why = "ambiguous" if matches else "unrecognized"
+    raise UsageError(f"{why} option {typed!r}", path)
+
+
+def _shorts(
+    arg: str,
+    args: list[str],
+    at: int,
+    by_flag: dict[str, Option],
+    pairs: list[tuple[str, str]],
+    path: str,
+) -> int:
+    """The flags of one cluster (``-vo FILE``, ``-oFILE``); returns where the next argument is."""
+    for index in range(1, len(arg)):
+        flag = f"-{arg[index]}"
+        option = by_flag.get(flag)
+        if option is None:
+            raise UsageError(f"unrecognized option {flag!r}", path)
+        if not option.takes_value:
+            pairs.append((flag, ""))
+            continue
+        if index + 1 < len(arg):
+            pairs.append((flag, arg[index + 1 :]))
+        elif at < len(args):
+            pairs.append((flag, args[at]))
+            at += 1
+        else:
+            raise UsageError(f"{flag} needs a value", path)
+        break
+    return at
 
 
 def _looks_like_option(raw: str, by_flag: dict[str, Option]) -> bool:

@@ -3,7 +3,8 @@
 A heavy module that sneaks back onto a fast path fails here, with the module that pulled it in:
 Typer and its click, pydantic, rich (~100 ms together) belong to shell completion only; torch
 never runs in envdoctor's own process; and ``--help`` stays within 3x of a bare interpreter by
-going without typing, dataclasses and the option parser.
+going without typing, dataclasses and the option parser; a ``check`` whose tables come from the
+cache goes without dataclasses (records are made without it), the YAML reader and gettext.
 """
 
 from __future__ import annotations
@@ -16,10 +17,13 @@ from pathlib import Path
 import pytest
 
 FRAMEWORKS = ("typer", "click", "pydantic", "rich", "shellingham", "torch")
-HELP_ALSO_WITHOUT = ("typing", "dataclasses", "getopt", "yaml", "packaging", "json")
+HELP_ALSO_WITHOUT = ("typing", "dataclasses", "getopt", "gettext", "yaml", "packaging", "json")
+CHECK_ALSO_WITHOUT = ("dataclasses", "inspect", "getopt", "gettext", "yaml")
 
 
-def imported(args: list[str], tmp_path: Path, stdin: str = "") -> dict[str, str]:
+def imported(
+    args: list[str], tmp_path: Path, stdin: str = "", env: dict[str, str] | None = None
+) -> dict[str, str]:
     """Module -> the module that imported it first (from -X importtime's indentation)."""
     done = subprocess.run(
         [sys.executable, "-X", "importtime", "-m", "envdoctor", *args],
@@ -28,7 +32,7 @@ def imported(args: list[str], tmp_path: Path, stdin: str = "") -> dict[str, str]
         input=stdin,
         timeout=120,
         cwd=tmp_path,
-        env={**os.environ, "ENVDOCTOR_DEBUG": ""},
+        env={**os.environ, "ENVDOCTOR_DEBUG": "", **(env or {})},
         check=False,
     )
     parents: dict[str, str] = {}
@@ -81,3 +85,12 @@ def test_completion_is_where_typer_is_loaded(tmp_path: Path) -> None:
     """The check above can fail: the completion path does import Typer."""
     modules = imported(["--show-completion", "bash"], tmp_path)
     assert "typer" in modules
+
+
+def test_check_with_cached_tables_goes_without_dataclasses_yaml_and_gettext(
+    tmp_path: Path,
+) -> None:
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    first = imported(["check", "--json"], tmp_path, env=cache)
+    assert "yaml" in first  # an empty cache: the tables were read (so the next run can skip it)
+    assert _heavy(imported(["check", "--json"], tmp_path, env=cache), CHECK_ALSO_WITHOUT) == {}

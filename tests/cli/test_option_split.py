@@ -1,0 +1,121 @@
+"""The option parser splits a command line exactly as the standard library's getopt did.
+
+``cli/options.py`` used ``getopt.getopt`` / ``gnu_getopt`` until getopt's start-up cost (it
+imports gettext and locale) was cut; its own splitter must keep every spelling scripts use.
+Here getopt is the oracle: random command lines built from a command's real flags, their
+prefixes, clusters, ``=`` values, ``--`` and ``-``, are split by both, and the results (or the
+usage errors, in the words the old adapter gave getopt's messages) must be the same.
+"""
+
+from __future__ import annotations
+
+import getopt
+
+import pytest
+from hypothesis import given, settings
+from hypothesis import strategies as st
+
+from envdoctor.cli import registry
+from envdoctor.cli.options import Command, UsageError, _flags, _split
+
+COMMANDS = {
+    "check": registry.CHECK,
+    "explain": registry.EXPLAIN,
+    "run": registry.RUN,  # options end at its first argument
+    "smoke": registry.SMOKE,
+}
+
+
+def _getopt_split(command: Command, argv: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    """What the parser did before: getopt, with its messages reworded as the adapter did."""
+    shorts, longs = "h", ["help"]
+    for option in command.options:
+        for flag in option.flags:
+            if flag.startswith("--"):
+                longs.append(flag[2:] + ("=" if option.takes_value else ""))
+            else:
+                shorts += flag[1] + (":" if option.takes_value else "")
+    parser = getopt.gnu_getopt if command.interspersed else getopt.getopt
+    try:
+        return parser(argv, shorts, longs)
+    except getopt.GetoptError as exc:
+        text, opt = exc.msg, exc.opt
+        shown = f"--{opt}" if f"--{opt}" in text else f"-{opt}"
+        if "requires argument" in text:
+            raise UsageError(f"{shown} needs a value") from None
+        if "not recognized" in text or "not a unique prefix" in text:
+            why = "ambiguous" if "not a unique prefix" in text else "unrecognized"
+            raise UsageError(f"{why} option {shown!r}") from None
+        assert "must not have an argument" in text, text
+        raise UsageError(f"--{opt} takes no value") from None
+
+
+def _outcome(split: object, command: Command, argv: list[str]) -> object:
+    try:
+        return split(command, argv)  # type: ignore[operator]  # one of the two splitters
+    except UsageError as exc:
+        return ("usage error", exc.message)
+
+
+def _ours(command: Command, argv: list[str]) -> tuple[list[tuple[str, str]], list[str]]:
+    return _split(command, argv, _flags(command), command.name)
+
+
+def _tokens(command: Command) -> st.SearchStrategy[str]:
+    flags = [flag for option in command.options for flag in option.flags] + ["-h", "--help"]
+    longs = [flag for flag in flags if flag.startswith("--")]
+    letters = [flag[1] for flag in flags if not flag.startswith("--")]
+    return st.one_of(
+        st.sampled_from(flags),
+        st.sampled_from(longs).flatmap(  # a prefix, unique or not, maybe with "=value"
+            lambda flag: st.integers(2, len(flag)).map(lambda n: flag[:n])
+        ),
+        st.tuples(st.sampled_from(longs), st.sampled_from(["", "x", "-v", "a=b"])).map(
+            lambda pair: f"{pair[0]}={pair[1]}"
+        ),
+        st.lists(st.sampled_from([*letters, "z", ":"]), min_size=1, max_size=4).map(
+            lambda cluster: "-" + "".join(cluster)
+        ),
+        st.sampled_from(["--", "-", "--=x", "---", "value", "python", "-1", "--nope", ""]),
+    )
+
+
+@pytest.fixture(autouse=True)
+def _no_posixly_correct(monkeypatch: pytest.MonkeyPatch) -> None:
+    monkeypatch.delenv("POSIXLY_CORRECT", raising=False)  # gnu_getopt reads it; we never did
+
+
+@pytest.mark.parametrize("name", sorted(COMMANDS))
+@settings(max_examples=300, deadline=None)
+@given(data=st.data())
+def test_the_split_is_getopts(name: str, data: st.DataObject) -> None:
+    command = COMMANDS[name]
+    argv = data.draw(st.lists(_tokens(command), max_size=6))
+    assert _outcome(_ours, command, argv) == _outcome(_getopt_split, command, argv)
+
+
+@pytest.mark.parametrize(
+    ("argv", "expected"),
+    [
+        (["--form", "json", "x.log"], ([("--format", "json")], ["x.log"])),  # a unique prefix
+        (["-vo", "out.txt"], ([("-v", ""), ("-o", "out.txt")], [])),  # a cluster, then a value
+        (["-oout.txt", "--", "-v"], ([("-o", "out.txt")], ["-v"])),
+        (["--output=", "x", "--json"], ([("--output", ""), ("--json", "")], ["x"])),
+    ],
+)
+def test_spellings_scripts_use(argv: list[str], expected: object) -> None:
+    assert _ours(registry.CHECK, argv) == expected
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["--s"], "ambiguous option '--s'"),  # --strict, --snapshot, --spec
+        (["--jsn"], "unrecognized option '--jsn'"),
+        (["--js=1"], "--json takes no value"),
+        (["-vx"], "unrecognized option '-x'"),
+        (["--tim"], "--timeout needs a value"),
+    ],
+)
+def test_bad_spellings_are_named(argv: list[str], message: str) -> None:
+    assert _outcome(_ours, registry.CHECK, argv) == ("usage error", message)
