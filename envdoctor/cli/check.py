@@ -22,11 +22,12 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.model.record import replace
 
 if TYPE_CHECKING:
+    from envdoctor.compat.tables import CompatTables
     from envdoctor.engine import Report
+    from envdoctor.rules.base import Rule
 
 
 def run(inv: Invocation) -> int:
-    from envdoctor.engine import evaluate
     from envdoctor.rules import all_rules
 
     args = inv.args
@@ -43,20 +44,31 @@ def run(inv: Invocation) -> int:
         _snapshot_only(deep=args.flag("deep"), python=args.text("python"))
     start = time.monotonic()
     fmt = output_format(inv)
-    rules = all_rules()
+    spec_rules: tuple[Rule, ...] = ()
     spec_gpus = False
     spec = args.path("spec")
     if spec is not None:
         from envdoctor.fleet.spec import load_spec, spec_lists_gpus, spec_rule
 
         node_spec = load_spec(spec)
-        rules = (*rules, spec_rule(node_spec))
+        spec_rules = (spec_rule(node_spec),)
         spec_gpus = spec_lists_gpus(node_spec)
     intent = intent_for(inv, spec_gpus=spec_gpus)
     timeout = args.number("timeout")
-    facts = facts_for(inv, snapshot=snapshot, timeout=timeout)
-    compat = tables_of(inv)
-    report = evaluate(facts, rules, compat, strict=args.flag("strict"), intent=intent)
+    tables: list[CompatTables] = []
+
+    def load() -> None:
+        """The rules, the judge and the tables: read while the torch child starts."""
+        import envdoctor.engine  # noqa: F401 (its import is the work: evaluate comes below)
+
+        all_rules()  # cached: the call below is free
+        tables.append(tables_of(inv))
+
+    facts = facts_for(inv, snapshot=snapshot, timeout=timeout, meanwhile=load)
+    from envdoctor.engine import evaluate
+
+    rules = (*all_rules(), *spec_rules)
+    report = evaluate(facts, rules, tables[0], strict=args.flag("strict"), intent=intent)
     if args.flag("deep"):
         report = _with_smoke(report, target_python(inv), timeout)
     if fmt == "prometheus":

@@ -115,15 +115,19 @@ def facts_for(
     timeout: float = 30.0,
     include_torch: bool = True,
     torch_version_only: bool = False,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Facts:
     """Facts from a snapshot file when given, else probed live through the Host seam.
 
     Every command that reads the machine comes through here (its options were checked by the
-    parser: budgets are finite, positive and at most a day).
+    parser: budgets are finite, positive and at most a day). ``meanwhile`` runs while the torch
+    child starts (``collect_facts``); a snapshot calls it first.
     """
     if snapshot is not None:
         from envdoctor.snapshot import load_snapshot
 
+        if meanwhile is not None:
+            meanwhile()
         return load_snapshot(snapshot)
     import time
 
@@ -149,6 +153,7 @@ def facts_for(
             include_torch=include_torch,
             torch_version_only=torch_version_only,
             torch_cache=user_cache_of(inv),
+            meanwhile=meanwhile,
         )
 
 

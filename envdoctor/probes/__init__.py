@@ -30,6 +30,8 @@ from envdoctor.probes.nvml import probe_nvml
 from envdoctor.probes.system import probe_host
 
 if TYPE_CHECKING:
+    from collections.abc import Callable
+
     from envdoctor.platform.cache import CacheDir
 
 FAST_TIER = "not probed by the fast tier (envdoctor check reads it)"
@@ -48,6 +50,7 @@ def collect_facts(
     torch_version_only: bool = False,
     torch_cache: CacheDir | None = None,
     toolkit: bool = True,
+    meanwhile: Callable[[], object] | None = None,
 ) -> Facts:
     """Probe everything once. The torch child (the slow part) runs while the rest is read.
 
@@ -56,6 +59,9 @@ def collect_facts(
     shadowing the driver's libcuda is a broken node too), but no torch, no nvcc, no process.
     ``toolkit=False`` runs no nvcc in the full tier either (``slurm-healthcheck`` without torch);
     ``torch_cache`` lets the torch child reuse an earlier import (``probes/torch_cache.py``).
+    ``meanwhile`` (full tier) runs on this thread as soon as the torch child is started: the
+    caller's own loading (check's rules and tables, ~15 ms) then overlaps the child's start-up
+    instead of coming before or after it.
     """
     if fast:
         host_facts = probe_host(host)
@@ -79,6 +85,7 @@ def collect_facts(
             version_only=torch_version_only,
             cache=torch_cache,
             toolkit=toolkit,
+            meanwhile=meanwhile,
         )
         fabric = probe_fabric(host, nvml, deadline=deadline)
     kernel_log = probe_kernel_log(host, deadline=deadline, fast=fast)
@@ -106,6 +113,7 @@ def _collect_all(
     version_only: bool,
     cache: CacheDir | None,
     toolkit: bool,
+    meanwhile: Callable[[], object] | None,
 ) -> tuple[
     HostFacts,
     KernelFacts,
@@ -132,6 +140,8 @@ def _collect_all(
         else None
     )
     try:
+        if meanwhile is not None:
+            meanwhile()
         host_facts = probe_host(host)
         kernel = probe_kernel(host)
         nvml = probe_nvml(host, deadline=deadline)

@@ -1,0 +1,49 @@
+"""``collect_facts`` runs its caller's loading while the torch child starts (issue 15)."""
+
+from __future__ import annotations
+
+import threading
+
+import pytest
+
+from envdoctor.model.facts import TorchFacts
+from envdoctor.model.probed import Absent
+from envdoctor.platform.host import Deadline
+from envdoctor.probes import collect_facts, torch_build
+from tests.conftest import PYTHON
+from tests.fakes.host import FakeHost
+
+
+def test_meanwhile_overlaps_the_torch_child_and_its_error_still_waits_for_it(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    started, loaded, finished = threading.Event(), threading.Event(), threading.Event()
+
+    def torch_child(*_: object, **__: object) -> TorchFacts:
+        started.set()
+        # what the child found: whether the caller's loading ran while it was still running
+        seen = "overlapped" if loaded.wait(5) else "ran alone"
+        finished.set()
+        return TorchFacts(python=PYTHON, torch=Absent(seen))
+
+    monkeypatch.setattr(torch_build, "probe_torch", torch_child)
+
+    def load() -> None:
+        assert started.wait(5), "the torch child was not started before the loading"
+        loaded.set()
+
+    host = FakeHost.scenario("healthy_h100")
+    facts = collect_facts(host, python=PYTHON, deadline=Deadline(30), meanwhile=load)
+    assert facts.torch.torch == Absent("overlapped")
+
+    for event in (started, loaded, finished):
+        event.clear()
+
+    def broken_load() -> None:
+        started.wait(5)
+        loaded.set()
+        raise RuntimeError("a malformed table")
+
+    with pytest.raises(RuntimeError, match="malformed table"):
+        collect_facts(host, python=PYTHON, deadline=Deadline(30), meanwhile=broken_load)
+    assert finished.is_set()  # the child's thread was waited for, not left behind
