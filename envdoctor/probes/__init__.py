@@ -123,7 +123,8 @@ def _collect_all(
     TorchFacts,
     ContainerFacts,
 ]:
-    """The full tier: the torch child runs on a thread while the rest is read."""
+    """The full tier: the torch child and nvcc run on threads while the rest is read (each is a
+    child process that the main thread would otherwise wait on)."""
     # Imported here: the fast tier pays for no thread or torch child.
     from envdoctor.probes.torch_build import probe_torch
 
@@ -139,6 +140,7 @@ def _collect_all(
         if include_torch
         else None
     )
+    env_call = Background(probe_env, host, deadline=deadline) if toolkit else None
     try:
         if meanwhile is not None:
             meanwhile()
@@ -146,21 +148,22 @@ def _collect_all(
         kernel = probe_kernel(host)
         nvml = probe_nvml(host, deadline=deadline)
         libraries = probe_libraries(host, deadline=deadline)
-        env = (
-            probe_env(host, deadline=deadline)
-            if toolkit
-            else EnvFacts(
-                variables=probe_variables(host),
-                nvcc=Absent(NO_TOOLKIT),
-                build_nvcc=Absent(NO_TOOLKIT),
-            )
-        )
         containers = probe_containers(
             host, deadline=deadline, fast=False, host_facts=host_facts, kernel=kernel, nvml=nvml
         )
-    finally:  # the child ends within the deadline: wait for it, as a thread pool would
-        if torch_call is not None:
-            torch_call.join()
+    finally:  # the children end within the deadline: wait for them, as a thread pool would
+        for call in (torch_call, env_call):
+            if call is not None:
+                call.join()
+    env = (
+        env_call.result()
+        if env_call is not None
+        else EnvFacts(
+            variables=probe_variables(host),
+            nvcc=Absent(NO_TOOLKIT),
+            build_nvcc=Absent(NO_TOOLKIT),
+        )
+    )
     torch = (
         torch_call.result()
         if torch_call is not None

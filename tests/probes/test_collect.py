@@ -1,13 +1,16 @@
-"""``collect_facts`` runs its caller's loading while the torch child starts (issue 15)."""
+"""``collect_facts`` overlaps its waits (issue 15): the caller's loading and the other probes run while
+the torch child starts, nvcc beside them."""
 
 from __future__ import annotations
 
 import threading
+from typing import Any
 
 import pytest
 
 from envdoctor.model.facts import TorchFacts
 from envdoctor.model.probed import Absent
+from envdoctor.model.record import replace
 from envdoctor.platform.host import Deadline
 from envdoctor.probes import collect_facts, torch_build
 from tests.conftest import PYTHON
@@ -47,3 +50,25 @@ def test_meanwhile_overlaps_the_torch_child_and_its_error_still_waits_for_it(
     with pytest.raises(RuntimeError, match="malformed table"):
         collect_facts(host, python=PYTHON, deadline=Deadline(30), meanwhile=broken_load)
     assert finished.is_set()  # the child's thread was waited for, not left behind
+
+
+def test_nvcc_runs_beside_the_other_probes(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envdoctor.probes.containers import probe_containers as real_containers
+    from envdoctor.probes.environment import probe_env as real_env
+
+    containers_read = threading.Event()
+
+    def containers(*args: Any, **kwargs: Any) -> Any:
+        containers_read.set()
+        return real_containers(*args, **kwargs)
+
+    def nvcc(*args: Any, **kwargs: Any) -> Any:
+        # on the main thread this would come before the containers are read, and wait alone
+        beside = containers_read.wait(5)
+        found = real_env(*args, **kwargs)
+        return replace(found, nvcc=found.nvcc if beside else Absent("ran alone"))
+
+    monkeypatch.setattr("envdoctor.probes.probe_containers", containers)
+    monkeypatch.setattr("envdoctor.probes.probe_env", nvcc)
+    facts = collect_facts(FakeHost.scenario("healthy_h100"), python=PYTHON, deadline=Deadline(30))
+    assert facts.env.nvcc != Absent("ran alone")
