@@ -10,7 +10,6 @@ from __future__ import annotations
 
 import os
 import stat
-from pathlib import Path
 from typing import TYPE_CHECKING, BinaryIO
 
 from envdoctor.errors import EnvdoctorError
@@ -21,6 +20,7 @@ and the tables' cache keys no larger file."""
 
 if TYPE_CHECKING:
     import sys
+    from pathlib import Path
 
     if sys.version_info >= (3, 11):
         from importlib.resources.abc import Traversable
@@ -31,11 +31,12 @@ if TYPE_CHECKING:
 def read_input(path: Path | Traversable, *, limit: int) -> str:
     """The UTF-8 text of a regular file of at most ``limit`` bytes, else an ``EnvdoctorError``.
 
-    A file shipped inside the package (a ``Traversable``) is read as it is: it is ours.
+    A file shipped inside the package (a ``Traversable`` that is not a file system path, such as
+    a file in a zip) is read as it is: it is ours.
     """
     where = str(path)
     data: bytes
-    if not isinstance(path, Path):
+    if not isinstance(path, os.PathLike):
         try:
             data = path.read_bytes()
         except OSError as exc:
@@ -50,11 +51,11 @@ def read_input(path: Path | Traversable, *, limit: int) -> str:
         raise EnvdoctorError(f"not UTF-8 text (byte {exc.start})", where=where) from None
 
 
-def read_bounded(path: Path, limit: int) -> bytes:
+def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
     """At most ``limit + 1`` bytes of a regular file; a FIFO or a device is refused unopened."""
-    where = str(path)
+    where = os.fspath(path)
     try:
-        info = path.stat()
+        info = os.stat(path)
         if not stat.S_ISREG(info.st_mode):
             kind = "a directory" if stat.S_ISDIR(info.st_mode) else "not a regular file"
             raise EnvdoctorError(f"cannot read: {kind}", where=where)
@@ -81,7 +82,7 @@ def open_stream(path: str) -> BinaryIO:
     """``path`` opened for reading in binary, whatever it is but a directory (the caller reads it
     in bounded pieces), else an ``EnvdoctorError`` naming the path."""
     try:
-        return Path(path).open("rb")
+        return open(path, "rb")  # the caller closes it
     except IsADirectoryError:
         raise EnvdoctorError("cannot read: a directory", where=path) from None
     except OSError as exc:

@@ -7,7 +7,9 @@ user, JSON) under a digest of exactly that: envdoctor's version, the source of t
 turn YAML into tables, and every table file's path and bytes (the shipped ones, then
 ``ENVDOCTOR_TABLES`` and ``--tables``, in the order they apply). Any change to any of them, or an
 entry that no longer decodes, is a miss: the tables are read and checked again, then stored.
-Finding where the tables are stays here too, so that a hit imports neither yaml nor the loader.
+Finding where the tables are stays here too, so that a hit imports neither yaml nor the loader;
+the hit works on path strings (``pathlib``, with ``urllib.parse``, is ~2 ms of a check), and the
+functions the loader calls hand it ``Path`` objects.
 """
 
 from __future__ import annotations
@@ -15,7 +17,6 @@ from __future__ import annotations
 import hashlib
 import os
 from collections.abc import Mapping
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envdoctor import __version__
@@ -23,13 +24,15 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import MAX_YAML_BYTES, read_bounded
 
 if TYPE_CHECKING:
+    from pathlib import Path
+
     from envdoctor.compat.tables import CompatTables
     from envdoctor.platform.cache import CacheDir
 
 ENV_VAR = "ENVDOCTOR_TABLES"
 ENTRY = "compat-tables.json"
 FORMAT = 1
-_PACKAGE = Path(__file__).resolve().parents[1]
+_PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 READER_CODE = (
     "compat/loader.py",
     "compat/tables.py",
@@ -43,18 +46,40 @@ READER_CODE = (
 
 def shipped_dir() -> Path:
     """``envdoctor/compat_tables`` in an installed wheel, else ``<repo>/compat_tables``."""
-    for candidate in (_PACKAGE / "compat_tables", _PACKAGE.parent / "compat_tables"):
-        if candidate.is_dir():
-            return candidate
-    raise EnvdoctorError(
-        "the shipped compatibility tables are missing",
-        where=str(_PACKAGE.parent / "compat_tables"),
-        hint="reinstall envdoctor",
-    )
+    from pathlib import Path
+
+    return Path(_shipped())
 
 
 def extra_dirs(extra_dir: str | None, env: Mapping[str, str] | None) -> tuple[Path, ...]:
     """User table directories in the order they apply: ``ENVDOCTOR_TABLES``, then ``--tables``."""
+    from pathlib import Path
+
+    return tuple(Path(d) for d in _extras(extra_dir, env))
+
+
+def table_files(directory: Path) -> list[Path]:
+    """The table files of one directory (``*.yaml``, ``*.yml``), in the order they are read."""
+    from pathlib import Path
+
+    return [Path(f) for f in _files(os.fspath(directory))]
+
+
+def _shipped() -> str:
+    for candidate in (
+        os.path.join(_PACKAGE, "compat_tables"),
+        os.path.join(os.path.dirname(_PACKAGE), "compat_tables"),
+    ):
+        if os.path.isdir(candidate):
+            return candidate
+    raise EnvdoctorError(
+        "the shipped compatibility tables are missing",
+        where=os.path.join(os.path.dirname(_PACKAGE), "compat_tables"),
+        hint="reinstall envdoctor",
+    )
+
+
+def _extras(extra_dir: str | None, env: Mapping[str, str] | None) -> tuple[str, ...]:
     dirs: list[tuple[str, str]] = []
     if env and env.get(ENV_VAR):
         dirs.extend((ENV_VAR, part) for part in env[ENV_VAR].split(":") if part)
@@ -62,20 +87,19 @@ def extra_dirs(extra_dir: str | None, env: Mapping[str, str] | None) -> tuple[Pa
         dirs.append(("--tables", extra_dir))
     out = []
     for origin, raw in dirs:
-        path = Path(raw).expanduser()
-        if not path.is_dir():
+        path = os.path.expanduser(raw)  # no normpath: "link/.." is not always "."
+        if not os.path.isdir(path):
             raise EnvdoctorError(f"{origin}: no such directory", where=raw)
         out.append(path)
     return tuple(out)
 
 
-def table_files(directory: Path) -> list[Path]:
-    """The table files of one directory (``*.yaml``, ``*.yml``), in the order they are read."""
+def _files(directory: str) -> list[str]:
     try:
         names = os.listdir(directory)
     except OSError:
         return []
-    return sorted(directory / n for n in names if n.endswith((".yaml", ".yml")))
+    return sorted(os.path.join(directory, n) for n in names if n.endswith((".yaml", ".yml")))
 
 
 def cached_tables(
@@ -83,15 +107,17 @@ def cached_tables(
 ) -> CompatTables:
     """What ``loader.load_tables(extra_dir, env)`` gives, from ``cache`` when it holds the very
     same tables (no cache: read them)."""
-    dirs = (shipped_dir(), *extra_dirs(extra_dir, env))
+    dirs = (_shipped(), *_extras(extra_dir, env))
     key = _digest(dirs) if cache is not None else None
     if cache is not None and key is not None:
         stored = _stored(cache, key)
         if stored is not None:
             return stored
+    from pathlib import Path
+
     from envdoctor.compat.loader import load_dirs
 
-    tables = load_dirs(dirs[0], dirs[1:])
+    tables = load_dirs(Path(dirs[0]), tuple(Path(d) for d in dirs[1:]))
     if cache is not None and key is not None:
         from envdoctor.model.codec import encode
 
@@ -112,16 +138,17 @@ def _stored(cache: CacheDir, key: str) -> CompatTables | None:
         return None
 
 
-def _digest(dirs: tuple[Path, ...]) -> str | None:
+def _digest(dirs: tuple[str, ...]) -> str | None:
     """The key of the tables ``dirs`` make; None when a file cannot be read or is not a regular
     file of a sane size (the loader then reads them and says what is wrong)."""
     digest = hashlib.sha256(f"envdoctor {__version__}\0".encode())
     try:
         for name in READER_CODE:
             digest.update(f"{name}\0".encode())
-            digest.update((_PACKAGE / name).read_bytes())
+            with open(os.path.join(_PACKAGE, name), "rb") as code:
+                digest.update(code.read())
         for directory in dirs:
-            for path in table_files(directory):
+            for path in _files(directory):
                 data = read_bounded(path, MAX_YAML_BYTES)
                 if len(data) > MAX_YAML_BYTES:
                     return None

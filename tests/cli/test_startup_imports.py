@@ -4,7 +4,8 @@ A heavy module that sneaks back onto a fast path fails here, with the module tha
 Typer and its click, pydantic, rich (~100 ms together) belong to shell completion only; torch
 never runs in envdoctor's own process; and ``--help`` stays within 3x of a bare interpreter by
 going without typing, dataclasses and the option parser; a ``check`` whose tables come from the
-cache goes without dataclasses (records are made without it), the YAML reader and gettext.
+cache goes without dataclasses (records are made without it), the YAML reader, gettext and
+pathlib (the cache is found and keyed with path strings).
 """
 
 from __future__ import annotations
@@ -18,7 +19,7 @@ import pytest
 
 FRAMEWORKS = ("typer", "click", "pydantic", "rich", "shellingham", "torch")
 HELP_ALSO_WITHOUT = ("typing", "dataclasses", "getopt", "gettext", "yaml", "packaging", "json")
-CHECK_ALSO_WITHOUT = ("dataclasses", "inspect", "getopt", "gettext", "yaml")
+CHECK_ALSO_WITHOUT = ("dataclasses", "inspect", "getopt", "gettext", "yaml", "pathlib")
 
 
 def imported(

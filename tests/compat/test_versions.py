@@ -12,6 +12,7 @@ from envdoctor.compat.loader import intervals_overlap, load_tables
 from envdoctor.compat.versions import (
     ArchTarget,
     expand_torch_arch_list,
+    is_version,
     parse_arch,
     parse_cuda,
     parse_cudnn,
@@ -170,3 +171,16 @@ def test_torch_release_of(major: int, minor: int, patch: int, local: str) -> Non
     release, variant = torch_release_of(f"{major}.{minor}.{patch}{local}") or ("", None)
     assert release == f"{major}.{minor}"
     assert variant == (local[1:] or None)
+
+
+@given(st.from_regex(r"[0-9.]{0,12}|[0-9]{1,3}(\.[0-9]{1,3}){0,7}[a-z+-]?[0-9]?", fullmatch=True))
+def test_what_is_version_accepts_packaging_reads_as_that_release(text: str) -> None:
+    """is_version no longer asks packaging: what it accepts must still be a PEP 440 release."""
+    if is_version(text):
+        assert Version(text).release == tuple(int(n) for n in text.split("."))
+
+
+@given(st.lists(st.integers(0, 999_999_999), min_size=1, max_size=7))
+def test_a_plain_release_is_a_version(numbers: list[int]) -> None:
+    assert is_version(".".join(map(str, numbers)))
+    assert not is_version(".".join(map(str, numbers)) + "+cu130")
