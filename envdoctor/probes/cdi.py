@@ -23,9 +23,10 @@ MAX_SPECS = 64
 MAX_SPEC_BYTES = MAX_YAML_BYTES
 MAX_EDITS = 4096  # paths checked per spec: a real spec for 8 GPUs has a few hundred
 MAX_MISSING = 16
-_KIND = re.compile(r"[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*")
-_HOST_DRIVER = re.compile(r"--host-driver-version=(\d+\.\d+(?:\.\d+)?)")
-_DRIVER_LIB = re.compile(r"/lib(?:cuda|nvidia-ml)\.so\.(\d+\.\d+(?:\.\d+)?)$")
+# pattern strings, compiled by re on first use (most machines have no CDI spec to read)
+_KIND = r"[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*"
+_HOST_DRIVER = r"--host-driver-version=(\d+\.\d+(?:\.\d+)?)"
+_DRIVER_LIB = r"/lib(?:cuda|nvidia-ml)\.so\.(\d+\.\d+(?:\.\d+)?)$"
 
 
 def probe_specs(host: Host, dirs: tuple[str, ...]) -> Probed[tuple[CdiSpec, ...]]:
@@ -87,7 +88,7 @@ def parse_spec(data: bytes, path: str) -> dict[str, Any]:
 
 def check_spec(host: Host, path: str, doc: dict[str, Any]) -> CdiSpec:
     kind = doc.get("kind")
-    if not isinstance(kind, str) or not _KIND.fullmatch(kind):
+    if not isinstance(kind, str) or not re.fullmatch(_KIND, kind):
         return _broken(path, f"kind {kind!r} is not vendor/class (e.g. nvidia.com/gpu)")
     if not isinstance(doc.get("cdiVersion"), str):
         return _broken(path, "no cdiVersion")
@@ -138,14 +139,14 @@ def _edit_paths(edits: list[Any]) -> tuple[list[str], str]:
         for mount in _items(edit.get("mounts")):
             source = mount.get("hostPath")
             add(source)
-            found = _DRIVER_LIB.search(source) if isinstance(source, str) else None
+            found = re.search(_DRIVER_LIB, source) if isinstance(source, str) else None
             if found and not driver:
                 driver = found.group(1)
         for hook in _items(edit.get("hooks")):
             add(hook.get("path"))
             args = hook.get("args")
             for arg in args[:64] if isinstance(args, list) else []:
-                found = _HOST_DRIVER.search(arg) if isinstance(arg, str) else None
+                found = re.search(_HOST_DRIVER, arg) if isinstance(arg, str) else None
                 if found:
                     driver = found.group(1)
     return out, driver

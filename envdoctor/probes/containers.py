@@ -71,7 +71,7 @@ OPEN_TIMEOUT = 0.5
 _CTK_VERSION = re.compile(r"version\s+v?(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
 _CLI_VERSION = re.compile(r"^(?:cli-)?version:\s*v?(\S+)", re.MULTILINE)
 _LIB_VERSION = re.compile(r"^lib-version:\s*v?(\S+)", re.MULTILINE)
-_SHM_SIZE = re.compile(r"(?:^|,)size=(\d+)([kmg]?)(?:,|$)")
+_SHM_SIZE = r"(?:^|,)size=(\d+)([kmg]?)(?:,|$)"  # compiled on first use (in a container)
 REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
 REQUIRE_OTHERS = ("NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
 # NVML failures after which opening the device nodes tells nothing more.
@@ -340,7 +340,7 @@ def _shm(host: Host) -> Probed[ShmMount]:
             found = parts  # the last mount on /dev/shm is the one in effect
     if found is None:
         return Absent(f"{SHM_PATH} is not a mount point here")
-    match = _SHM_SIZE.search(found[3])
+    match = re.search(_SHM_SIZE, found[3])
     size = 0
     if match:
         size = (

@@ -13,7 +13,9 @@ from typing import Any
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Found
 
-_UUID = re.compile(r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b")
+_UUID = (
+    r"\b(GPU|MIG)-[0-9a-fA-F]{8}(?:-[0-9a-fA-F]{4}){3}-[0-9a-fA-F]{12}\b"  # compiled on first use
+)
 KEEP_USERS = frozenset({"root"})
 REDACTED_HOST = "<hostname>"
 """The hostname's stand-in: what a redacted snapshot records, so a report can say so."""
@@ -34,7 +36,7 @@ class Redactor:
         self._words.append((re.compile(rf"(?<![\w.-]){re.escape(word)}(?![\w-])"), placeholder))
 
     def text(self, value: str) -> str:
-        value = _UUID.sub(_fake_uuid, value)
+        value = re.sub(_UUID, _fake_uuid, value)
         for pattern, placeholder in self._words:
             value = pattern.sub(placeholder, value)
         return value

@@ -22,13 +22,13 @@ from collections.abc import Callable
 # Each value check returns why torch rejects the value, or "".
 Check = Callable[[str], str]
 
-_INT = re.compile(r"^[+-]?\d+")
-_FLOAT = re.compile(r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?")
+_INT = r"^[+-]?\d+"  # compiled on first use: most machines set no allocator options
+_FLOAT = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
 _SEPARATORS = ",:[]"
 
 
 def _leading_int(text: str) -> int | None:
-    match = _INT.match(text)
+    match = re.match(_INT, text)
     if match is None:
         return None
     value = int(match.group(0))
@@ -47,7 +47,7 @@ def _size_mb(value: str) -> str:
 
 
 def _fraction(value: str) -> str:
-    match = _FLOAT.match(value)
+    match = re.match(_FLOAT, value)
     if match is None:
         return f"{value!r} is not a number"
     number = float(match.group(0))

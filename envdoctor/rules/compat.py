@@ -352,11 +352,11 @@ def _arch_list(build: TorchBuild, variant: TorchVariant | None) -> tuple[tuple[s
 
 # --- cuDNN -----------------------------------------------------------------------------------
 
-_INCOMPATIBLE = re.compile(
+_INCOMPATIBLE = (  # a pattern string: re compiles it on first use, not at import
     r"compiled\s+against\s+\((\d+),\s*(\d+),\s*(\d+)\)\s+but\s+(?:found\s+runtime\s+version|linked\s+against)"
     r"\s+\((\d+),\s*(\d+),\s*(\d+)\)"
 )
-_LIB_VERSION = re.compile(r"libcudnn\.so\.(\d+(?:\.\d+)*)$")
+_LIB_VERSION = r"libcudnn\.so\.(\d+(?:\.\d+)*)$"
 
 
 def _cudnn_wheel(build: TorchBuild) -> tuple[str, str] | None:
@@ -529,7 +529,7 @@ def _cudnn_load_mismatch(ctx: RuleContext) -> Evaluation:
         if isinstance(probed, ProbeFailed)
         else ""
     )
-    match = _INCOMPATIBLE.search(reason)
+    match = re.search(_INCOMPATIBLE, reason)
     if match:
         compiled = ".".join(match.group(i) for i in (1, 2, 3))
         found = ".".join(match.group(i) for i in (4, 5, 6))
@@ -548,7 +548,7 @@ def _cudnn_load_mismatch(ctx: RuleContext) -> Evaluation:
     want = expected[0]
     # 2. A libcudnn of another major version is mapped into the process.
     for path in loaded:
-        file_version = _LIB_VERSION.search(path)
+        file_version = re.search(_LIB_VERSION, path)
         if not file_version:
             continue
         major = int(file_version.group(1).split(".")[0])

@@ -36,7 +36,7 @@ DOCKER_DEFAULT_SHM = 64 << 20
 # internal/config/image/capabilities.go, DefaultDriverCapabilities).
 DEFAULT_CAPABILITIES = frozenset({"utility", "compute"})
 NEEDED = {"compute": "libcuda (CUDA)", "utility": "libnvidia-ml and nvidia-smi (NVML)"}
-_CONDITION = re.compile(r"(arch|brand|cuda|driver)(>=|<=|!=|=|<|>)(\S+)")
+_CONDITION = r"(arch|brand|cuda|driver)(>=|<=|!=|=|<|>)(\S+)"  # compiled on first use
 
 
 def _inside(ctx: RuleContext) -> InsideFacts | None:
@@ -279,7 +279,7 @@ def judge_requirement(text: str, props: dict[str, str]) -> bool | None:
     for term in text.split():
         values: list[bool | None] = []
         for condition in term.split(","):
-            match = _CONDITION.fullmatch(condition.strip())
+            match = re.fullmatch(_CONDITION, condition.strip())
             if not match:
                 continue
             name, op, want = match.groups()
