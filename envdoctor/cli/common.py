@@ -121,14 +121,15 @@ def facts_for(
 
     Every command that reads the machine comes through here (its options were checked by the
     parser: budgets are finite, positive and at most a day). ``meanwhile`` runs while the torch
-    child starts (``collect_facts``); a snapshot calls it first.
+    child starts (``collect_facts``); with a snapshot, once it is read.
     """
     if snapshot is not None:
         from envdoctor.snapshot import load_snapshot
 
+        facts = load_snapshot(snapshot)  # its errors first, as before the overlap
         if meanwhile is not None:
             meanwhile()
-        return load_snapshot(snapshot)
+        return facts
     import time
 
     from envdoctor.cli.progress import Progress, elapsed

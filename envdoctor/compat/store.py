@@ -147,7 +147,8 @@ def _digest(dirs: tuple[str, ...]) -> str | None:
             digest.update(f"{name}\0".encode())
             with open(os.path.join(_PACKAGE, name), "rb") as code:
                 digest.update(code.read())
-        for directory in dirs:
+        for directory in dirs:  # named too: an empty --tables directory is an error, not a hit
+            digest.update(f"\0dir\0{os.fsencode(directory).hex()}\0".encode())
             for path in _files(directory):
                 data = read_bounded(path, MAX_YAML_BYTES)
                 if len(data) > MAX_YAML_BYTES:

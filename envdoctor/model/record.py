@@ -163,20 +163,27 @@ def _refuse_delattr(self: object, name: str) -> None:
 
 
 def _is_class_var(annotation: object) -> bool:
+    """``ClassVar[...]`` however typing is imported (``typing.ClassVar``, ``t.ClassVar``)."""
     text = annotation if isinstance(annotation, str) else repr(annotation)
-    return text.startswith(("ClassVar", "typing.ClassVar"))
+    return text.partition("[")[0].rpartition(".")[2].strip() == "ClassVar"
 
 
 def _fields_of(cls: type) -> tuple[Field, ...]:
     """The fields, from the class body's annotations, checked as ``@dataclass`` checks them."""
     own = cls.__dict__
+    annotations = own.get("__annotations__", {})
+    for name, value in own.items():
+        if type(value).__name__ == "Field" and name not in annotations:
+            raise TypeError(f"{cls.__name__}.{name} is a field but has no type annotation")
     made: list[Field] = []
-    for name, annotation in own.get("__annotations__", {}).items():
+    for name, annotation in annotations.items():
         if _is_class_var(annotation):
             continue
         if isinstance(annotation, str) and annotation.startswith(("InitVar", "KW_ONLY")):
             raise TypeError(f"{cls.__name__}.{name}: @record has no {annotation}")
-        value = own.get(name, MISSING)
+        value = own.get(name, MISSING)  # the body's own: a plain base's attribute is no default
+        if type(value).__name__ == "Field" and not isinstance(value, Field):
+            raise TypeError(f"{cls.__name__}.{name}: use envdoctor.model.record.field")
         f = value if isinstance(value, Field) else Field(default=value)
         f.name = name
         if f.default is not MISSING and type(f.default).__hash__ is None:
@@ -204,6 +211,9 @@ def record(cls: type[T]) -> type[T]:
         raise TypeError(f"{cls.__name__} already specifies __slots__")
     if any(hasattr(base, "__record_fields__") for base in cls.__mro__[1:]):
         raise TypeError(f"{cls.__name__}: a record does not inherit another record's fields")
+    for name in ("__setattr__", "__delattr__"):
+        if name in own:
+            raise TypeError(f"{cls.__name__}: cannot overwrite {name} of a frozen record")
     made_fields = _fields_of(cls)
     stored = tuple(f.name for f in made_fields)
     compared = tuple(f.name for f in made_fields if f.compare)
@@ -233,10 +243,10 @@ def record(cls: type[T]) -> type[T]:
     )
     body["__slots__"] = stored
     body["__record_fields__"] = made_fields
-    body["__match_args__"] = tuple(f.name for f in made_fields if f.init)
+    body.setdefault("__match_args__", tuple(f.name for f in made_fields if f.init))
     if not own.get("__doc__"):
         body["__doc__"] = f"{cls.__name__}({', '.join(stored)})"
-    metaclass: Any = type(cls)  # type, or Generic's for Found[T]
+    metaclass: Any = type(cls)  # type for every record today; a metaclass is kept
     made = metaclass(cls.__name__, cls.__bases__, body)
     made.__qualname__ = cls.__qualname__
     return made  # type: ignore[no-any-return]  # the slotted class made from cls

@@ -144,6 +144,9 @@ def _collect_all(
     try:
         if meanwhile is not None:
             meanwhile()
+            # the loading is not the machine's time: the probes below get the whole budget,
+            # as they had when it came before them (the children keep theirs)
+            deadline = Deadline(deadline.seconds)
         host_facts = probe_host(host)
         kernel = probe_kernel(host)
         nvml = probe_nvml(host, deadline=deadline)

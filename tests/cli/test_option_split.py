@@ -16,13 +16,25 @@ from hypothesis import given, settings
 from hypothesis import strategies as st
 
 from envdoctor.cli import registry
-from envdoctor.cli.options import Command, UsageError, _flags, _split
+from envdoctor.cli.options import Command, Option, UsageError, _flags, _split
 
+# No real command has a long option that is a prefix of another; this one has two such pairs.
+PREFIXES = Command(
+    "prefixes",
+    "made-up options whose names are prefixes of others",
+    options=(
+        Option(("--json",), "json", "a flag", kind="flag"),
+        Option(("--json-x", "-j"), "json_x", "a value"),
+        Option(("--spec",), "spec", "a value"),
+        Option(("--spec-dir",), "spec_dir", "a flag", kind="flag"),
+    ),
+)
 COMMANDS = {
     "check": registry.CHECK,
     "explain": registry.EXPLAIN,
     "run": registry.RUN,  # options end at its first argument
     "smoke": registry.SMOKE,
+    "prefixes": PREFIXES,
 }
 
 
@@ -70,9 +82,12 @@ def _tokens(command: Command) -> st.SearchStrategy[str]:
         st.sampled_from(longs).flatmap(  # a prefix, unique or not, maybe with "=value"
             lambda flag: st.integers(2, len(flag)).map(lambda n: flag[:n])
         ),
-        st.tuples(st.sampled_from(longs), st.sampled_from(["", "x", "-v", "a=b"])).map(
-            lambda pair: f"{pair[0]}={pair[1]}"
-        ),
+        st.tuples(
+            st.sampled_from(longs).flatmap(
+                lambda flag: st.integers(2, len(flag)).map(lambda n: flag[:n])
+            ),
+            st.sampled_from(["", "x", "-v", "a=b"]),
+        ).map(lambda pair: f"{pair[0]}={pair[1]}"),
         st.lists(st.sampled_from([*letters, "z", ":"]), min_size=1, max_size=4).map(
             lambda cluster: "-" + "".join(cluster)
         ),
@@ -82,7 +97,9 @@ def _tokens(command: Command) -> st.SearchStrategy[str]:
 
 @pytest.fixture(autouse=True)
 def _no_posixly_correct(monkeypatch: pytest.MonkeyPatch) -> None:
-    monkeypatch.delenv("POSIXLY_CORRECT", raising=False)  # gnu_getopt reads it; we never did
+    # gnu_getopt stopped at the first argument under POSIXLY_CORRECT; the parser now keeps to
+    # the documented argparse spellings whatever the environment says
+    monkeypatch.delenv("POSIXLY_CORRECT", raising=False)
 
 
 @pytest.mark.parametrize("name", sorted(COMMANDS))
@@ -119,3 +136,17 @@ def test_spellings_scripts_use(argv: list[str], expected: object) -> None:
 )
 def test_bad_spellings_are_named(argv: list[str], message: str) -> None:
     assert _outcome(_ours, registry.CHECK, argv) == ("usage error", message)
+
+
+def test_every_declared_flag_is_one_a_getopt_split_can_read() -> None:
+    """The splitter equals getopt only for well-formed declarations: each flag once per command,
+    no command declaring -h/--help itself, short flags of one letter."""
+    commands = [c for top in registry.TOP.subcommands for c in (top, *top.subcommands)]
+    for command in commands:
+        flags = [flag for option in command.options for flag in option.flags]
+        assert len(flags) == len(set(flags)), command.name
+        assert not {"-h", "--help"} & set(flags), command.name
+        for flag in flags:
+            assert (flag.startswith("--") and len(flag) > 3) or (
+                len(flag) == 2 and flag[1].isalpha()
+            ), (command.name, flag)

@@ -145,3 +145,12 @@ def test_the_commands_that_judge_use_and_fill_the_cache(tmp_path: Path, command:
     assert done.returncode in (0, 1), done.stderr
     assert json.loads(done.stdout)
     assert (cache / "envdoctor" / ENTRY).is_file()
+
+
+def test_an_empty_tables_directory_is_refused_even_after_a_cached_run(tmp_path: Path) -> None:
+    cache = CacheDir(str(tmp_path / "cache"))
+    cached_tables(None, {}, cache)  # the shipped tables, now stored
+    empty = tmp_path / "mine"
+    empty.mkdir()
+    with pytest.raises(EnvdoctorError, match=r"no \*\.yaml"):
+        cached_tables(str(empty), {}, cache)  # the same files, one more directory: not a hit

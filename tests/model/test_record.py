@@ -251,3 +251,42 @@ def test_a_generic_record_is_still_subscriptable() -> None:
     assert Found[int].__origin__ is Found  # type: ignore[attr-defined]  # a typing alias
     assert Found[int](3) == Found(3)
     assert Found.__qualname__ == "Found" and Found.__module__ == "envdoctor.model.probed"
+
+
+def test_slips_a_stock_dataclass_refuses_are_refused_too() -> None:
+    import typing as t
+
+    @record
+    class Aliased:
+        kind: t.ClassVar[str] = "x"
+        unit: str
+
+    assert [f.name for f in fields(Aliased)] == ["unit"]
+    with pytest.raises(TypeError, match="no type annotation"):
+
+        @record
+        class Unannotated:
+            x = field(default=1)
+
+    with pytest.raises(TypeError, match=r"use envdoctor\.model\.record\.field"):
+
+        @record
+        class Stock:
+            x: list[int] = dataclasses.field(default_factory=list)
+
+    with pytest.raises(TypeError, match="cannot overwrite __setattr__"):
+
+        @record
+        class Mutable:
+            x: int
+
+            def __setattr__(self, name: str, value: object) -> None:
+                object.__setattr__(self, name, value)
+
+    @record
+    class Matched:
+        x: int
+        y: int
+        __match_args__ = ("y",)
+
+    assert Matched.__match_args__ == ("y",)
