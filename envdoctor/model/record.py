@@ -63,28 +63,22 @@ class FrozenInstanceError(AttributeError):
 
 
 class Field:
-    """One field of a record: its name and what ``field(...)`` said about it."""
+    """One field of a record: its name and what ``field(...)`` said about it (made by ``field``,
+    which holds the defaults)."""
 
     __slots__ = ("compare", "default", "default_factory", "hash", "init", "name", "repr")
+    name: str
+    default: Any
+    default_factory: Any
+    init: bool
+    repr: bool
+    compare: bool
+    hash: bool | None
 
-    def __init__(
-        self,
-        default: Any = MISSING,
-        default_factory: Any = MISSING,
-        init: bool = True,
-        repr: bool = True,
-        compare: bool = True,
-        hash: bool | None = None,
-    ) -> None:
-        if default is not MISSING and default_factory is not MISSING:
-            raise ValueError("cannot specify both default and default_factory")
+    def __init__(self, **said: Any) -> None:
         self.name = ""
-        self.default = default
-        self.default_factory = default_factory
-        self.init = init
-        self.repr = repr
-        self.compare = compare
-        self.hash = hash
+        for key, value in said.items():
+            setattr(self, key, value)
 
     def __repr__(self) -> str:
         return f"Field(name={self.name!r}, default={self.default!r})"
@@ -126,7 +120,16 @@ def field(
     hash: bool | None = None,
 ) -> Any:
     """A field with a default, a factory, or left out of ``__init__``/``repr``/equality."""
-    return Field(default, default_factory, init, repr, compare, hash)
+    if default is not MISSING and default_factory is not MISSING:
+        raise ValueError("cannot specify both default and default_factory")
+    return Field(
+        default=default,
+        default_factory=default_factory,
+        init=init,
+        repr=repr,
+        compare=compare,
+        hash=hash,
+    )
 
 
 def fields(obj: object) -> tuple[Field, ...]:
@@ -184,7 +187,7 @@ def _fields_of(cls: type) -> tuple[Field, ...]:
         value = own.get(name, MISSING)  # the body's own: a plain base's attribute is no default
         if type(value).__name__ == "Field" and not isinstance(value, Field):
             raise TypeError(f"{cls.__name__}.{name}: use envdoctor.model.record.field")
-        f = value if isinstance(value, Field) else Field(default=value)
+        f = value if isinstance(value, Field) else field(default=value)
         f.name = name
         if f.default is not MISSING and type(f.default).__hash__ is None:
             raise ValueError(
