@@ -153,6 +153,11 @@ class Deadline:
     def remaining(self) -> float:
         return max(0.0, self._end - time.monotonic())
 
+    def extend(self, seconds: float) -> None:
+        """Push the end back by ``seconds``: time the caller spent on its own work, not on the
+        machine (check's loading while the torch child starts)."""
+        self._end += seconds
+
     def cap(self, seconds: float) -> float:
         """``seconds``, or less when the budget has less left (never below 50 ms)."""
         return max(0.05, min(seconds, self.remaining()))

@@ -143,10 +143,11 @@ def _collect_all(
     env_call = Background(probe_env, host, deadline=deadline) if toolkit else None
     try:
         if meanwhile is not None:
+            began = time.monotonic()
             meanwhile()
-            # the loading is not the machine's time: the probes below get the whole budget,
-            # as they had when it came before them (the children keep theirs)
-            deadline = Deadline(deadline.seconds)
+            # the loading is not the machine's time: every probe still gets the budget it had
+            # when the loading came before them
+            deadline.extend(time.monotonic() - began)
         host_facts = probe_host(host)
         kernel = probe_kernel(host)
         nvml = probe_nvml(host, deadline=deadline)

@@ -4,6 +4,7 @@ the torch child starts, nvcc beside them."""
 from __future__ import annotations
 
 import threading
+import time
 from typing import Any
 
 import pytest
@@ -72,3 +73,23 @@ def test_nvcc_runs_beside_the_other_probes(monkeypatch: pytest.MonkeyPatch) -> N
     monkeypatch.setattr("envdoctor.probes.probe_env", nvcc)
     facts = collect_facts(FakeHost.scenario("healthy_h100"), python=PYTHON, deadline=Deadline(30))
     assert facts.env.nvcc != Absent("ran alone")
+
+
+def test_the_loading_does_not_use_up_the_probes_budget(monkeypatch: pytest.MonkeyPatch) -> None:
+    from envdoctor.probes.kernel_log import probe_kernel_log as real_kernel_log
+
+    left: list[float] = []
+
+    def kernel_log(*args: Any, deadline: Deadline, **kwargs: Any) -> Any:  # the last probe
+        left.append(deadline.remaining())
+        return real_kernel_log(*args, deadline=deadline, **kwargs)
+
+    monkeypatch.setattr("envdoctor.probes.probe_kernel_log", kernel_log)
+    budget = Deadline(0.5)
+    collect_facts(
+        FakeHost.scenario("healthy_h100"),
+        python=PYTHON,
+        deadline=budget,
+        meanwhile=lambda: time.sleep(0.6),  # longer than the whole --timeout
+    )
+    assert left and left[0] > 0.2
