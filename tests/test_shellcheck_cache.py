@@ -34,3 +34,21 @@ def test_a_clean_verdict_is_remembered_and_an_edit_is_read_again(tmp_path: Path)
     assert len(list((tmp_path / "cache").iterdir())) == 1
     script.write_text(UNQUOTED)
     assert "SC2086" in sc.shellcheck(script, *sc.BASH_STRICT)
+
+
+def test_a_sandboxed_script_is_remembered_across_sandboxes_and_still_held(tmp_path: Path) -> None:
+    """A script that names its run's temporary directory hits the cache on the next run (a new
+    directory), and a finding in it is still reported."""
+    clean = '#!/bin/bash\n"{base}/bin/envdoctor" check\n'
+    for run in ("pytest-1/sandbox0", "pytest-2/sandbox0"):
+        base = tmp_path / run
+        assert sc.shellcheck_sandboxed(clean.format(base=base), base, *sc.BASH_STRICT) == ""
+    assert len(list((tmp_path / "cache").iterdir())) == 1
+    dirty = "#!/bin/bash\n{base}/bin/envdoctor check $1\n".format(base=tmp_path / "pytest-3")
+    assert "SC2086" in sc.shellcheck_sandboxed(dirty, tmp_path / "pytest-3", *sc.BASH_STRICT)
+
+
+def test_only_a_plain_sandbox_path_is_respelled() -> None:
+    """A path with a space or a quote is not one literal word to shellcheck: never rewritten."""
+    with pytest.raises(AssertionError, match="not a plain path"):
+        sc.shellcheck_sandboxed('echo "/tmp/a b"\n', "/tmp/a b", *sc.BASH_STRICT)

@@ -74,10 +74,7 @@ def available_engines() -> tuple[str, ...]:
 def line_search(regex: re.Pattern[str], engine: str) -> LineSearch:
     """A function that finds ``regex`` in one line of text, in time linear in the line."""
     if engine == RE2:
-        module = _need_re2()
-        compiled = module.compile(regex.pattern)
-        search: LineSearch = compiled.search
-        return search
+        return _re2_search(regex.pattern)
     lead = leading_gap_literal(regex.pattern)
     if lead is None:
         return regex.search
@@ -94,15 +91,29 @@ def line_search(regex: re.Pattern[str], engine: str) -> LineSearch:
     return first_occurrence
 
 
+@functools.lru_cache(maxsize=1024)
+def _re2_search(pattern: str) -> LineSearch:
+    """RE2's search for ``pattern``, compiled once per process: compiling the ~150 patterns of
+    the signatures takes ~10 ms, and a process that explains log after log (a library user, the
+    test suite: ~400 scanners) built every one of them again for each log. RE2's compiled
+    patterns are immutable and safe to share between threads."""
+    search: LineSearch = _need_re2().compile(pattern).search
+    return search
+
+
 def literal_sweep(literals: Sequence[str]) -> BlockSearch:
     """RE2 only: the position of the first of ``literals`` in ``block[pos:end]`` (-1: none),
     one automaton for all of them, over raw bytes (a literal is matched as its UTF-8 bytes)."""
+    return _literal_sweep(tuple(sorted(set(literals), key=lambda lit: (-len(lit), lit))))
+
+
+@functools.lru_cache(maxsize=8)
+def _literal_sweep(literals: tuple[str, ...]) -> BlockSearch:
+    """``literal_sweep`` for distinct literals, longest first, built once per process."""
     module = _need_re2()
     options = module.Options()
     options.encoding = module.Options.Encoding.LATIN1
-    alternation = b"|".join(
-        re.escape(lit.encode("utf-8")) for lit in sorted(set(literals), key=len, reverse=True)
-    )
+    alternation = b"|".join(re.escape(lit.encode("utf-8")) for lit in literals)
     compiled = module.compile(alternation, options)
     search = compiled.search
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import ast
+import functools
 from pathlib import Path
 
 PACKAGE = Path(__file__).parents[2] / "envdoctor"
@@ -24,7 +25,9 @@ def _imports(path: Path) -> set[str]:
     return names
 
 
+@functools.cache
 def _modules() -> list[tuple[str, set[str]]]:
+    """Every module's imports, parsed once for the four tests here."""
     return [(str(p.relative_to(PACKAGE)), _imports(p)) for p in sorted(PACKAGE.rglob("*.py"))]
 
 

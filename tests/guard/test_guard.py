@@ -21,10 +21,19 @@ from envdoctor.guard import (
 )
 from tests.kb.helpers import run
 
-with warnings.catch_warnings():
-    warnings.simplefilter("ignore")  # a torch without numpy warns on import
-    torch: Any = pytest.importorskip("torch")
-nn: Any = torch.nn
+# torch is imported by the first test of this module, not when pytest collects it: every
+# pytest-xdist worker collects every module, and the import cost each worker ~2 s of CPU.
+torch: Any = None
+nn: Any = None
+
+
+@pytest.fixture(autouse=True, scope="module")
+def _real_torch() -> None:
+    global torch, nn  # the module's tests read torch as a global, as before
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")  # a torch without numpy warns on import
+        torch = pytest.importorskip("torch")
+    nn = torch.nn
 
 
 # --- check_targets ----------------------------------------------------------------------------
@@ -90,12 +99,11 @@ def test_the_message_matches_what_cross_entropy_would_do() -> None:
 # --- nonfinite_guard --------------------------------------------------------------------------
 
 
-class Normalize(nn.Module):  # type: ignore[misc]
-    def forward(self, x: Any) -> Any:
-        return x / x.sum(dim=-1, keepdim=True)
-
-
 def _model() -> Any:
+    class Normalize(nn.Module):  # type: ignore[misc]
+        def forward(self, x: Any) -> Any:
+            return x / x.sum(dim=-1, keepdim=True)
+
     model = nn.Sequential(nn.Linear(4, 4), nn.ReLU(), Normalize(), nn.Linear(4, 2))
     with torch.no_grad():
         model[0].weight.zero_()

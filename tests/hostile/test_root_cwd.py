@@ -10,6 +10,7 @@ the marker never appears.
 
 from __future__ import annotations
 
+import functools
 import os
 import shutil
 import subprocess
@@ -40,8 +41,10 @@ from tests.remedy.sandbox import Sandbox
 PLANTED = ("json.py", "pip.py", "envdoctor.py", "importlib_metadata.py")
 
 
+@functools.cache
 def _older_python() -> str | None:
-    """A CPython older than 3.11 (no -P), where this machine has one."""
+    """A CPython older than 3.11 (no -P), where this machine has one: looked for by the first
+    test that needs it, not when pytest collects the module (in every xdist worker)."""
     roots = [Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"]
     candidates = [shutil.which(f"python3.{minor}") for minor in (10, 9, 8)]
     candidates += [str(p) for r in roots for p in sorted(r.glob("3.1[0]*/bin/python3"))]
@@ -63,8 +66,12 @@ def _older_python() -> str | None:
     return None
 
 
-OLD_PYTHON = _older_python()
-needs_old_python = pytest.mark.skipif(OLD_PYTHON is None, reason="no Python older than 3.11 here")
+def _old_python() -> str:
+    """The older CPython, or a skip where this machine has none."""
+    found = _older_python()
+    if found is None:
+        pytest.skip("no Python older than 3.11 here")
+    return found
 
 
 @pytest.fixture
@@ -87,11 +94,9 @@ def test_the_torch_child_imports_nothing_from_the_current_directory(planted: Pat
     assert isinstance(facts.torch, Found) and isinstance(facts.torch.value, TorchBuild)
 
 
-@needs_old_python
 def test_an_interpreter_without_safe_path_still_imports_nothing_from_it(planted: Path) -> None:
     """No -P before 3.11: starting the child in / is what keeps it safe."""
-    assert OLD_PYTHON is not None
-    facts = probe_torch(SystemHost(), python=OLD_PYTHON, deadline=Deadline(60))
+    facts = probe_torch(SystemHost(), python=_old_python(), deadline=Deadline(60))
     assert isinstance(facts.torch, Absent) and "not installed" in facts.torch.reason
 
 
@@ -126,8 +131,8 @@ def test_an_interpreter_that_refuses_safe_path_is_started_again_without_it(tmp_p
     result = run_python(SystemHost(), str(old), ["-c", "print(6 * 7)"], timeout=10)
     assert result.ok and result.stdout.strip() == "42"
     assert log.read_text().splitlines() == ["-P -c print(6 * 7)", "-c print(6 * 7)"]
-    if OLD_PYTHON is not None:  # and the real one, where this machine has it
-        real = run_python(SystemHost(), OLD_PYTHON, ["-c", "print(6 * 7)"], timeout=20)
+    if (older := _older_python()) is not None:  # and the real one, where this machine has it
+        real = run_python(SystemHost(), older, ["-c", "print(6 * 7)"], timeout=20)
         assert real.ok and real.stdout.strip() == "42" and "-P" not in real.argv
 
 
@@ -202,11 +207,9 @@ def test_fix_script_runs_pip_and_verify_away_from_the_current_directory(planted:
     assert "envdoctor check" in run.stdout and run.returncode in (0, 1)  # check's own verdict
 
 
-@needs_old_python
 def test_fix_script_protects_an_interpreter_without_safe_path(planted: Path) -> None:
     """Python < 3.11 has no -P: the script's `cd /` alone keeps json.py out."""
-    assert OLD_PYTHON is not None
-    plan = Plan(steps=(Step("Verify", Verify((OLD_PYTHON, "-c", "import json"))),))
+    plan = Plan(steps=(Step("Verify", Verify((_old_python(), "-c", "import json"))),))
     run = _run_script(plan, Path.cwd())
     assert run.returncode == 0, run.stdout + run.stderr
     assert "envdoctor check: healthy" in run.stdout  # the command ran, and exited 0

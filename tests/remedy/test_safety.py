@@ -15,7 +15,7 @@ from envdoctor.remedy.model import RequireNoHolders, Step, Terminate, Verify
 from tests.remedy import cases
 from tests.remedy.cases import CONTAINER_CGROUP, CONTAINER_ID, PYTHON_ARGV, PYTHON_PID
 from tests.remedy.sandbox import START_TIME, Sandbox
-from tests.shellcheck import BASH_STRICT, shellcheck
+from tests.shellcheck import BASH_STRICT, shellcheck, shellcheck_sandboxed
 
 
 def test_apply_refuses_without_root(box: Sandbox) -> None:
@@ -166,7 +166,7 @@ def test_hostile_names_execute_nothing(box: Sandbox) -> None:
     box.container(CONTAINER_ID, running=False)
     plan = _hostile_plan(box, argv)
     script = render_script(plan)
-    assert shellcheck(script, *BASH_STRICT) == ""
+    assert shellcheck_sandboxed(script, box.base, *BASH_STRICT) == ""
     for line in script.splitlines():
         assert line.isprintable(), f"unprintable script line: {line!r}"
     dry = box.run(script)

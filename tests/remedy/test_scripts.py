@@ -8,7 +8,7 @@ from envdoctor.remedy import Plan, render_script
 from tests.remedy import cases
 from tests.remedy.cases import CONTAINER_ID, DOCKER_PID, PERSISTENCED_PID, PYTHON_PID
 from tests.remedy.sandbox import Sandbox
-from tests.shellcheck import BASH_STRICT, shellcheck
+from tests.shellcheck import BASH_STRICT, shellcheck_sandboxed
 
 VERIFY = ("envdoctor", "check")  # the verify shim, as it records itself
 
@@ -27,7 +27,7 @@ def script_for(plan: Plan) -> str:
 
 @pytest.mark.parametrize("name", sorted(PLANS))
 def test_every_script_is_shellcheck_clean(name: str, box: Sandbox) -> None:
-    assert shellcheck(script_for(PLANS[name](box)), *BASH_STRICT) == ""
+    assert shellcheck_sandboxed(script_for(PLANS[name](box)), box.base, *BASH_STRICT) == ""
 
 
 @pytest.mark.parametrize("name", sorted(PLANS))

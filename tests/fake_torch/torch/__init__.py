@@ -36,7 +36,6 @@ PYTORCH_NO_CUDA_MEMORY_CACHING=1, as in torch.
 import json
 import os
 import signal
-import subprocess
 import sys
 import threading
 import time
@@ -125,6 +124,8 @@ def _misbehave(op):
     if kind == "exit":
         os._exit(int(arg))
     if kind in ("hang-with-child", "hang-with-escaped-child"):
+        import subprocess  # only here: every smoke child of the tests imports this module
+
         escaped = kind == "hang-with-escaped-child"
         grandchild = subprocess.Popen(["sleep", "300"], start_new_session=escaped)
         _note("grandchild", str(grandchild.pid))
