@@ -16,6 +16,7 @@ if TYPE_CHECKING:  # the facts model and the seam load with the first command th
 
     from envdoctor.cli.options import Args
     from envdoctor.compat.tables import CompatTables
+    from envdoctor.kb.model import KnowledgeBase
     from envdoctor.model.facts import Facts
     from envdoctor.model.views import Intent
     from envdoctor.platform.cache import CacheDir
@@ -175,6 +176,13 @@ def tables_of(inv: Invocation) -> CompatTables:
 
     extra = inv.args.path("tables") if _has(inv, "tables") else None
     return cached_tables(str(extra) if extra else None, inv.host.env(), user_cache_of(inv))
+
+
+def kb_of(inv: Invocation) -> KnowledgeBase:
+    """The error knowledge base, from the user's cache when nothing it is made of changed."""
+    from envdoctor.kb.store import cached_kb
+
+    return cached_kb(user_cache_of(inv))
 
 
 def _has(inv: Invocation, dest: str) -> bool:

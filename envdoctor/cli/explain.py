@@ -7,7 +7,7 @@ from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for, output_format, write_report
+from envdoctor.cli.common import Invocation, facts_for, kb_of, output_format, write_report
 from envdoctor.cli.progress import Progress
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import open_stream
@@ -20,12 +20,12 @@ if TYPE_CHECKING:
 
 
 def run(inv: Invocation) -> int:
-    from envdoctor.kb import assess, explain, load_default_kb, scan_stream
+    from envdoctor.kb import assess, explain, scan_stream
     from envdoctor.kb.render import colour_text, render
     from envdoctor.kb.sources import LogStream
 
     args = inv.args
-    kb = load_default_kb()
+    kb = kb_of(inv)
     if args.flag("list_signatures"):
         emit("".join(f"{s.id:<34} {s.title}\n" for s in kb.signatures))
         return exitcodes.HEALTHY

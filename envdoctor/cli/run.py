@@ -10,7 +10,14 @@ from pathlib import Path
 from typing import IO, TYPE_CHECKING
 
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, colour_for, facts_for, write_output, write_report
+from envdoctor.cli.common import (
+    Invocation,
+    colour_for,
+    facts_for,
+    kb_of,
+    write_output,
+    write_report,
+)
 from envdoctor.terminal import json_document, safe_line
 
 if TYPE_CHECKING:
@@ -142,7 +149,7 @@ class _Tee:
 
 
 def run(inv: Invocation) -> int:
-    from envdoctor.kb import Scanner, assess, explain, load_default_kb
+    from envdoctor.kb import Scanner, assess, explain
     from envdoctor.kb.model import Role
     from envdoctor.kb.render import colour_text, render, run_data
     from envdoctor.platform.passthrough import run_passthrough, signal_name
@@ -152,7 +159,7 @@ def run(inv: Invocation) -> int:
     blocking = args.flag("blocking")
     save = args.path("save")
     fmt = args.text("format") or "text"
-    kb = load_default_kb()
+    kb = kb_of(inv)
     scanner = Scanner(kb)
     save_log = _open_save(save)
     as_json = fmt == "json"

@@ -14,14 +14,14 @@ functions the loader calls hand it ``Path`` objects.
 
 from __future__ import annotations
 
-import hashlib
 import os
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from envdoctor import __version__
+from envdoctor.cachekey import PACKAGE as _PACKAGE
+from envdoctor.cachekey import files_digest
 from envdoctor.errors import EnvdoctorError
-from envdoctor.inputfile import MAX_YAML_BYTES, read_bounded
+from envdoctor.inputfile import MAX_YAML_BYTES
 
 if TYPE_CHECKING:
     from pathlib import Path
@@ -32,7 +32,6 @@ if TYPE_CHECKING:
 ENV_VAR = "ENVDOCTOR_TABLES"
 ENTRY = "compat-tables.json"
 FORMAT = 1
-_PACKAGE = os.path.dirname(os.path.dirname(os.path.realpath(__file__)))
 READER_CODE = (
     "compat/loader.py",
     "compat/tables.py",
@@ -139,22 +138,8 @@ def _stored(cache: CacheDir, key: str) -> CompatTables | None:
 
 
 def _digest(dirs: tuple[str, ...]) -> str | None:
-    """The key of the tables ``dirs`` make; None when a file cannot be read or is not a regular
-    file of a sane size (the loader then reads them and says what is wrong)."""
-    digest = hashlib.sha256(f"envdoctor {__version__}\0".encode())
-    try:
-        for name in READER_CODE:
-            digest.update(f"{name}\0".encode())
-            with open(os.path.join(_PACKAGE, name), "rb") as code:
-                digest.update(code.read())
-        for directory in dirs:  # named too: an empty --tables directory is an error, not a hit
-            digest.update(f"\0dir\0{os.fsencode(directory).hex()}\0".encode())
-            for path in _files(directory):
-                data = read_bounded(path, MAX_YAML_BYTES)
-                if len(data) > MAX_YAML_BYTES:
-                    return None
-                digest.update(f"\0{os.fsencode(path).hex()}\0{len(data)}\0".encode())
-                digest.update(data)
-    except (OSError, EnvdoctorError):
-        return None
-    return digest.hexdigest()
+    """The key of the tables ``dirs`` make (each directory named too: an empty ``--tables``
+    directory is an error, not a hit); None when a file cannot be read or is not a regular file
+    of a sane size (the loader then reads them and says what is wrong)."""
+    groups = [(directory, _files(directory)) for directory in dirs]
+    return files_digest(READER_CODE, groups, limit=MAX_YAML_BYTES)

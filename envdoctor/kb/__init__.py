@@ -11,7 +11,6 @@ from __future__ import annotations
 from collections.abc import Mapping
 from typing import TYPE_CHECKING
 
-from envdoctor.kb.loader import load_default_kb, load_kb
 from envdoctor.kb.matcher import Scanner, scan_bytes, scan_stream
 from envdoctor.kb.model import (
     Cause,
@@ -25,6 +24,13 @@ from envdoctor.kb.model import (
 from envdoctor.kb.ranking import explain, fill, with_host
 
 if TYPE_CHECKING:
+    import sys
+    from pathlib import Path
+
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:  # pragma: no cover (Python 3.10)
+        from importlib.abc import Traversable
     from envdoctor.model.facts import Facts
 
 __all__ = [
@@ -43,6 +49,21 @@ __all__ = [
     "scan_bytes",
     "scan_stream",
 ]
+
+
+def load_default_kb() -> KnowledgeBase:
+    """The shipped knowledge base, read and checked once per process (``kb/loader.py``; the
+    commands take it from the user's cache when it is there: ``kb/store.py``)."""
+    from envdoctor.kb.loader import load_default_kb as load  # yaml: not on a cache hit's path
+
+    return load()
+
+
+def load_kb(root: Traversable | Path) -> KnowledgeBase:
+    """The knowledge base under ``root``, read and checked (``kb/loader.py``)."""
+    from envdoctor.kb.loader import load_kb as load
+
+    return load(root)
 
 
 def host_checks_for(cause: Cause, facts: Facts) -> tuple[HostCheck, ...]:

@@ -12,9 +12,27 @@ scanner requires it literally, so a wrong anchor can only make a pattern miss it
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 
 _MIN_ANCHOR = 3
 _LOOKAROUND = ("(?=", "(?!", "(?<=", "(?<!")
+
+
+def select_triggers(base: Iterable[str], anchors: Iterable[str]) -> tuple[str, ...]:
+    """The literals the scanner searches: for each anchor the first base trigger inside it,
+    or the anchor itself when none is (correct either way; fewer literals scan faster)."""
+    base = tuple(base)
+    chosen: list[str] = []
+    for anchor in anchors:
+        trigger = next((t for t in base if t in anchor), anchor)
+        if trigger not in chosen:
+            chosen.append(trigger)
+    return tuple(chosen)
+
+
+def trigger_for(anchor: str, triggers: Iterable[str]) -> str:
+    """The trigger that finds lines containing ``anchor`` (see ``select_triggers``)."""
+    return next(t for t in triggers if t in anchor)
 
 
 def derive_anchor(pattern: str, prefer: tuple[str, ...] = ()) -> str | None:

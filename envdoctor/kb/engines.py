@@ -71,11 +71,13 @@ def available_engines() -> tuple[str, ...]:
     return (RE2, PYTHON_RE) if _re2() is not None else (PYTHON_RE,)
 
 
-def line_search(regex: re.Pattern[str], engine: str) -> LineSearch:
-    """A function that finds ``regex`` in one line of text, in time linear in the line."""
+def line_search(source: str, engine: str) -> LineSearch:
+    """A function that finds the regex ``source`` in one line of text, in time linear in the
+    line."""
     if engine == RE2:
-        return _re2_search(regex.pattern)
-    lead = leading_gap_literal(regex.pattern)
+        return _re2_search(source)
+    regex = re.compile(source)
+    lead = leading_gap_literal(source)
     if lead is None:
         return regex.search
     match = regex.match

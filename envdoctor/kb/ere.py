@@ -121,4 +121,4 @@ def _translate_class(pattern: str, i: int) -> tuple[str, int]:
 
 def kb_to_ere(kb: KnowledgeBase) -> list[str]:
     """One ERE per pattern of the knowledge base, in signature order."""
-    return [to_ere(p.regex.pattern) for s in kb.signatures for p in s.patterns]
+    return [to_ere(p.regex) for s in kb.signatures for p in s.patterns]

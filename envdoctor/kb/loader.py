@@ -12,13 +12,12 @@ import functools
 import re
 import string
 import sys
-from collections.abc import Iterable
 from importlib import resources
 from pathlib import Path
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.kb.analyzers import ANALYZERS
-from envdoctor.kb.anchor import derive_anchor, required_literals
+from envdoctor.kb.anchor import derive_anchor, required_literals, select_triggers
 from envdoctor.kb.ere import to_ere
 from envdoctor.kb.model import (
     HOST_CHECK_NAMES,
@@ -28,6 +27,7 @@ from envdoctor.kb.model import (
     Role,
     Signature,
     XidEntry,
+    compiled,
 )
 from envdoctor.model.finding import is_valid_code
 from envdoctor.yamlsource import Map, Node, Reader, Seq, load
@@ -110,23 +110,6 @@ def load_kb(root: Traversable | Path) -> KnowledgeBase:
         triggers=select_triggers(base_triggers, (p.anchor for s in signatures for p in s.patterns)),
         xid=xid,
     )
-
-
-def select_triggers(base: Iterable[str], anchors: Iterable[str]) -> tuple[str, ...]:
-    """The literals the scanner searches: for each anchor the first base trigger inside it,
-    or the anchor itself when none is (correct either way; fewer literals scan faster)."""
-    base = tuple(base)
-    chosen: list[str] = []
-    for anchor in anchors:
-        trigger = next((t for t in base if t in anchor), anchor)
-        if trigger not in chosen:
-            chosen.append(trigger)
-    return tuple(chosen)
-
-
-def trigger_for(anchor: str, triggers: Iterable[str]) -> str:
-    """The trigger that finds lines containing ``anchor`` (see ``select_triggers``)."""
-    return next(t for t in triggers if t in anchor)
 
 
 # --- files ----------------------------------------------------------------------------------
@@ -231,7 +214,8 @@ def _number(item: Map, key: str, default: float, low: float, high: float) -> flo
     return _READ.number(item.items[key], key, low=low, high=high)
 
 
-def _compile(item: Map, key: str = "regex") -> re.Pattern[str]:
+def _compile(item: Map, key: str = "regex") -> str:
+    """The regex under ``key``, once Python compiles it and it has a POSIX ERE equivalent."""
     source = _text(item, key)
     try:
         regex = re.compile(source)
@@ -246,7 +230,7 @@ def _compile(item: Map, key: str = "regex") -> re.Pattern[str]:
             item.items[key],
             f"{key}: regex uses a construct explain cannot match in linear time: {exc}",
         ) from None
-    return regex
+    return regex.pattern
 
 
 def _signature(item: Node, prefer: tuple[str, ...] = ()) -> Signature:
@@ -321,7 +305,7 @@ def _item_at(sig: Map, key: str, index: int) -> str:
 
 def _pattern(item: Node, default_confidence: float, prefer: tuple[str, ...]) -> Pattern:
     pat = _mapping(item, "patterns", _PATTERN_KEYS)
-    regex = _compile(pat)
+    regex = compiled(_compile(pat))
     anchor: str | None
     if "anchor" in pat.items:
         anchor = _text(pat, "anchor")
@@ -347,16 +331,18 @@ def _pattern(item: Node, default_confidence: float, prefer: tuple[str, ...]) -> 
             )
         if regex.search(example) is None:
             raise EnvdoctorError("examples: example does not match the regex", where=at)
+    # longest first (the first is the most distinctive), ties in a fixed order: a set's order
+    # changes with the hash seed, and with it which literal the scanner searches for
     literals = [anchor]
     if not regex.flags & re.IGNORECASE:
         literals.extend(r for r in required_literals(regex.pattern) if len(r) >= 3 and r != anchor)
     return Pattern(
-        regex=regex,
+        regex=regex.pattern,
         anchor=anchor,
         confidence=_number(pat, "confidence", default_confidence, 0.05, 0.99),
         examples=examples,
         line=pat.line,
-        literals=tuple(sorted(set(literals), key=len, reverse=True)),
+        literals=tuple(sorted(set(literals), key=lambda lit: (-len(lit), lit))),
     )
 
 

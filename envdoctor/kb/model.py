@@ -7,10 +7,17 @@ Pure data, no I/O. ``loader`` builds a ``KnowledgeBase`` from YAML, ``matcher`` 
 from __future__ import annotations
 
 import enum
+import functools
 import re
 
 from envdoctor import exitcodes
 from envdoctor.model.record import field, record
+
+
+@functools.lru_cache(maxsize=1024)
+def compiled(regex: str) -> re.Pattern[str]:
+    """A signature regex compiled by Python's ``re``, once per process."""
+    return re.compile(regex)
 
 
 class Role(enum.Enum):
@@ -41,9 +48,13 @@ class Pattern:
     the YAML). A line is tested against ``regex`` only when it contains the anchor, which is
     what lets the scanner skip most of a log with a few fast substring searches; ``literals``
     are the other literals the regex requires, checked before the (slower) regex runs.
+
+    ``regex`` is the pattern's source, compiled where it is used (``compiled``): with RE2 a log
+    is searched without Python ever compiling it, and a stored knowledge base (``kb/store.py``)
+    is plain text.
     """
 
-    regex: re.Pattern[str]
+    regex: str
     anchor: str
     confidence: float
     examples: tuple[str, ...]
@@ -55,7 +66,7 @@ class Pattern:
 class ContextRule:
     """Text in the lines before a match that makes this cause more (or less) likely."""
 
-    regex: re.Pattern[str]
+    regex: str  # its source, as ``Pattern.regex``
     weight: float
     note: str
 
@@ -84,7 +95,7 @@ class Signature:
         """Named groups of all patterns (the placeholders ``summary`` may use)."""
         names: set[str] = set()
         for pattern in self.patterns:
-            names.update(pattern.regex.groupindex)
+            names.update(compiled(pattern.regex).groupindex)
         return frozenset(names)
 
 

@@ -97,3 +97,22 @@ def test_check_with_cached_tables_goes_without_dataclasses_inspect_yaml_and_gett
     second = imported(["check", "--json"], tmp_path, env=cache)
     assert "envdoctor.compat.store" in second and "envdoctor.rules.compat" in second  # it judged
     assert _heavy(second, CHECK_ALSO_WITHOUT) == {}
+
+
+EXPLAIN_ALSO_WITHOUT = (
+    "dataclasses",
+    "inspect",
+    "yaml",
+    "envdoctor.kb.loader",
+    "importlib.resources",
+)
+
+
+def test_explain_with_a_cached_knowledge_base_goes_without_the_yaml_reader(tmp_path: Path) -> None:
+    cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
+    first = imported(["explain", "-"], tmp_path, env=cache)
+    assert "envdoctor.kb.loader" in first  # an empty cache: the signatures were read and checked
+    second = imported(["explain", "-"], tmp_path, env=cache)
+    assert "envdoctor.kb.store" in second and "envdoctor.kb.matcher" in second  # it scanned
+    heavy = {m: by for m, by in second.items() if m in EXPLAIN_ALSO_WITHOUT}
+    assert heavy == {}

@@ -60,7 +60,7 @@ def test_trying_only_the_first_occurrence_finds_what_search_finds(pattern: str, 
     match (span and captures), not merely whether there is one."""
     regex = re.compile(pattern)
     expected = regex.search(text)
-    got = line_search(regex, PYTHON_RE)(text)
+    got = line_search(pattern, PYTHON_RE)(text)
     assert (got is None) == (expected is None)
     if expected is not None:
         assert isinstance(got, re.Match)

@@ -41,7 +41,7 @@ def test_every_example_matches_its_translation_under_grep() -> None:
     assert len(kb_to_ere(kb)) == sum(len(s.patterns) for s in kb.signatures)
     for signature in kb.signatures:
         for pattern in signature.patterns:
-            ere = to_ere(pattern.regex.pattern)
+            ere = to_ere(pattern.regex)
             examples = "\n".join(pattern.examples) + "\n"
             result = subprocess.run(
                 [GREP, "-E", "-c", "-e", ere],

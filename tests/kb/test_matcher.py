@@ -11,7 +11,7 @@ import pytest
 from envdoctor.kb import Scanner, decor, load_default_kb, scan_bytes, scan_stream
 from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
-from envdoctor.kb.model import Pattern
+from envdoctor.kb.model import Pattern, compiled
 
 OOM = (
     "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total "
@@ -191,11 +191,12 @@ def _reference(data: bytes) -> list[tuple[str, int, int]]:
 
 
 def _reference_match(pattern: Pattern, text: str, joined: tuple[str, ...]) -> bool:
-    if pattern.anchor in text and pattern.regex.search(text):
+    regex = compiled(pattern.regex)
+    if pattern.anchor in text and regex.search(text):
         return True
     if pattern.anchor not in text or pattern.literals[0] not in text:
         return False
-    return any((m := pattern.regex.search(v)) is not None and m.start() < len(text) for v in joined)
+    return any((m := regex.search(v)) is not None and m.start() < len(text) for v in joined)
 
 
 def _mixed_log(seed: int) -> bytes:

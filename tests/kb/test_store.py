@@ -1,0 +1,115 @@
+"""The checked knowledge base is reused from the user's cache only while nothing it comes from
+changed (kb/store.py), and what the cache gives is exactly what reading the files gives."""
+
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+from envdoctor.errors import EnvdoctorError
+from envdoctor.kb import load_default_kb, load_kb
+from envdoctor.kb.store import ENTRY, SHIPPED, cached_kb
+from envdoctor.platform.cache import CacheDir
+from tests.kb.helpers import CORPUS, HEADER_END
+
+SIGNATURE = """\
+schema: 1
+signatures:
+  - id: test.made-up
+    title: {title}
+    role: error
+    confidence: 0.5
+    summary: A made-up cause
+    explanation: Only for this test.
+    fix: ["nothing"]
+    patterns:
+      - regex: 'MADEUP_FAILURE code (?P<code>\\d+)'
+        examples: ["MADEUP_FAILURE code 7"]
+"""
+
+
+@pytest.fixture
+def cache(tmp_path: Path) -> CacheDir:
+    return CacheDir(str(tmp_path / "envdoctor"))
+
+
+@pytest.fixture
+def root(tmp_path: Path) -> Path:
+    """A copy of the shipped knowledge base, plus one signature file this test can edit."""
+    copy = tmp_path / "kb"
+    (copy / "signatures").mkdir(parents=True)
+    for name in os.listdir(SHIPPED):
+        if name.endswith(".yaml"):
+            shutil.copy(os.path.join(SHIPPED, name), copy / name)
+    for name in os.listdir(os.path.join(SHIPPED, "signatures")):
+        shutil.copy(os.path.join(SHIPPED, "signatures", name), copy / "signatures" / name)
+    (copy / "signatures" / "zz-test.yaml").write_text(SIGNATURE.format(title="First title"))
+    return copy
+
+
+def test_a_hit_is_what_reading_the_files_gives(cache: CacheDir) -> None:
+    read = cached_kb(cache)  # an empty cache: read, checked, stored
+    assert cache.read(ENTRY) is not None
+    stored = cached_kb(cache)
+    assert stored == read == load_default_kb()
+    assert stored is not read  # decoded from the entry, not the loader's
+
+
+def test_an_edited_signature_file_is_read_again(cache: CacheDir, root: Path) -> None:
+    assert cached_kb(cache, str(root)).get("test.made-up").title == "First title"
+    assert cached_kb(cache, str(root)).get("test.made-up").title == "First title"  # a hit
+    (root / "signatures" / "zz-test.yaml").write_text(SIGNATURE.format(title="Second title"))
+    assert cached_kb(cache, str(root)).get("test.made-up").title == "Second title"
+    assert cached_kb(cache, str(root)) == load_kb(root)
+
+
+def test_an_entry_that_does_not_decode_is_a_miss(cache: CacheDir) -> None:
+    cached_kb(cache)
+    entry = cache.read(ENTRY)
+    assert entry is not None
+    entry["kb"]["signatures"][0]["patterns"] = "not a list of patterns"
+    assert cache.write(ENTRY, entry)
+    assert cached_kb(cache) == load_default_kb()
+
+
+def test_a_broken_file_is_the_loaders_error_and_is_not_stored(cache: CacheDir, root: Path) -> None:
+    (root / "signatures" / "zz-test.yaml").write_text(SIGNATURE.format(title="[unclosed"))
+    with pytest.raises(EnvdoctorError) as info:
+        cached_kb(cache, str(root))
+    assert "zz-test.yaml" in str(info.value.where)
+    assert cache.read(ENTRY) is None
+
+
+def test_without_a_cache_nothing_is_stored(tmp_path: Path) -> None:
+    assert cached_kb(None) == load_default_kb()
+    assert not (tmp_path / "envdoctor").exists()
+
+
+def test_explain_reads_the_same_from_the_cache_as_from_the_files(tmp_path: Path) -> None:
+    """Two real runs with one cache: the first reads the signatures and stores them, the second
+    explains from the stored ones, and the reports are the same."""
+    log = tmp_path / "train.log"
+    fixture = (CORPUS / "cuda.out-of-memory" / "pytorch-40863.txt").read_bytes()
+    log.write_bytes(fixture.partition(HEADER_END)[2])
+    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    runs = [
+        subprocess.run(
+            [sys.executable, "-m", "envdoctor", "explain", str(log), "--json"],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            check=False,
+        )
+        for _ in range(2)
+    ]
+    assert (tmp_path / "cache" / "envdoctor" / ENTRY).is_file()
+    assert runs[0].returncode == runs[1].returncode == 1, runs[0].stderr
+    assert json.loads(runs[0].stdout) == json.loads(runs[1].stdout)
+    assert json.loads(runs[1].stdout)["causes"][0]["id"] == "cuda.out-of-memory"
