@@ -3,6 +3,8 @@ contracts of what runs it (exec probe timeouts, NPD's exit codes, timeout and 80
 
 from __future__ import annotations
 
+import copy
+import functools
 import json
 import re
 import shlex
@@ -29,10 +31,22 @@ STARTUP_MARGIN_S = 1.0  # what the interpreter needs to start, beyond envdoctor'
 
 
 def documents() -> Iterator[tuple[str, dict[str, Any]]]:
-    for path in MANIFESTS:
-        for doc in yaml.safe_load_all(path.read_text(encoding="utf-8")):
-            if doc:
-                yield path.name, doc
+    """Every object of every manifest (a copy each time: a test may change what it is given)."""
+    for name, doc in _parsed():
+        yield name, copy.deepcopy(doc)
+
+
+@functools.cache
+def _parsed() -> tuple[tuple[str, dict[str, Any]], ...]:
+    """The manifests parsed once per test process, with libyaml where PyYAML has it (they are
+    read while pytest collects, in every xdist worker)."""
+    loader = getattr(yaml, "CSafeLoader", yaml.SafeLoader)
+    return tuple(
+        (path.name, doc)
+        for path in MANIFESTS
+        for doc in yaml.load_all(path.read_text(encoding="utf-8"), Loader=loader)
+        if doc
+    )
 
 
 def pod_spec(doc: dict[str, Any]) -> dict[str, Any] | None:
