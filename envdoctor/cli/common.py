@@ -161,7 +161,8 @@ def facts_for(
 
 def user_cache_of(inv: Invocation) -> CacheDir | None:
     """The user's cache (the torch child's facts, ``probes/torch_cache.py``; the checked tables,
-    ``compat/store.py``), unless ``--no-cache`` or there is no home to keep it in."""
+    ``compat/store.py``; the checked error signatures, ``kb/store.py``), unless ``--no-cache``
+    or there is no home to keep it in."""
     if _has(inv, "no_cache") and inv.args.flag("no_cache"):
         return None
     from envdoctor.platform.cache import user_cache

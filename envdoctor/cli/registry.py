@@ -66,15 +66,21 @@ def format_option(*formats: str, help: str = "Output format.") -> Option:
     )
 
 
-def no_cache_option() -> Option:
+def no_cache_option(
+    what: str = "Import torch afresh and read the compatibility tables again",
+) -> Option:
     return Option(
         ("--no-cache",),
         "no_cache",
-        "Import torch afresh and read the compatibility tables again: do not reuse (or store) "
-        "an earlier run's from envdoctor's cache ($XDG_CACHE_HOME/envdoctor, by default "
-        "~/.cache/envdoctor).",
+        f"{what}: do not reuse (or store) an earlier run's from envdoctor's cache "
+        "($XDG_CACHE_HOME/envdoctor, by default ~/.cache/envdoctor).",
         kind="flag",
     )
+
+
+NO_CACHE_KB = (
+    "Read and check the error signatures again (with --with-host, import torch afresh too)"
+)
 
 
 def json_option(help: str = "Shortcut for --format json.") -> Option:
@@ -448,6 +454,7 @@ EXPLAIN = Command(
             kind="flag",
         ),
         output_option("Write the explanation to FILE (atomically) instead of stdout."),
+        no_cache_option(NO_CACHE_KB),
         color_option(),
     ),
     arguments=(
@@ -505,6 +512,7 @@ RUN = Command(
             "On failure, also confirm causes with live facts.",
             kind="flag",
         ),
+        no_cache_option(NO_CACHE_KB),
         color_option(),
     ),
     arguments=(Argument("command", "CMD [ARGS]...", "The command to run, after --.", many=True),),

@@ -91,25 +91,28 @@ def test_without_a_cache_nothing_is_stored(tmp_path: Path) -> None:
     assert not (tmp_path / "envdoctor").exists()
 
 
+def _explain(log: Path, cache: Path, *options: str) -> subprocess.CompletedProcess[str]:
+    return subprocess.run(
+        [sys.executable, "-m", "envdoctor", "explain", str(log), "--json", *options],
+        capture_output=True,
+        text=True,
+        timeout=120,
+        env={**os.environ, "XDG_CACHE_HOME": str(cache)},
+        check=False,
+    )
+
+
 def test_explain_reads_the_same_from_the_cache_as_from_the_files(tmp_path: Path) -> None:
     """Two real runs with one cache: the first reads the signatures and stores them, the second
     explains from the stored ones, and the reports are the same."""
     log = tmp_path / "train.log"
     fixture = (CORPUS / "cuda.out-of-memory" / "pytorch-40863.txt").read_bytes()
     log.write_bytes(fixture.partition(HEADER_END)[2])
-    env = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "cache")}
-    runs = [
-        subprocess.run(
-            [sys.executable, "-m", "envdoctor", "explain", str(log), "--json"],
-            capture_output=True,
-            text=True,
-            timeout=120,
-            env=env,
-            check=False,
-        )
-        for _ in range(2)
-    ]
+    fresh = _explain(log, tmp_path / "unused", "--no-cache")
+    assert not (tmp_path / "unused" / "envdoctor" / ENTRY).exists()  # --no-cache leaves it be
+    runs = [_explain(log, tmp_path / "cache") for _ in range(2)]
     assert (tmp_path / "cache" / "envdoctor" / ENTRY).is_file()
-    assert runs[0].returncode == runs[1].returncode == 1, runs[0].stderr
-    assert json.loads(runs[0].stdout) == json.loads(runs[1].stdout)
-    assert json.loads(runs[1].stdout)["causes"][0]["id"] == "cuda.out-of-memory"
+    assert fresh.returncode == runs[0].returncode == runs[1].returncode == 1, fresh.stderr
+    reports = [json.loads(done.stdout) for done in (fresh, *runs)]
+    assert reports[0] == reports[1] == reports[2]
+    assert reports[2]["causes"][0]["id"] == "cuda.out-of-memory"
