@@ -12,6 +12,7 @@ from pathlib import Path
 
 import pytest
 
+from envdoctor import cachekey
 from envdoctor.errors import EnvdoctorError
 from envdoctor.kb import load_default_kb, load_kb
 from envdoctor.kb.store import ENTRY, SHIPPED, cached_kb
@@ -62,11 +63,45 @@ def test_a_hit_is_what_reading_the_files_gives(cache: CacheDir) -> None:
 
 
 def test_an_edited_signature_file_is_read_again(cache: CacheDir, root: Path) -> None:
+    """Its bytes are the key, not its size or time: the edit keeps both."""
+    path = root / "signatures" / "zz-test.yaml"
     assert cached_kb(cache, str(root)).get("test.made-up").title == "First title"
     assert cached_kb(cache, str(root)).get("test.made-up").title == "First title"  # a hit
-    (root / "signatures" / "zz-test.yaml").write_text(SIGNATURE.format(title="Second title"))
-    assert cached_kb(cache, str(root)).get("test.made-up").title == "Second title"
+    before = path.stat()
+    path.write_text(SIGNATURE.format(title="Other title"))
+    os.utime(path, ns=(before.st_atime_ns, before.st_mtime_ns))
+    assert path.stat().st_size == before.st_size
+    assert cached_kb(cache, str(root)).get("test.made-up").title == "Other title"
     assert cached_kb(cache, str(root)) == load_kb(root)
+
+
+def test_an_added_or_removed_signature_file_is_read_again(cache: CacheDir, root: Path) -> None:
+    extra = root / "signatures" / "zz-test.yaml"
+    assert "test.made-up" in cached_kb(cache, str(root)).ids
+    extra.unlink()
+    assert "test.made-up" not in cached_kb(cache, str(root)).ids
+    extra.write_text(SIGNATURE.format(title="First title"))
+    assert "test.made-up" in cached_kb(cache, str(root)).ids
+
+
+def test_another_envdoctor_version_does_not_use_the_entry(
+    cache: CacheDir, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    cached_kb(cache)
+    first = cache.read(ENTRY)
+    monkeypatch.setattr(cachekey, "__version__", "0.0.0-other")
+    assert cached_kb(cache) == load_default_kb()
+    second = cache.read(ENTRY)
+    assert first is not None and second is not None and first["key"] != second["key"]
+
+
+def test_a_file_broken_after_a_good_run_is_an_error_not_the_old_entry(
+    cache: CacheDir, root: Path
+) -> None:
+    assert cached_kb(cache, str(root)).get("test.made-up").title == "First title"
+    (root / "signatures" / "zz-test.yaml").write_text(SIGNATURE.format(title="[unclosed"))
+    with pytest.raises(EnvdoctorError):
+        cached_kb(cache, str(root))
 
 
 def test_an_entry_that_does_not_decode_is_a_miss(cache: CacheDir) -> None:
@@ -86,9 +121,12 @@ def test_a_broken_file_is_the_loaders_error_and_is_not_stored(cache: CacheDir, r
     assert cache.read(ENTRY) is None
 
 
-def test_without_a_cache_nothing_is_stored(tmp_path: Path) -> None:
+def test_without_a_cache_nothing_is_stored(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """No cache given (--no-cache) means none is found on the side either."""
+    monkeypatch.setenv("XDG_CACHE_HOME", str(tmp_path / "xdg"))
+    monkeypatch.setenv("HOME", str(tmp_path / "home"))
     assert cached_kb(None) == load_default_kb()
-    assert not (tmp_path / "envdoctor").exists()
+    assert list(tmp_path.iterdir()) == []
 
 
 def _explain(log: Path, cache: Path, *options: str) -> subprocess.CompletedProcess[str]:
