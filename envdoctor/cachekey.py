@@ -3,8 +3,9 @@
 The checked compatibility tables (``compat/store.py``) and the checked knowledge base
 (``kb/store.py``) are stored so that a run can skip reading and checking YAML. What they hold
 depends only on the files they were read from and on the code that read them, so the key is a
-digest of exactly that: envdoctor's version, the source of the reading modules, and each
-directory's name with every file's path, size and bytes. A key that cannot be made is None, and
+digest of exactly that: envdoctor's version, Python's (whose ``re`` checks the regexes), the
+source of the reading modules, and each directory's name with every file's path, size and
+bytes. A key that cannot be made is None, and
 the caller then reads the files itself (and says what is wrong with them).
 """
 
@@ -12,6 +13,7 @@ from __future__ import annotations
 
 import hashlib
 import os
+import sys
 from collections.abc import Iterable, Sequence
 
 from envdoctor import __version__
@@ -27,7 +29,7 @@ def files_digest(
     """sha256 over the version, ``reader_code`` (paths relative to the package) and, for each
     ``(directory, files)`` group, the directory and its files; None when a file cannot be read,
     is not a regular file, or is larger than ``limit`` bytes."""
-    digest = hashlib.sha256(f"envdoctor {__version__}\0".encode())
+    digest = hashlib.sha256(f"envdoctor {__version__}\0python {sys.version}\0".encode())
     try:
         for name in reader_code:
             digest.update(f"{name}\0".encode())

@@ -78,9 +78,7 @@ def no_cache_option(
     )
 
 
-NO_CACHE_KB = (
-    "Read and check the error signatures again (with --with-host, import torch afresh too)"
-)
+NO_CACHE_KB = "Read and check the error signatures again"
 
 
 def json_option(help: str = "Shortcut for --format json.") -> Option:

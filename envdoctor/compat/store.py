@@ -39,6 +39,7 @@ READER_CODE = (
     "model/codec.py",
     "model/record.py",
     "yamlsource.py",
+    "inputfile.py",
 )
 """The modules whose behaviour shapes the stored tables (relative to the package)."""
 
@@ -117,7 +118,8 @@ def cached_tables(
     from envdoctor.compat.loader import load_dirs
 
     tables = load_dirs(Path(dirs[0]), tuple(Path(d) for d in dirs[1:]))
-    if cache is not None and key is not None:
+    # stored only if no file changed while it was read: else the old key would name new content
+    if cache is not None and key is not None and _digest(dirs) == key:
         from envdoctor.model.codec import encode
 
         cache.write(ENTRY, {"format": FORMAT, "key": key, "tables": encode(tables)})

@@ -4,6 +4,8 @@ Signatures are data (``signatures/*.yaml``, one entry per cause); ``loader`` val
 ``matcher`` streams a log through them in bounded memory and linear time (``engines``: RE2 when
 installed, else Python's re; ``sources`` reads plain and gzip logs), ``ranking`` orders what it found,
 ``hostcheck`` confirms or rules out a cause with live facts, ``render`` prints the result.
+``store`` keeps the checked signatures in the user's cache, so that a command imports the loader
+(and the YAML reader) only when a signature file or envdoctor changed.
 """
 
 from __future__ import annotations

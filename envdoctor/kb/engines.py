@@ -75,6 +75,7 @@ def line_search(source: str, engine: str) -> LineSearch:
     """A function that finds the regex ``source`` in one line of text, in time linear in the
     line."""
     if engine == RE2:
+        _need_re2()  # before the cache: RE2 may have been turned off since (ENVDOCTOR_RE2=0)
         return _re2_search(source)
     regex = re.compile(source)
     lead = leading_gap_literal(source)
@@ -98,7 +99,8 @@ def _re2_search(pattern: str) -> LineSearch:
     """RE2's search for ``pattern``, compiled once per process: compiling the ~150 patterns of
     the signatures takes ~10 ms, and a process that explains log after log (a library user, the
     test suite: ~400 scanners) built every one of them again for each log. RE2's compiled
-    patterns are immutable and safe to share between threads."""
+    patterns are immutable and safe to share between threads; the few hundred kept (with
+    their automata's memory, a few MiB at most) stay for the life of the process."""
     search: LineSearch = _need_re2().compile(pattern).search
     return search
 
@@ -106,6 +108,7 @@ def _re2_search(pattern: str) -> LineSearch:
 def literal_sweep(literals: Sequence[str]) -> BlockSearch:
     """RE2 only: the position of the first of ``literals`` in ``block[pos:end]`` (-1: none),
     one automaton for all of them, over raw bytes (a literal is matched as its UTF-8 bytes)."""
+    _need_re2()
     return _literal_sweep(tuple(sorted(set(literals), key=lambda lit: (-len(lit), lit))))
 
 

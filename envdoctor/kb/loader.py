@@ -343,6 +343,7 @@ def _pattern(item: Node, default_confidence: float, prefer: tuple[str, ...]) -> 
         examples=examples,
         line=pat.line,
         literals=tuple(sorted(set(literals), key=lambda lit: (-len(lit), lit))),
+        groups=tuple(regex.groupindex),
     )
 
 

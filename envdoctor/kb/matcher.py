@@ -46,7 +46,6 @@ from envdoctor.kb.model import (
     Pattern,
     ScanResult,
     Signature,
-    compiled,
 )
 
 CHUNK = 1 << 20
@@ -418,11 +417,7 @@ class Scanner:
         acc.last_line = line_no
         if len(acc.occurrences) < self._max_occurrences:
             found = m.groupdict()  # RE2 orders it by name: keep the pattern's order
-            captures = tuple(
-                (k, found[k])
-                for k in compiled(pattern.regex).groupindex
-                if found.get(k) is not None
-            )
+            captures = tuple((k, found[k]) for k in pattern.groups if found.get(k) is not None)
             acc.occurrences.append(Occurrence(line_no, text[:LINE_TEXT], captures))
         confidence = pattern.confidence
         if signature.context and acc.context_samples < CONTEXT_SAMPLES:

@@ -51,7 +51,8 @@ class Pattern:
 
     ``regex`` is the pattern's source, compiled where it is used (``compiled``): with RE2 a log
     is searched without Python ever compiling it, and a stored knowledge base (``kb/store.py``)
-    is plain text.
+    is plain text. ``groups`` are its named groups in their order in the regex (the order of a
+    match's captures; RE2 gives them by name).
     """
 
     regex: str
@@ -60,6 +61,7 @@ class Pattern:
     examples: tuple[str, ...]
     line: int
     literals: tuple[str, ...] = ()  # every literal the regex requires (anchor included)
+    groups: tuple[str, ...] = ()
 
 
 @record
@@ -95,7 +97,7 @@ class Signature:
         """Named groups of all patterns (the placeholders ``summary`` may use)."""
         names: set[str] = set()
         for pattern in self.patterns:
-            names.update(compiled(pattern.regex).groupindex)
+            names.update(pattern.groups)
         return frozenset(names)
 
 

@@ -5,10 +5,12 @@ Reading the signatures means importing the YAML reader (with ``importlib.resourc
 an ``explain`` of a short log and of every ``envdoctor run``. What that yields depends only on
 the knowledge-base files and on the code that reads them, so it is stored as the compatibility
 tables are (``compat/store.py``): JSON in the user's cache (``platform/cache.py``), under a
-digest of envdoctor's version, the reader's source and every file's path and bytes
-(``cachekey.py``). Any change to any of them, or an entry that no longer decodes, is a miss: the
-files are read and checked again, then stored. A hit imports neither yaml nor the loader, and
-compiles no regex with Python's ``re`` when RE2 does the matching.
+digest of envdoctor's and Python's versions, the reader's source and every file's path and
+bytes (``cachekey.py``). Any change to any of them, or an entry that no longer decodes, is a
+miss: the files are read and checked again, then stored (unless a file changed while they were
+read). A hit imports neither yaml nor the loader, and compiles no regex with Python's ``re``
+when RE2 does the matching. One entry is kept: two installs sharing a cache directory take
+turns (each run of the other is a miss), as with the tables.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ READER_CODE = (
     "model/record.py",
     "model/finding.py",
     "yamlsource.py",
+    "inputfile.py",
 )
 """The modules whose behaviour shapes the stored knowledge base (relative to the package)."""
 
@@ -49,7 +52,8 @@ def cached_kb(cache: CacheDir | None, root: str = SHIPPED) -> KnowledgeBase:
         if stored is not None:
             return stored
     kb = _read(root)
-    if cache is not None and key is not None:
+    # stored only if no file changed while it was read: else the old key would name new content
+    if cache is not None and key is not None and _digest(root) == key:
         cache.write(ENTRY, {"format": FORMAT, "key": key, "kb": _encode(kb)})
     return kb
 

@@ -106,6 +106,17 @@ def emit(data: dict[str, Any]) -> None:
             raw = raw[os.write(_PROTOCOL_FD, raw) :]
 
 
+def _traceback() -> str:
+    """The end of the current exception's traceback ("" if even that cannot be had: the step's
+    result must still be sent)."""
+    try:
+        import traceback
+
+        return traceback.format_exc()[-3000:]
+    except Exception:  # noqa: BLE001 (a MemoryError importing it: the result goes out without)
+        return ""
+
+
 def error_text(exc: BaseException) -> str:
     text = str(exc).strip()
     return (type(exc).__name__ + (": " + text if text else ""))[:6000]
@@ -439,13 +450,11 @@ def run_step(
     except MismatchError as exc:
         result.update(status="failed", kind="mismatch", error=str(exc), error_type="Mismatch")
     except Exception as exc:  # noqa: BLE001 (every failure is the step's result, verbatim)
-        import traceback
-
         result.update(
             status="failed",
             error=error_text(exc),
             error_type=type(exc).__name__,
-            traceback=traceback.format_exc()[-3000:],
+            traceback=_traceback(),
         )
     result["seconds"] = round(time.monotonic() - start, 4)
     if measure and not ctx.cpu:

@@ -14,7 +14,8 @@ import pytest
 
 from envdoctor import cachekey
 from envdoctor.errors import EnvdoctorError
-from envdoctor.kb import load_default_kb, load_kb
+from envdoctor.kb import load_default_kb, load_kb, store
+from envdoctor.kb.model import KnowledgeBase
 from envdoctor.kb.store import ENTRY, SHIPPED, cached_kb
 from envdoctor.platform.cache import CacheDir
 from tests.kb.helpers import CORPUS, HEADER_END
@@ -154,3 +155,23 @@ def test_explain_reads_the_same_from_the_cache_as_from_the_files(tmp_path: Path)
     reports = [json.loads(done.stdout) for done in (fresh, *runs)]
     assert reports[0] == reports[1] == reports[2]
     assert reports[2]["causes"][0]["id"] == "cuda.out-of-memory"
+
+
+def test_a_file_that_changes_while_it_is_read_is_not_stored(
+    cache: CacheDir, root: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The key was taken before the read: stored, it would name content the files no longer
+    have (and serve it if they went back to the old bytes)."""
+    read = store._read
+
+    def read_then_edit(where: str) -> KnowledgeBase:
+        kb = read(where)
+        (root / "signatures" / "zz-test.yaml").write_text(SIGNATURE.format(title="Later title"))
+        return kb
+
+    monkeypatch.setattr(store, "_read", read_then_edit)
+    assert cached_kb(cache, str(root)).get("test.made-up").title == "First title"
+    assert cache.read(ENTRY) is None
+    monkeypatch.setattr(store, "_read", read)
+    assert cached_kb(cache, str(root)).get("test.made-up").title == "Later title"
+    assert cache.read(ENTRY) is not None
