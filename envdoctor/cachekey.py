@@ -5,8 +5,8 @@ The checked compatibility tables (``compat/store.py``) and the checked knowledge
 depends only on the files they were read from and on the code that read them, so the key is a
 digest of exactly that: envdoctor's version, Python's (whose ``re`` checks the regexes), the
 source of the reading modules, and each directory's name with every file's path, size and
-bytes. A key that cannot be made is None, and
-the caller then reads the files itself (and says what is wrong with them).
+bytes. A key that cannot be made is None, and the caller then reads the files itself (and says
+what is wrong with them).
 """
 
 from __future__ import annotations

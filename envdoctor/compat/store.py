@@ -3,10 +3,11 @@
 Reading the tables means importing the YAML parser and ``packaging``, parsing every file and
 checking the rows against each other: ~70 ms, a third of a ``check``. The result depends only on
 the table files and on the code that reads them, so it is stored (``platform/cache.py``: per
-user, JSON) under a digest of exactly that: envdoctor's version, the source of the modules that
-turn YAML into tables, and every table file's path and bytes (the shipped ones, then
-``ENVDOCTOR_TABLES`` and ``--tables``, in the order they apply). Any change to any of them, or an
-entry that no longer decodes, is a miss: the tables are read and checked again, then stored.
+user, JSON) under a digest of exactly that (``cachekey.py``): envdoctor's and Python's versions,
+the source of the modules that turn YAML into tables, and every table file's path and bytes
+(the shipped ones, then ``ENVDOCTOR_TABLES`` and ``--tables``, in the order they apply). Any
+change to any of them, or an entry that no longer decodes, is a miss: the tables are read and
+checked again, then stored (unless a file changed while they were read).
 Finding where the tables are stays here too, so that a hit imports neither yaml nor the loader;
 the hit works on path strings (``pathlib``, with ``urllib.parse``, is ~2 ms of a check), and the
 functions the loader calls hand it ``Path`` objects.
