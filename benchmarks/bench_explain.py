@@ -20,6 +20,11 @@ log 1/8 the size: memory must not grow with the log.
 --hostile instead times explain on --size bytes of NUL (no newline at all) and on a gzip of
 --gzip-size bytes of zeros (~1000:1; default --size), against explain of a normal log of
 --size bytes. (MiB/s of the gzip row counts its decompressed size.)
+
+--startup instead times what a short log costs, where start-up is all: `explain` of a one-line
+error log and `run -- true`, each with the checked signatures from the cache (kb/store.py; an
+earlier run left them) and with --no-cache (read and checked again, as every run did before
+the cache), against `python -c pass`, alternating, --repeat rounds (use 10 or more).
 """
 
 from __future__ import annotations
@@ -228,6 +233,7 @@ def main() -> int:
     parser.add_argument("--size", default="256M", help="log size, e.g. 256M or 1G (default 256M)")
     parser.add_argument("--repeat", type=int, default=3, help="alternating rounds (default 3)")
     parser.add_argument("--hostile", action="store_true", help="NUL bytes and a zero gzip")
+    parser.add_argument("--startup", action="store_true", help="a one-line log: start-up alone")
     parser.add_argument(
         "--gzip-size", default=None, help="zeros in the --hostile gzip (default: --size)"
     )
@@ -241,6 +247,8 @@ def main() -> int:
     size = parse_size(args.size)
     workdir = Path(tempfile.mkdtemp(prefix="envdoctor-bench-", dir=args.dir))
     try:
+        if args.startup:
+            return startup(workdir, args.repeat)
         if args.hostile:
             zeros = parse_size(args.gzip_size) if args.gzip_size else size
             return hostile(workdir, size, zeros, args.repeat)
@@ -332,6 +340,35 @@ def hostile(workdir: Path, size: int, zeros: int, rounds: int) -> int:
     runs = alternate(commands, rounds, workdir / "out.txt")
     print()
     report(runs, mib, "explain normal log")
+    return 0
+
+
+def startup(workdir: Path, rounds: int) -> int:
+    """explain and run on next to nothing: the cost of starting, with and without the cache."""
+    log = workdir / "one-line.log"
+    log.write_text("RuntimeError: CUDA error: device-side assert triggered\n", encoding="utf-8")
+    env = {**os.environ, "XDG_CACHE_HOME": str(workdir / "cache")}
+    envdoctor = [sys.executable, "-m", "envdoctor"]
+    commands: dict[str, tuple[list[str], dict[str, str] | None]] = {
+        "python -c pass": ([sys.executable, "-c", "pass"], env),
+        "explain one line (cache)": ([*envdoctor, "explain", str(log)], env),
+        "explain one line (--no-cache)": ([*envdoctor, "explain", "--no-cache", str(log)], env),
+        "run -- true (cache)": ([*envdoctor, "run", "--", "true"], env),
+        "run --no-cache -- true": ([*envdoctor, "run", "--no-cache", "--", "true"], env),
+    }
+    out = workdir / "out"
+    alternate(commands, 1, out)  # fills the cache and the page cache
+    conditions(rounds)
+    runs = alternate(commands, rounds, out)
+    bare = statistics.median(r.seconds for r in runs["python -c pass"])
+    print(f"{'command':<34}{'min ms':>8}{'median':>8}{'max ms':>8}{'x bare':>8}")
+    for name, rs in runs.items():
+        times = sorted(r.seconds * 1000 for r in rs)
+        median = statistics.median(times)
+        print(
+            f"{name:<34}{times[0]:>8.1f}{median:>8.1f}{times[-1]:>8.1f}"
+            f"{median / (bare * 1000):>8.1f}"
+        )
     return 0
 
 
