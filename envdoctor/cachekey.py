@@ -6,7 +6,8 @@ depends only on the files they were read from and on the code that read them, so
 digest of exactly that: envdoctor's version, Python's (whose ``re`` checks the regexes), the
 source of the reading modules, and each directory's name with every file's path, size and
 bytes. A key that cannot be made is None, and the caller then reads the files itself (and says
-what is wrong with them).
+what is wrong with them). ``through_cache`` is the one way such a result is looked up, read and
+stored.
 """
 
 from __future__ import annotations
@@ -14,13 +15,52 @@ from __future__ import annotations
 import hashlib
 import os
 import sys
-from collections.abc import Iterable, Sequence
+from collections.abc import Callable, Iterable, Sequence
+from typing import Any, Protocol, TypeVar
 
 from envdoctor import __version__
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import read_bounded
 
 PACKAGE = os.path.dirname(os.path.realpath(__file__))
+T = TypeVar("T")
+
+
+class Cache(Protocol):
+    """What ``through_cache`` uses of ``platform.cache.CacheDir``."""
+
+    def read(self, name: str) -> dict[str, Any] | None: ...
+
+    def write(self, name: str, data: dict[str, Any]) -> bool: ...
+
+
+def through_cache(
+    cache: Cache | None,
+    entry: tuple[str, int, str],
+    key: Callable[[], str | None],
+    read: Callable[[], T],
+    encode: Callable[[T], Any],
+    decode: Callable[[Any], T],
+) -> T:
+    """``read()``, or what ``cache`` keeps under ``entry`` (file name, format, the payload's
+    field) for the same ``key()``. An entry of another format or key, or one that ``decode``
+    refuses (``ValueError``/``TypeError``: a shape this code no longer reads), is a miss; a miss
+    is read and stored, unless ``key()`` changed while it was read (the old key would then name
+    new content). No cache, or no key: ``read()`` alone."""
+    name, version, field = entry
+    digest = key() if cache is not None else None
+    if cache is None or digest is None:
+        return read()
+    stored = cache.read(name)
+    if stored is not None and stored.get("format") == version and stored.get("key") == digest:
+        try:
+            return decode(stored.get(field))
+        except (TypeError, ValueError):
+            pass
+    value = read()
+    if key() == digest:
+        cache.write(name, {"format": version, "key": digest, field: encode(value)})
+    return value
 
 
 def files_digest(

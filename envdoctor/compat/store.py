@@ -17,10 +17,10 @@ from __future__ import annotations
 
 import os
 from collections.abc import Mapping
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from envdoctor.cachekey import PACKAGE as _PACKAGE
-from envdoctor.cachekey import files_digest
+from envdoctor.cachekey import files_digest, through_cache
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import MAX_YAML_BYTES
 
@@ -109,35 +109,35 @@ def cached_tables(
     """What ``loader.load_tables(extra_dir, env)`` gives, from ``cache`` when it holds the very
     same tables (no cache: read them)."""
     dirs = (_shipped(), *_extras(extra_dir, env))
-    key = _digest(dirs) if cache is not None else None
-    if cache is not None and key is not None:
-        stored = _stored(cache, key)
-        if stored is not None:
-            return stored
+    return through_cache(
+        cache,
+        (ENTRY, FORMAT, "tables"),
+        lambda: _digest(dirs),
+        lambda: _read(dirs),
+        _encode,
+        _decode,
+    )
+
+
+def _read(dirs: tuple[str, ...]) -> CompatTables:
     from pathlib import Path
 
     from envdoctor.compat.loader import load_dirs
 
-    tables = load_dirs(Path(dirs[0]), tuple(Path(d) for d in dirs[1:]))
-    # stored only if no file changed while it was read: else the old key would name new content
-    if cache is not None and key is not None and _digest(dirs) == key:
-        from envdoctor.model.codec import encode
-
-        cache.write(ENTRY, {"format": FORMAT, "key": key, "tables": encode(tables)})
-    return tables
+    return load_dirs(Path(dirs[0]), tuple(Path(d) for d in dirs[1:]))
 
 
-def _stored(cache: CacheDir, key: str) -> CompatTables | None:
-    entry = cache.read(ENTRY)
-    if entry is None or entry.get("format") != FORMAT or entry.get("key") != key:
-        return None
+def _encode(tables: CompatTables) -> Any:
+    from envdoctor.model.codec import encode
+
+    return encode(tables)
+
+
+def _decode(data: Any) -> CompatTables:
     from envdoctor.compat.tables import CompatTables
-    from envdoctor.model.codec import DecodeError, decode
+    from envdoctor.model.codec import decode
 
-    try:
-        return decode(CompatTables, entry.get("tables"))
-    except (DecodeError, TypeError, ValueError):  # a shape this code no longer reads: a miss
-        return None
+    return decode(CompatTables, data)  # DecodeError is a ValueError: a miss
 
 
 def _digest(dirs: tuple[str, ...]) -> str | None:

@@ -218,7 +218,7 @@ def _compile(item: Map, key: str = "regex") -> str:
     """The regex under ``key``, once Python compiles it and it has a POSIX ERE equivalent."""
     source = _text(item, key)
     try:
-        regex = re.compile(source)
+        compiled(source)  # kept: the pattern's examples are matched with it next
     except re.error as exc:
         raise _READ.error(item.items[key], f"{key}: regex does not compile: {exc}") from None
     try:
@@ -230,7 +230,7 @@ def _compile(item: Map, key: str = "regex") -> str:
             item.items[key],
             f"{key}: regex uses a construct explain cannot match in linear time: {exc}",
         ) from None
-    return regex.pattern
+    return source
 
 
 def _signature(item: Node, prefer: tuple[str, ...] = ()) -> Signature:

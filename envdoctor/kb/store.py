@@ -18,7 +18,7 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from envdoctor.cachekey import files_digest
+from envdoctor.cachekey import files_digest, through_cache
 from envdoctor.inputfile import MAX_YAML_BYTES
 
 if TYPE_CHECKING:
@@ -46,16 +46,9 @@ READER_CODE = (
 def cached_kb(cache: CacheDir | None, root: str = SHIPPED) -> KnowledgeBase:
     """The knowledge base under ``root`` (by default the shipped one), from ``cache`` when it
     holds the very same one; read and checked otherwise (no cache: always)."""
-    key = _digest(root) if cache is not None else None
-    if cache is not None and key is not None:
-        stored = _stored(cache, key)
-        if stored is not None:
-            return stored
-    kb = _read(root)
-    # stored only if no file changed while it was read: else the old key would name new content
-    if cache is not None and key is not None and _digest(root) == key:
-        cache.write(ENTRY, {"format": FORMAT, "key": key, "kb": _encode(kb)})
-    return kb
+    return through_cache(
+        cache, (ENTRY, FORMAT, "kb"), lambda: _digest(root), lambda: _read(root), _encode, _decode
+    )
 
 
 def _read(root: str) -> KnowledgeBase:
@@ -97,20 +90,14 @@ def _encode(kb: KnowledgeBase) -> dict[str, Any]:
     }
 
 
-def _stored(cache: CacheDir, key: str) -> KnowledgeBase | None:
-    entry = cache.read(ENTRY)
-    if entry is None or entry.get("format") != FORMAT or entry.get("key") != key:
-        return None
+def _decode(data: Any) -> KnowledgeBase:
+    """``_encode``'s output back; a ``ValueError`` (``DecodeError``) or ``TypeError``: a miss."""
     from envdoctor.kb.model import KnowledgeBase, Signature, XidEntry
-    from envdoctor.model.codec import DecodeError, decode
+    from envdoctor.model.codec import decode
 
-    data = entry.get("kb")
     if not isinstance(data, dict):
-        return None
-    try:
-        signatures = decode(tuple[Signature, ...], data.get("signatures"))
-        triggers = decode(tuple[str, ...], data.get("triggers"))
-        xid = decode(tuple[XidEntry, ...], data.get("xid"))
-    except (DecodeError, TypeError, ValueError):  # a shape this code no longer reads: a miss
-        return None
+        raise TypeError("not a stored knowledge base")
+    signatures = decode(tuple[Signature, ...], data.get("signatures"))
+    triggers = decode(tuple[str, ...], data.get("triggers"))
+    xid = decode(tuple[XidEntry, ...], data.get("xid"))
     return KnowledgeBase(signatures=signatures, triggers=triggers, xid={e.code: e for e in xid})
