@@ -175,3 +175,30 @@ def test_a_file_that_changes_while_it_is_read_is_not_stored(
     monkeypatch.setattr(store, "_read", read)
     assert cached_kb(cache, str(root)).get("test.made-up").title == "Later title"
     assert cache.read(ENTRY) is not None
+
+
+def test_a_planted_entry_behind_a_symlinked_cache_directory_is_not_used(tmp_path: Path) -> None:
+    """Someone who can point the cache at a directory of theirs (a shared XDG_CACHE_HOME, a
+    symlink) can also work out the key: its parts are public. The entry is still never read,
+    because the cache directory must be the user's own real directory (platform/cache.py)."""
+    log = tmp_path / "train.log"
+    fixture = (CORPUS / "cuda.out-of-memory" / "pytorch-40863.txt").read_bytes()
+    log.write_bytes(fixture.partition(HEADER_END)[2])
+    assert _explain(log, tmp_path / "genuine").returncode == 1
+    entry = json.loads((tmp_path / "genuine" / "envdoctor" / ENTRY).read_text())
+    for signature in entry["kb"]["signatures"]:
+        signature["title"] = "PLANTED TITLE"
+    planted = tmp_path / "planted"
+    planted.mkdir(mode=0o700)
+    (planted / ENTRY).write_text(json.dumps(entry))
+    (planted / ENTRY).chmod(0o600)
+    (tmp_path / "xdg").mkdir()
+    (tmp_path / "xdg" / "envdoctor").symlink_to(planted)
+    done = _explain(log, tmp_path / "xdg")
+    assert done.returncode == 1, done.stderr
+    report = json.loads(done.stdout)
+    assert report["causes"][0]["id"] == "cuda.out-of-memory"
+    assert "PLANTED" not in done.stdout
+    # the same entry in the user's own directory is used: the test above can fail
+    shutil.copy(planted / ENTRY, tmp_path / "genuine" / "envdoctor" / ENTRY)
+    assert "PLANTED" in _explain(log, tmp_path / "genuine").stdout
