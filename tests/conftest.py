@@ -2,9 +2,7 @@
 
 from __future__ import annotations
 
-import fcntl
 import os
-import tempfile
 from collections.abc import Callable, Iterator
 from pathlib import Path
 
@@ -51,26 +49,6 @@ def _private_cache(tmp_path_factory: pytest.TempPathFactory) -> Iterator[None]:
         os.environ.pop("XDG_CACHE_HOME", None)
     else:
         os.environ["XDG_CACHE_HOME"] = saved
-
-
-@pytest.hookimpl(hookwrapper=True)
-def pytest_runtest_protocol(item: pytest.Item, nextitem: pytest.Item | None) -> Iterator[None]:
-    """Under pytest-xdist, a test marked ``serial`` runs alone: it holds an exclusive lock that
-    every other test (its setup, module fixtures included, and teardown) holds shared. The lock
-    file is in pytest's cache directory (the same file for every run), else one per run in the
-    temporary directory; a single process needs none."""
-    run = getattr(item.config, "workerinput", {}).get("testrunuid")
-    if run is None:
-        yield
-        return
-    cache = getattr(item.config, "cache", None)  # None with -p no:cacheprovider
-    if cache is not None:
-        path = cache.mkdir("envdoctor-serial") / "serial.lock"
-    else:
-        path = Path(tempfile.gettempdir()) / f"envdoctor-tests-{run}.lock"
-    with path.open("a") as lock:
-        fcntl.flock(lock, fcntl.LOCK_EX if item.get_closest_marker("serial") else fcntl.LOCK_SH)
-        yield
 
 
 def _nvml_works() -> bool:

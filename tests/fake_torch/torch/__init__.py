@@ -13,7 +13,8 @@ ENVDOCTOR_FAKE_TORCH   comma-separated ``op=behaviour`` (``op@VISIBLE=behaviour`
                        same, the grandchild in a session of its own), chatter (writes NCCL's
                        verbatim INFO line to descriptor 1, without a newline, as NCCL's
                        unflushed stdio does).
-ENVDOCTOR_FAKE_STATE   a directory: every fake process writes pid-<pid> there.
+ENVDOCTOR_FAKE_STATE   a directory: every fake process writes pid-<pid> there, and slept-<pid>
+                       (the system's monotonic clock before and after) for a ``sleep``.
 ENVDOCTOR_FAKE_TOTAL_MIB / _USED_MIB (held by others) / _CONTEXT_MIB (a context's own cost)
 ENVDOCTOR_FAKE_CUBLAS_MIB / _CUDNN_MIB  device memory a new handle takes from the driver (each
                        thread creates its own), below which they raise the cublas-alloc-failed /
@@ -116,7 +117,9 @@ def _misbehave(op):
     if kind == "hang":
         time.sleep(3600)
     if kind == "sleep":
+        start = time.monotonic()
         time.sleep(float(arg))
+        _note(f"slept-{os.getpid()}", f"{start!r} {time.monotonic()!r}")
     if kind == "segv":
         os.kill(os.getpid(), signal.SIGSEGV)
     if kind == "abort":
