@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import atexit
 import os
+import signal
 import sys
 from collections import Counter
 from collections.abc import Callable, Iterator
@@ -75,9 +76,17 @@ def _module(nodeid: str) -> str:
 
 def pytest_configure(config: pytest.Config) -> None:
     """pytest-xdist's --dist loadscope hands out modules in the order they were collected
-    instead of by their number of tests: ``_longest_first`` decides that order."""
+    instead of by their number of tests: ``_longest_first`` decides that order. And the
+    programs the tests start get SIGINT and SIGQUIT as a terminal's foreground job has them: a
+    shell starts a background job (``./scripts/test &``) with both ignored, every program
+    inherits that through exec, and the tests that send them (``envdoctor run`` passing a
+    signal on) waited 30 s for a signal the command was told to ignore, then failed."""
     if hasattr(config.option, "loadscopereorder"):
         config.option.loadscopereorder = False
+    if signal.getsignal(signal.SIGINT) == signal.SIG_IGN:
+        signal.signal(signal.SIGINT, signal.default_int_handler)  # SIG_DFL in what it starts
+    if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
+        signal.signal(signal.SIGQUIT, signal.SIG_DFL)
 
 
 def pytest_unconfigure(config: pytest.Config) -> None:
