@@ -82,11 +82,13 @@ def _argv(name: str) -> st.SearchStrategy[list[str]]:
     flags = [flag for option in command.options for flag in option.flags] + ["-h", "--help"]
     longs = [flag for flag in flags if flag.startswith("--")]
     letters = [flag[1] for flag in flags if not flag.startswith("--")]
-    prefixes = sorted({flag[:n] for flag in longs for n in range(2, len(flag) + 1)})
+    # a flag, then one of its prefixes: a prefix that several flags share (the ambiguous case)
+    # is drawn as often as each of them is, not once among all the prefixes
+    prefix = st.one_of([st.sampled_from([f[:n] for n in range(2, len(f) + 1)]) for f in longs])
     token = st.one_of(
         st.sampled_from(flags),
-        st.sampled_from(prefixes),  # a prefix, unique or not
-        st.tuples(st.sampled_from(prefixes), st.sampled_from(["", "x", "-v", "a=b"])).map(
+        prefix,  # a prefix, unique or not
+        st.tuples(prefix, st.sampled_from(["", "x", "-v", "a=b"])).map(
             lambda pair: f"{pair[0]}={pair[1]}"  # ... with a value
         ),
         st.lists(st.sampled_from([*letters, "z", ":"]), min_size=1, max_size=4).map(
