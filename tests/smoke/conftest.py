@@ -113,6 +113,11 @@ def fake_pids(state: Path) -> list[int]:
     return [int(p.name.split("-", 1)[1]) for p in state.glob("pid-*")]
 
 
+def fake_sleeps(state: Path) -> list[tuple[float, float]]:
+    """(start, end) of every ``sleep`` behaviour, on the system's monotonic clock."""
+    return [(float(a), float(b)) for a, b in (p.read_text().split() for p in state.glob("slept-*"))]
+
+
 def child_events(config: dict[str, Any], env: dict[str, str] | None = None) -> list[dict[str, Any]]:
     """Run the smoke child by hand (not through the runner) and return its protocol events;
     its stdout must carry nothing else (library output goes to stderr)."""

@@ -17,6 +17,7 @@ from tests.smoke.conftest import (
     alive,
     child_events,
     fake_pids,
+    fake_sleeps,
     gpu_facts,
     uuid,
     wait_dead,
@@ -62,7 +63,7 @@ def test_two_gpus_run_in_parallel_then_nccl_across_them(fake_env: EnvMaker, tmp_
     # each per-GPU child spends 1.5 s initialising CUDA, and says when (the system's monotonic
     # clock): one after the other, one would start after the other ended; in parallel, each
     # starts before the other ends. No wall-clock bound, so a busy machine cannot fail it.
-    slept = [tuple(map(float, p.read_text().split())) for p in tmp_path.glob("slept-*")]
+    slept = fake_sleeps(tmp_path)
     assert len(slept) == 2, slept
     (start_a, end_a), (start_b, end_b) = slept
     assert start_a < end_b and start_b < end_a, slept
