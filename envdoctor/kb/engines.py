@@ -7,9 +7,9 @@ property to guarantee, not to hope for.
   CPython 3.10 to 3.14) runs in time linear in the text by construction, whatever the pattern. It
   also finds the candidate lines of every signature in one pass: one automaton for the
   distinctive literal of every pattern, searched over whole blocks of the log, instead of one
-  substring search per prefilter trigger and a Python step per line that contains a trigger.
-  Measured on a 1 GB log with 17 % trigger-word lines it is about 4 times faster
-  (docs/explain.md, "Benchmark").
+  substring search per prefilter trigger (over the block's distinct line templates, or over
+  its bytes where most lines are distinct: ``matcher``). docs/explain.md ("Benchmark") compares
+  the two.
 - **Python's re** backtracks, so the fallback keeps to patterns whose search it can bound: the
   loader admits only the POSIX ERE subset (``ere.to_ere``: no backreferences or lookarounds);
   a pattern that starts with a literal followed by a gap that takes the rest of the line

@@ -3,9 +3,12 @@
 How it stays fast: the log is read in blocks of complete lines. With RE2 (``engines``) one
 automaton finds, block by block, the lines that contain the distinctive literal of some pattern;
 without it the scanner runs one substring search per *trigger* (a handful of literals such as
-``rror`` or ``CUDA`` that every pattern's anchor contains) and filters the lines it finds. Either
-way only the few candidate lines are decoded and tested against the full regexes, in time linear
-in the line. Line numbers come from counting newlines between hits.
+``rror`` or ``CUDA`` that every pattern's anchor contains) and filters the lines it finds. Those
+searches run over the block's distinct line *templates* (its lines with their digits removed: a
+training log repeats a few line shapes with other numbers), or over the bytes themselves where
+most lines are distinct. Either way only the few candidate lines are decoded and tested against
+the full regexes, in time linear in the line. Line numbers come from counting newlines between
+hits.
 
 How it stays small: it keeps one partial line (at most ``MAX_LINE`` bytes pending: a longer "line"
 — binary data, NUL bytes, progress bars without a newline — is scanned in ``MAX_LINE`` pieces as
@@ -25,7 +28,8 @@ from __future__ import annotations
 
 import codecs
 import re
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
+from itertools import accumulate
 from typing import Protocol
 
 from envdoctor.kb import decor
@@ -58,7 +62,11 @@ LINE_TEXT = 500
 MAX_OCCURRENCES = 8
 CONTEXT_SAMPLES = 3
 _BINARY_PROBE = 8 << 10
-_DIGITS = frozenset(b"0123456789")
+_DIGIT_BYTES = b"0123456789"
+_DIGITS = frozenset(_DIGIT_BYTES)
+_TEMPLATE_MIN = 64 << 10  # a few lines (the one left from the last block) go the direct way
+_TEMPLATE_WINDOW = 4 << 20  # and so does a longer stretch without a newline
+_TEMPLATE_BACKOFF = 64  # windows, at most, before templates are tried again
 _BENIGN_CACHE = 4096
 _UTF8_PIECE = 64 << 10
 
@@ -130,9 +138,12 @@ class Scanner:
         )
         # Python's re: the triggers find the candidate lines (built only for this engine)
         self._searchers: list[Callable[..., re.Match[bytes] | None]] = []
-        self._second: list[re.Pattern[bytes]] = []
+        self._second: list[Callable[..., re.Match[bytes] | None]] = []
         self._digit_literals: list[tuple[bytes, ...]] = []
         self._benign: list[set[bytes]] = []
+        self._template_second: list[Callable[..., re.Match[bytes] | None]] = []
+        self._skip_templates = 0  # windows to scan the direct way before trying templates
+        self._template_backoff = 0
         if self._sweep is None:
             self._trigger_stages(kb)
         self._pending = bytearray()
@@ -157,15 +168,7 @@ class Scanner:
         # distinctive literal of one of that trigger's patterns (one C-level search per line)
         distinct = [{p.literals[0].encode() for _, p, _ in group} for group in self._by_trigger]
         self._second = [
-            re.compile(
-                b"|".join(
-                    re.escape(lit)
-                    for lit in sorted(lits, key=len, reverse=True)
-                    if not _DIGITS.intersection(lit)
-                )
-                or b"(?!)"
-            )
-            for lits in distinct
+            _alternation(lit for lit in lits if not _DIGITS.intersection(lit)) for lits in distinct
         ]
         # Lines that trip a trigger without being errors are mostly one template repeated
         # with other numbers ("val_error_rate 0.0123"). The verdict of the digit-free literals
@@ -175,6 +178,12 @@ class Scanner:
             tuple(lit for lit in lits if _DIGITS.intersection(lit)) for lits in distinct
         ]
         self._benign = [set() for _ in kb.triggers]  # per trigger
+        # the same test on a line with its digits removed: a literal with digits is looked
+        # for without them (a line that holds it holds it without its digits), so a template
+        # that passes none of these tests holds no literal of the trigger, whatever its digits
+        self._template_second = [
+            _alternation(lit.translate(None, _DIGIT_BYTES) for lit in lits) for lits in distinct
+        ]
 
     def feed(self, data: bytes) -> None:
         """Scan more of the log. Complete lines are scanned now, a trailing partial line later
@@ -320,13 +329,80 @@ class Scanner:
     def _trigger_candidates(
         self, block: bytes, begin: int, limit: int
     ) -> dict[int, tuple[int, set[int]]]:
-        """Python's re: one substring search per trigger, then the second stage and the cache
-        of benign line templates."""
+        """Python's re: the candidate lines of ``block[begin:limit]``, by line templates in
+        windows of about ``CHUNK`` bytes, or line by line where templates do not pay."""
         candidates: dict[int, tuple[int, set[int]]] = {}
+        while begin < limit:
+            stop = limit
+            if limit - begin > CHUNK:
+                stop = block.find(b"\n", begin + CHUNK, limit) + 1 or limit
+            size = stop - begin
+            if size < _TEMPLATE_MIN or size > _TEMPLATE_WINDOW:
+                self._direct_candidates(block, begin, stop, candidates)
+            elif self._skip_templates:
+                self._skip_templates -= 1
+                self._direct_candidates(block, begin, stop, candidates)
+            else:
+                self._template_candidates(block, begin, stop, candidates)
+            begin = stop
+        return candidates
+
+    def _template_candidates(
+        self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
+    ) -> None:
+        """Each distinct line shape once: a log repeats a few templates with other numbers
+        (step lines, NCCL INFO, metrics), so the lines are stripped of their digits, the
+        distinct templates searched for the triggers and the second-stage literals, and only
+        the lines whose template passes become candidates. On a training log that is one pass
+        over a small fraction of the bytes per trigger instead of one over all of them (and no
+        Python step per trigger word). Where most lines are distinct (ids, hashes) the window
+        costs more than the direct search, so the next windows go the direct way, twice as
+        many after each window that did not pay."""
+        piece = block[begin:limit]
+        templates = piece.translate(None, _DIGIT_BYTES).split(b"\n")
+        joined = b"\n".join(dict.fromkeys(templates))
+        if len(joined) > len(piece) // 2:
+            self._template_backoff = min(2 * self._template_backoff or 1, _TEMPLATE_BACKOFF)
+            self._skip_templates = self._template_backoff
+        else:
+            self._template_backoff = 0
+        passing: dict[bytes, set[int]] = {}
+        rfind = joined.rfind
+        find = joined.find
+        for index, search in enumerate(self._searchers):
+            second = self._template_second[index]
+            pos = 0
+            while True:
+                m = search(joined, pos)
+                if m is None:
+                    break
+                hit, after = m.span()
+                start = rfind(b"\n", 0, hit) + 1
+                end = find(b"\n", after)
+                if end < 0:
+                    end = len(joined)
+                pos = end + 1
+                if second(joined, start, end) is None:
+                    continue
+                template = joined[start:end]
+                passing.setdefault(template, set()).add(index)
+        if not passing:
+            return
+        lines = piece.split(b"\n")
+        ends = list(accumulate(map(len, lines)))
+        for i in [i for i, template in enumerate(templates) if template in passing]:
+            start = begin + (ends[i - 1] if i else 0) + i  # plus the i newlines before it
+            candidates[start] = (start + len(lines[i]), set(passing[templates[i]]))
+
+    def _direct_candidates(
+        self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
+    ) -> None:
+        """One substring search per trigger over the bytes themselves, then the second stage
+        and the cache of benign line templates."""
         rfind = block.rfind
         find = block.find
         for index, search in enumerate(self._searchers):
-            second = self._second[index].search
+            second = self._second[index]
             with_digits = self._digit_literals[index]
             benign = self._benign[index]
             pos = begin
@@ -341,7 +417,7 @@ class Scanner:
                     end = limit
                 pos = end + 1
                 if not (with_digits and any(find(lit, start, end) >= 0 for lit in with_digits)):
-                    template = block[start:end].translate(None, b"0123456789")
+                    template = block[start:end].translate(None, _DIGIT_BYTES)
                     if template in benign:
                         continue
                     if second(block, start, end) is None:
@@ -354,7 +430,6 @@ class Scanner:
                     candidates[start] = (end, {index})
                 else:
                     entry[1].add(index)
-        return candidates
 
     def _match_line(
         self,
@@ -521,6 +596,12 @@ def scan_stream(
         scanner.feed(data)
         data = stream.read(chunk_size)
     return scanner.finish()
+
+
+def _alternation(literals: Iterable[bytes]) -> Callable[..., re.Match[bytes] | None]:
+    """The search of any of ``literals`` (longest first), or of nothing when there are none."""
+    ordered = sorted(set(literals), key=lambda lit: (-len(lit), lit))
+    return re.compile(b"|".join(re.escape(lit) for lit in ordered) or b"(?!)").search
 
 
 def scan_bytes(data: bytes, kb: KnowledgeBase, *, engine: str | None = None) -> ScanResult:

@@ -9,10 +9,10 @@ import tracemalloc
 
 import pytest
 
-from envdoctor.kb import Scanner, decor, load_default_kb, scan_bytes, scan_stream
+from envdoctor.kb import Scanner, decor, load_default_kb, matcher, scan_bytes, scan_stream
 from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
-from envdoctor.kb.model import Pattern, compiled
+from envdoctor.kb.model import Pattern, ScanResult, compiled
 
 OOM = (
     "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total "
@@ -249,3 +249,85 @@ def test_a_line_benign_for_one_trigger_still_matches_through_another() -> None:
     line = b"RuntimeError: CUDNN_STATUS_MAPPING_ERROR\n"
     result = scan_bytes(line * 3, load_default_kb())
     assert [(h.signature_id, h.count) for h in result.hits] == [("cudnn.mapping-error", 3)]
+
+
+@pytest.fixture(params=["templates", "direct"])
+def python_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Python's re finds candidate lines by their distinct templates (digits removed) or by
+    searching the bytes themselves; each test runs with the scanner forced onto one path."""
+    path: str = request.param
+    if path == "templates":
+        monkeypatch.setattr(matcher, "_TEMPLATE_MIN", 1)  # even a single pending line
+        monkeypatch.setattr(matcher, "_TEMPLATE_BACKOFF", 0)  # never give up on templates
+    else:
+        monkeypatch.setattr(matcher, "_TEMPLATE_MIN", matcher._TEMPLATE_WINDOW + 1)
+    return path
+
+
+@pytest.mark.parametrize("seed", [1, 2, 3])
+def test_both_python_paths_agree_with_the_obvious_matcher(seed: int, python_path: str) -> None:
+    data = _mixed_log(seed)
+    result = scan_bytes(data, load_default_kb(), engine="re")
+    got = sorted((h.signature_id, h.count, h.first_line) for h in result.hits)
+    assert got == _reference_for(seed)
+
+
+# Lines that become error lines only once their digits are removed (a template holds them),
+# and real errors whose key literal has digits ("[802] Call to cuInit", "init failure: 802")
+NEAR_MISSES = (
+    "RuntimeError: CUDA out of me1mory. Tried to allocate 2 MiB",
+    "CUDA error: device-side assert trig9gered",
+    "RuntimeError: No CUDA G2PUs are available",
+    "N3CCL WARN Bootstrap : no socket interface fo4und",
+)
+DIGIT_LITERALS = (
+    "E0521 12:00:00.000 [802] Call to cuInit results in CUDA_ERROR_SYSTEM_NOT_READY",
+    "Unable to load cudart library /usr/lib/libcuda.so.570.169: cuda driver library init failure: 802",
+)
+
+
+def _windowed_log(seed: int) -> bytes:
+    """~2.5 MiB: a stretch of distinct lines (hex ids: templates do not pay there), then
+    templated ones, errors and near misses throughout, so the adaptive scanner changes path."""
+    import random
+
+    rng = random.Random(seed)  # noqa: S311 (test data)
+    lines = []
+    for i in range(40_000):
+        roll = rng.random()
+        if roll < 0.002:
+            lines.append(rng.choice((OOM, ASSERT, CONTEXT.splitlines()[-1], *DIGIT_LITERALS)))
+        elif roll < 0.004:
+            lines.append(rng.choice(NEAR_MISSES))
+        elif i < 15_000:
+            lines.append(f"req {rng.getrandbits(64):x} CUDA ok {rng.getrandbits(32):x} error none")
+        else:
+            lines.append(f"[rank{i % 8}] step {i} NCCL INFO loss {rng.random():.4f} val_error 0")
+    return ("\n".join(lines) + "\n").encode()
+
+
+@pytest.mark.parametrize("chunk", [4096, 1 << 20])
+def test_line_templates_never_change_the_result(chunk: int) -> None:
+    """Templates (digits removed) only choose which lines the regexes see: a line that looks
+    like an error without its digits is not reported, an error whose key literal has digits
+    is, and whichever path each window took, the result (counts, lines, captures, context)
+    is the one the direct search gives."""
+    data = _windowed_log(7)
+    kb = load_default_kb()
+
+    def scan(minimum: int, backoff: int) -> ScanResult:
+        with pytest.MonkeyPatch.context() as mp:
+            mp.setattr(matcher, "_TEMPLATE_MIN", minimum)
+            mp.setattr(matcher, "_TEMPLATE_BACKOFF", backoff)
+            scanner = Scanner(kb, engine="re")
+            for i in range(0, len(data), chunk):
+                scanner.feed(data[i : i + chunk])
+            return scanner.finish()
+
+    direct = scan(matcher._TEMPLATE_WINDOW + 1, 0)
+    counts = {h.signature_id: h.count for h in direct.hits}
+    assert counts["cuda.out-of-memory"] == data.count(OOM.encode())  # not its near miss
+    assert counts["cuda.system-not-ready"] == sum(data.count(d.encode()) for d in DIGIT_LITERALS)
+    assert not counts.keys() & {"cuda.device-assert", "cuda.no-device", "nccl.network-interface"}
+    assert scan(1, 0) == direct  # templates always
+    assert scan(matcher._TEMPLATE_MIN, matcher._TEMPLATE_BACKOFF) == direct  # as shipped
