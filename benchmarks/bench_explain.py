@@ -3,18 +3,24 @@
     python benchmarks/bench_explain.py                      # 256 MiB log, quick
     python benchmarks/bench_explain.py --size 1G --repeat 5 # issue 15's 1 GB log
     python benchmarks/bench_explain.py --hostile --size 400M  # NUL bytes and a zero gzip
+    python benchmarks/bench_explain.py --lines distinct     # no two lines of one shape
 
 The log is a healthy multi-GPU training log (progress bars, step lines, checkpoints, warnings),
 about 17 % of whose lines contain a word the prefilter looks for (NCCL INFO, "error" metrics,
 CUDA memory statistics, ENV/CONV/ACCURACY, NVIDIA-SMI), with real error outputs from
-tests/data/tracebacks injected at random places. Every tool reads the same file from the page
+tests/data/tracebacks injected at random places. --lines says how its healthy lines are
+made: drawn from a pool of 20,000 (the default: quick to write, whole lines repeat), made fresh
+(numbers never repeat a line), or fresh with an id of letters on each (distinct: not even two
+lines without their digits are alike, the worst case for the line templates that Python's re
+path searches). Every tool reads the same file from the page
 cache (read once before timing). grep gets every signature regex translated to POSIX ERE
 (envdoctor.kb.ere) in one `grep -E -n -f` run, its output to a real file (GNU grep stops at the
 first match when writing to /dev/null). explain runs twice per round: with its default engine
 (RE2 when google-re2 is installed) and with ENVDOCTOR_RE2=0 (Python's re).
 
 The commands alternate within each round, --repeat rounds; min/median/max wall time and the
-largest peak RSS (wait4) are reported, and the ratio of medians to grep. explain also runs on a
+largest peak RSS (wait4, from a small launcher process: a child of a big process inherits its
+size) are reported, and the ratio of medians to grep. explain also runs on a
 log 1/8 the size: memory must not grow with the log.
 
 --hostile instead times explain on --size bytes of NUL (no newline at all) and on a gzip of
@@ -148,16 +154,27 @@ def error_blocks() -> list[str]:
     return blocks
 
 
-def generate(path: Path, size: int, seed: int = 7) -> int:
-    """Write a log of about ``size`` bytes; return how many error blocks were injected."""
+LINES = ("pool", "fresh", "distinct")
+
+
+def generate(path: Path, size: int, seed: int = 7, lines_from: str = "pool") -> int:
+    """Write a log of about ``size`` bytes; return how many error blocks were injected.
+
+    ``pool``: healthy lines drawn from 20,000 made once (fast to write; whole lines repeat).
+    ``fresh``: every line made anew, so its numbers are its own. ``distinct``: fresh, and each
+    line also carries an id of letters, so no two lines have the same shape even without their
+    digits: the worst case for explain's line templates (Python's re)."""
     rng = random.Random(seed)  # noqa: S311 (benchmark data)
-    pool = healthy_lines(rng, 20_000)
+    pool = healthy_lines(rng, 20_000) if lines_from == "pool" else []
     errors = error_blocks()
     injected = 0
     written = 0
+    letters = "abcdefghijklmnopqrstuvwxyz"
     with path.open("w", encoding="utf-8") as out:
         while written < size:
-            lines = rng.sample(pool, 2000)
+            lines = rng.sample(pool, 2000) if pool else healthy_lines(rng, 2000)
+            if lines_from == "distinct":
+                lines = [f"{line} id={''.join(rng.choices(letters, k=10))}" for line in lines]
             if rng.random() < 0.01:
                 lines.insert(rng.randrange(len(lines)), rng.choice(errors))
                 injected += 1
@@ -167,15 +184,63 @@ def generate(path: Path, size: int, seed: int = 7) -> int:
     return injected
 
 
+# Peak RSS from wait4 is the child's high-water mark, and a forked child starts with its
+# parent's pages: a child of this script (40 MiB with the signatures loaded) never reads less
+# than 40 MiB, whatever it runs. The commands are therefore started by a small launcher (only
+# os, sys, json and time imported); what it adds is shown as the "floor" (/bin/true's reading).
+_LAUNCHER = """
+import json, os, sys, time
+for line in sys.stdin:
+    argv, env, out = json.loads(line)
+    actions = [
+        (os.POSIX_SPAWN_OPEN, 1, out, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o644),
+        (os.POSIX_SPAWN_OPEN, 2, os.devnull, os.O_WRONLY, 0),
+    ]
+    start = time.perf_counter()
+    pid = os.posix_spawn(argv[0], argv, env, file_actions=actions)
+    _, status, usage = os.wait4(pid, 0)
+    seconds = time.perf_counter() - start
+    print(json.dumps([seconds, usage.ru_maxrss, os.waitstatus_to_exitcode(status)]), flush=True)
+"""
+
+
+class Launcher:
+    """Runs commands for this script from a small process (see _LAUNCHER), one at a time."""
+
+    def __init__(self) -> None:
+        self._proc = subprocess.Popen(
+            [sys.executable, "-S", "-I", "-c", _LAUNCHER],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            text=True,
+        )
+
+    def run(self, argv: list[str], out: Path, env: dict[str, str] | None = None) -> Run:
+        assert self._proc.stdin is not None and self._proc.stdout is not None
+        command = [shutil.which(argv[0]) or argv[0], *argv[1:]]
+        request = [command, dict(os.environ if env is None else env), str(out)]
+        self._proc.stdin.write(json.dumps(request) + "\n")
+        self._proc.stdin.flush()
+        seconds, max_rss_kib, returncode = json.loads(self._proc.stdout.readline())
+        return Run(seconds, max_rss_kib, returncode)
+
+
+_launcher: Launcher | None = None
+
+
 def timed(argv: list[str], out: Path, env: dict[str, str] | None = None) -> Run:
     """Wall time and peak RSS of one run, output to ``out`` (a real file)."""
-    with out.open("wb") as sink:
-        start = time.perf_counter()
-        proc = subprocess.Popen(argv, stdout=sink, stderr=subprocess.DEVNULL, env=env)
-        _, status, usage = os.wait4(proc.pid, 0)
-        seconds = time.perf_counter() - start
-    proc.returncode = os.waitstatus_to_exitcode(status)
-    return Run(seconds, int(usage.ru_maxrss), proc.returncode)
+    global _launcher  # one launcher for the whole run
+    if _launcher is None:
+        _launcher = Launcher()
+    return _launcher.run(argv, out, env)
+
+
+def floor() -> float:
+    """The peak RSS, in MiB, that the launcher reports for a program that allocates nothing."""
+    with tempfile.TemporaryDirectory() as tmp:
+        true = shutil.which("true") or "/bin/true"
+        return min(timed([true], Path(tmp) / "out").max_rss_kib for _ in range(3)) / 1024
 
 
 def alternate(
@@ -218,7 +283,7 @@ def conditions(rounds: int) -> None:
     print(
         f"conditions: {os.cpu_count()} CPUs, load average {load[0]:.2f} {load[1]:.2f}, "
         f"Python {sys.version.split()[0]}, {grep.stdout.splitlines()[0]}, "
-        f"default engine {engine}, {rounds} alternating rounds"
+        f"default engine {engine}, {rounds} alternating rounds, peak RSS floor {floor():.1f} MiB"
     )
 
 
@@ -237,6 +302,13 @@ def main() -> int:
     parser.add_argument(
         "--gzip-size", default=None, help="zeros in the --hostile gzip (default: --size)"
     )
+    parser.add_argument(
+        "--lines",
+        choices=LINES,
+        default="pool",
+        help="healthy lines: drawn from a pool (default), made fresh, or fresh and distinct "
+        "in shape (the worst case for explain's line templates)",
+    )
     parser.add_argument("--dir", type=Path, default=None, help="where to write the logs")
     parser.add_argument("--keep", action="store_true", help="keep the generated logs")
     args = parser.parse_args()
@@ -252,7 +324,7 @@ def main() -> int:
         if args.hostile:
             zeros = parse_size(args.gzip_size) if args.gzip_size else size
             return hostile(workdir, size, zeros, args.repeat)
-        return versus_grep(workdir, grep, size, args.repeat)
+        return versus_grep(workdir, grep, size, args.repeat, args.lines)
     finally:
         if not args.keep:
             shutil.rmtree(workdir, ignore_errors=True)
@@ -262,18 +334,18 @@ EXPLAIN = [sys.executable, "-m", "envdoctor", "explain", "--format", "json"]
 WITHOUT_RE2 = {**os.environ, "ENVDOCTOR_RE2": "0"}
 
 
-def versus_grep(workdir: Path, grep: str, size: int, rounds: int) -> int:
+def versus_grep(workdir: Path, grep: str, size: int, rounds: int, lines_from: str) -> int:
     kb = load_default_kb()
     patterns = workdir / "patterns.ere"
     patterns.write_text("\n".join(kb_to_ere(kb)) + "\n", encoding="utf-8")
     big = workdir / "train.log"
     small = workdir / "train-small.log"
     t0 = time.perf_counter()
-    injected = generate(big, size)
-    generate(small, max(size // 8, 1 << 20), seed=8)
+    injected = generate(big, size, lines_from=lines_from)
+    generate(small, max(size // 8, 1 << 20), seed=8, lines_from=lines_from)
     print(
-        f"generated {big.stat().st_size / (1 << 20):.0f} MiB log with {injected} error "
-        f"blocks in {time.perf_counter() - t0:.1f} s"
+        f"generated {big.stat().st_size / (1 << 20):.0f} MiB log ({lines_from} lines) with "
+        f"{injected} error blocks in {time.perf_counter() - t0:.1f} s"
     )
     print(
         f"{len(kb.signatures)} signatures, {sum(len(s.patterns) for s in kb.signatures)} "
