@@ -139,13 +139,7 @@ class SystemHost:
         shutil (~8 ms of start-up: it brings in the compression modules)."""
         if "/" in program:
             return program if _executable(program) else None
-        # A relative PATH entry ("", ".", "bin") means the current directory: never trusted.
-        for entry in self._env.get("PATH", os.defpath).split(os.pathsep):
-            if entry.startswith("/"):
-                candidate = os.path.join(entry, program)
-                if _executable(candidate):
-                    return candidate
-        return None
+        return _search_path(program, self._env)
 
     def run(
         self,
@@ -157,14 +151,25 @@ class SystemHost:
         import subprocess
 
         args = tuple(argv)
+        child_env = dict(self._env if env is None else env)
+        # The program is found here, as ``which`` finds it, not by Popen: Popen searches every
+        # PATH entry, relative ones included, and the child resolves them from its own working
+        # directory ("/"), so "bin" ran /bin's program while ``which`` said there was none; a
+        # relative path names a file from this process's directory, as ``stat`` reads it.
+        program = (
+            _search_path(args[0], child_env) if "/" not in args[0] else os.path.abspath(args[0])
+        )
+        if program is None:
+            return CommandResult(args, "not-found", error=f"{args[0]}: not found")
         start = time.monotonic()
         try:
             proc = subprocess.Popen(
                 args,
+                executable=program,
                 stdin=subprocess.DEVNULL,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.PIPE,
-                env=dict(self._env if env is None else env),
+                env=child_env,
                 cwd="/",  # a child never imports or runs what the caller's directory holds
                 start_new_session=True,  # so a timeout kills the whole process group
             )
@@ -336,6 +341,17 @@ def _reap(proc: subprocess.Popen[bytes]) -> None:
 
 def _decode(data: bytes) -> str:
     return data.decode("utf-8", errors="replace")
+
+
+def _search_path(program: str, env: Mapping[str, str]) -> str | None:
+    """``program`` on ``env``'s PATH, absolute entries only: a relative entry ("", ".", "bin")
+    means the current directory, which is never trusted."""
+    for entry in env.get("PATH", os.defpath).split(os.pathsep):
+        if entry.startswith("/"):
+            candidate = os.path.join(entry, program)
+            if _executable(candidate):
+                return candidate
+    return None
 
 
 def _executable(path: str) -> bool:

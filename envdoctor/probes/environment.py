@@ -64,7 +64,7 @@ def _nvcc(host: Host, deadline: Deadline, on_path: str | None) -> tuple[str, Pro
     candidates.extend(
         f"{environ[var].rstrip('/')}/bin/nvcc"
         for var in ("CUDA_HOME", "CUDA_PATH")
-        if environ.get(var)
+        if environ.get(var, "").startswith("/")  # a relative one: see _build_nvcc
     )
     candidates.append(CUDA_DEFAULT_NVCC)
     path = next((c for c in candidates if c and isinstance(host.stat(c), Found)), None)
@@ -82,6 +82,13 @@ def _build_nvcc(
     environ = host.env()
     var = next((v for v in ("CUDA_HOME", "CUDA_PATH") if environ.get(v)), None)
     if var is not None:
+        if not environ[var].startswith("/"):
+            # it names a different directory from every working directory; a program is
+            # never run from the current directory (root may run envdoctor in anyone's)
+            return Absent(
+                f"${var} is {printable(environ[var])!r}, a relative path: it depends on the "
+                "directory a build runs from"
+            )
         path = f"{environ[var].rstrip('/')}/bin/nvcc"
         if not isinstance(host.stat(path), Found):
             return Absent(f"${var} is {printable(environ[var])!r}, which has no bin/nvcc")

@@ -76,7 +76,7 @@ def _cuda_home_invalid(ctx: RuleContext) -> Iterator[Finding]:
     nvcc = ctx.facts.env.build_nvcc
     if cuda_torch(ctx.facts) is None or not isinstance(nvcc, Absent):
         return
-    if "which has no bin/nvcc" not in nvcc.reason:
+    if not _found_through(ctx).startswith("$"):
         return  # no toolkit at all: nothing to build with is not a fault until someone builds
     yield Finding(
         code="cuda.cuda-home-invalid",

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import sys
 import time
 from pathlib import Path
@@ -184,3 +185,21 @@ def test_which_finds_executables_on_absolute_path_entries_only(
 def test_a_child_that_closes_its_output_and_runs_on_is_a_timeout() -> None:
     result = SystemHost().run(["sh", "-c", "exec >&- 2>&-; sleep 5"], timeout=0.5)
     assert (result.status, result.returncode) == ("timeout", -9)
+
+
+def test_run_finds_programs_as_which_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A relative PATH entry is searched by neither: Popen's own search would have taken it
+    from the child's directory ("/"), running a program that ``which`` says is not there. A
+    relative path names the file from this process's directory, the one ``stat`` reads."""
+    tool = tmp_path / "bin" / "tool"
+    tool.parent.mkdir()
+    tool.write_text("#!/bin/sh\necho ran\n")
+    tool.chmod(0o755)
+    relative = os.path.relpath(tool.parent, "/")  # "tmp/…/bin": from "/", an existing directory
+    host = SystemHost(environ={"PATH": f"{relative}:{tmp_path / 'empty'}"})
+    assert host.which("tool") is None
+    assert host.run(["tool"], timeout=10).status == "not-found"
+    assert host.run(["tool"], timeout=10, env={"PATH": str(tool.parent)}).stdout == "ran\n"
+    monkeypatch.chdir(tmp_path)
+    result = host.run(["bin/tool"], timeout=10)
+    assert (result.status, result.stdout, result.argv) == ("ok", "ran\n", ("bin/tool",))

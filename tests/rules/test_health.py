@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from envdoctor.engine import evaluate
@@ -19,6 +21,7 @@ from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
 from envdoctor.model.record import replace
 from envdoctor.platform.host import Deadline
+from envdoctor.platform.system import SystemHost
 from envdoctor.probes.environment import probe_env
 from envdoctor.probes.fabric import NO_FABRIC, probe_fabric
 from envdoctor.rules import core_rules
@@ -379,3 +382,27 @@ def test_cuda_home_without_a_toolkit_warns_with_a_cuda_torch() -> None:
     facts = fx.facts(env=fx.env({"CUDA_HOME": "/opt/cuda-gone"}, build_nvcc=env.build_nvcc))
     (finding,) = findings(facts, "cuda.cuda-home-invalid")
     assert finding.severity == Severity.WARNING
+
+
+def test_a_relative_cuda_home_is_reported_and_nothing_under_it_runs(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """CUDA_HOME=cuda names ./cuda/bin/nvcc from wherever a build runs: envdoctor says so and
+    does not run the nvcc that the current directory holds (root may run it in anyone's)."""
+    marker = tmp_path / "ran"
+    nvcc = tmp_path / "cuda" / "bin" / "nvcc"
+    nvcc.parent.mkdir(parents=True)
+    nvcc.write_text(f"#!/bin/sh\ntouch {marker}\necho 'Cuda compilation tools, release 12.1'\n")
+    nvcc.chmod(0o755)
+    monkeypatch.chdir(tmp_path)
+    for var in ("CUDA_HOME", "CUDA_PATH"):
+        host = SystemHost(environ={var: "cuda", "PATH": str(tmp_path / "empty")})
+        env = probe_env(host, deadline=Deadline(10))
+        assert env.build_nvcc == Absent(
+            f"${var} is 'cuda', a relative path: it depends on the directory a build runs from"
+        )
+        assert not (isinstance(env.nvcc, Found) and env.nvcc.value.path.startswith("cuda"))
+        assert not marker.exists(), "the current directory's nvcc ran"
+    facts = fx.facts(env=fx.env({"CUDA_HOME": "cuda"}, build_nvcc=env.build_nvcc))
+    (finding,) = findings(facts, "cuda.cuda-home-invalid")
+    assert "a relative path" in dict(finding.evidence)["CUDA toolkit"]
