@@ -21,6 +21,12 @@ NO_GPU_STEPS = (
     "lspci | grep -i nvidia   # no output: this machine has no NVIDIA GPU",
     "on a cloud VM, choose a GPU instance type; on a VM, pass the GPU through",
 )
+CONTAINER_NO_GPU_STEPS = (
+    "Kubernetes: request nvidia.com/gpu in the pod's resources, so that it is scheduled on a "
+    "GPU node",
+    "Docker/Podman: run it on a host where nvidia-smi lists a GPU, with --gpus all",
+    "a CPU-only container is fine: then drop --expect gpu (or ENVDOCTOR_EXPECT)",
+)
 INSTALL_STEPS = (
     "Ubuntu/Debian: sudo ubuntu-drivers install   (or: sudo apt install nvidia-driver-580-open)",
     "RHEL/Rocky/Fedora: sudo dnf module install nvidia-driver:580-open",
@@ -72,6 +78,15 @@ def _installed(ctx: RuleContext) -> Evaluation:
             needs_reboot=True,
         )
         title = "No NVIDIA driver is installed: nothing on this machine can use its GPU"
+    elif machine.containers and not ctx.facts.host.wsl:
+        # a container sees its host's PCI bus: the host has no NVIDIA GPU to give it
+        fix = Remediation(
+            summary="Run this container on a host with an NVIDIA GPU", steps=CONTAINER_NO_GPU_STEPS
+        )
+        title = (
+            f"A GPU is expected ({machine.intent.source}) but this container's host has no "
+            "NVIDIA GPU (its PCI bus, which the container sees, lists none)"
+        )
     else:
         fix = Remediation(
             summary="Run on a machine with an NVIDIA GPU, or attach one", steps=NO_GPU_STEPS

@@ -158,3 +158,14 @@ def test_mig_instances_are_listed_by_uuid(scenario_report: Scenario) -> None:
     steps = _steps(finding)
     assert "CUDA_VISIBLE_DEVICES=MIG-4b3a1c2e-9f0d-5e6a-8b7c-1d2e3f4a5b6c " in steps
     assert "MIG-…" not in steps
+
+
+def test_a_container_on_a_host_without_a_gpu_is_told_to_move(scenario_report: Scenario) -> None:
+    """The PCI bus a container sees is its host's: no NVIDIA GPU there means the host has none,
+    so the fix is another host (a GPU node), not a driver or a VM's instance type."""
+    report = scenario_report("cpu_only", intent=Intent.of("gpu", None), files={"/.dockerenv": ""})
+    assert report.exit_code == 1
+    missing = _finding(report, "driver.not-installed")
+    assert "this container's host has no NVIDIA GPU" in missing.title
+    assert "nvidia.com/gpu" in _steps(missing) and "instance type" not in _steps(missing)
+    assert "container.no-gpu-access" not in {f.code for f in report.findings}
