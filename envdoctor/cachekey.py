@@ -7,7 +7,7 @@ digest of exactly that: envdoctor's version, Python's (whose ``re`` checks the r
 source of the reading modules, and each directory's name with every file's path, size and
 bytes. A key that cannot be made is None, and the caller then reads the files itself (and says
 what is wrong with them). ``through_cache`` is the one way such a result is looked up, read and
-stored.
+stored; each install keeps its own entry (``install_entry``).
 """
 
 from __future__ import annotations
@@ -24,6 +24,13 @@ from envdoctor.inputfile import read_bounded
 
 PACKAGE = os.path.dirname(os.path.realpath(__file__))
 T = TypeVar("T")
+
+
+def install_entry(stem: str) -> str:
+    """The cache file named ``stem`` for this install (its package directory): two installs
+    that share a cache directory (pipx's and a venv's, two versions) each keep their own entry,
+    where one name made them replace each other's at every run."""
+    return f"{stem}-{hashlib.sha256(PACKAGE.encode()).hexdigest()[:16]}.json"
 
 
 class Cache(Protocol):

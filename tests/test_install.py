@@ -101,3 +101,28 @@ def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     torch = document["facts"]["torch"]
     assert torch["python"] == sys.executable
     assert "2.13.0" in json.dumps(torch["torch"])  # the torch of the interpreter it was pointed at
+
+    # Two installs sharing one cache directory (this checkout's and pipx's): each keeps its own
+    # checked tables and signatures, so alternating runs hit (the entries are not rewritten);
+    # with one name for both, every run replaced the other install's entry.
+    shared = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "shared-cache")}
+    log = tmp_path / "short.log"
+    log.write_text("RuntimeError: CUDA error: out of memory\n", encoding="utf-8")
+    directory = tmp_path / "shared-cache" / "envdoctor"
+
+    def alternate() -> dict[str, int]:
+        for command in ([str(envdoctor)], [sys.executable, "-m", "envdoctor"]):
+            for args in (["check", "--json"], ["explain", str(log)]):
+                subprocess.run(
+                    [*command, *args], env=shared, capture_output=True, timeout=300, check=False
+                )
+        return {p.name: p.stat().st_ino for p in directory.glob("[ck]*.json")}
+
+    first = alternate()
+    assert sorted(name.rsplit("-", 1)[0] for name in first) == [
+        "compat-tables",
+        "compat-tables",
+        "knowledge-base",
+        "knowledge-base",
+    ]
+    assert alternate() == first

@@ -7,7 +7,8 @@ user, JSON) under a digest of exactly that (``cachekey.py``): envdoctor's and Py
 the source of the modules that turn YAML into tables, and every table file's path and bytes
 (the shipped ones, then ``ENVDOCTOR_TABLES`` and ``--tables``, in the order they apply). Any
 change to any of them, or an entry that no longer decodes, is a miss: the tables are read and
-checked again, then stored (unless a file changed while they were read).
+checked again, then stored (unless a file changed while they were read). Each install keeps
+its own entry (named after its directory).
 Finding where the tables are stays here too, so that a hit imports neither yaml nor the loader;
 the hit works on path strings (``pathlib``, with ``urllib.parse``, is ~2 ms of a check), and the
 functions the loader calls hand it ``Path`` objects.
@@ -20,7 +21,7 @@ from collections.abc import Mapping
 from typing import TYPE_CHECKING, Any
 
 from envdoctor.cachekey import PACKAGE as _PACKAGE
-from envdoctor.cachekey import files_digest, through_cache
+from envdoctor.cachekey import files_digest, install_entry, through_cache
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import MAX_YAML_BYTES
 
@@ -31,7 +32,7 @@ if TYPE_CHECKING:
     from envdoctor.platform.cache import CacheDir
 
 ENV_VAR = "ENVDOCTOR_TABLES"
-ENTRY = "compat-tables.json"
+ENTRY = install_entry("compat-tables")
 FORMAT = 1
 READER_CODE = (
     "compat/loader.py",

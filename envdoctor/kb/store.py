@@ -9,8 +9,8 @@ digest of envdoctor's and Python's versions, the reader's source and every file'
 bytes (``cachekey.py``). Any change to any of them, or an entry that no longer decodes, is a
 miss: the files are read and checked again, then stored (unless a file changed while they were
 read). A hit imports neither yaml nor the loader, and compiles no regex with Python's ``re``
-when RE2 does the matching. One entry is kept: two installs sharing a cache directory take
-turns (each run of the other is a miss), as with the tables.
+when RE2 does the matching. Each install keeps one entry, named after its directory, so two
+installs sharing a cache directory do not replace each other's (as with the tables).
 """
 
 from __future__ import annotations
@@ -18,14 +18,14 @@ from __future__ import annotations
 import os
 from typing import TYPE_CHECKING, Any
 
-from envdoctor.cachekey import files_digest, through_cache
+from envdoctor.cachekey import files_digest, install_entry, through_cache
 from envdoctor.inputfile import MAX_YAML_BYTES
 
 if TYPE_CHECKING:
     from envdoctor.kb.model import KnowledgeBase
     from envdoctor.platform.cache import CacheDir
 
-ENTRY = "knowledge-base.json"
+ENTRY = install_entry("knowledge-base")
 FORMAT = 1
 SHIPPED = os.path.dirname(os.path.realpath(__file__))
 READER_CODE = (
