@@ -64,10 +64,14 @@ CONTEXT_SAMPLES = 3
 _BINARY_PROBE = 8 << 10
 _DIGIT_BYTES = b"0123456789"
 _DIGITS = frozenset(_DIGIT_BYTES)
+_TEMPLATE_SPAN = 256 << 10  # a window: its lines' objects are a few MiB at most
 _TEMPLATE_MIN = 64 << 10  # a few lines (the one left from the last block) go the direct way
 _TEMPLATE_WINDOW = 4 << 20  # and so does a longer stretch without a newline
 _TEMPLATE_BACKOFF = 64  # windows, at most, before templates are tried again
+_DENSE = 256  # candidate lines in a window beyond which RE2 leaves its sweep for templates
 _BENIGN_CACHE = 4096
+_CACHED_LINE = 2 << 10  # lines up to this long: their matches and shortlists are cached
+_MEMO_SIZE = 1024  # entries per cache at most (then forgotten all at once)
 _UTF8_PIECE = 64 << 10
 
 
@@ -105,6 +109,9 @@ class Scanner:
 
     ``engine`` is ``"re2"`` or ``"re"`` (``engines``); by default RE2 when it is installed."""
 
+    _dense = False
+    """RE2: the last window had many candidate lines (``_candidates``); set per scanner."""
+
     def __init__(
         self,
         kb: KnowledgeBase,
@@ -141,11 +148,12 @@ class Scanner:
         self._second: list[Callable[..., re.Match[bytes] | None]] = []
         self._digit_literals: list[tuple[bytes, ...]] = []
         self._benign: list[set[bytes]] = []
+        # either engine: the line templates' stages, built with the first window of templates
         self._template_second: list[Callable[..., re.Match[bytes] | None]] = []
         self._skip_templates = 0  # windows to scan the direct way before trying templates
         self._template_backoff = 0
         if self._sweep is None:
-            self._trigger_stages(kb)
+            self._trigger_stages()
         self._pending = bytearray()
         self._cutting = False  # inside a line longer than MAX_LINE (already counted)
         self._tail = b""
@@ -158,15 +166,27 @@ class Scanner:
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # strict: it only validates
         self._truncated = 0
         self._acc: dict[str, _Acc] = {}
+        self._memo: dict[bytes, tuple[tuple[Signature, Pattern, LineMatch, str], ...]] = {}
+        self._shortlists: dict[bytes, tuple[_Entry, ...]] = {}
+        # the triggers and each pattern's key literal without digits, for _shortlist
+        self._bare_triggers = [t.translate(None, _DIGIT_BYTES) for t in self._triggers]
+        self._bare_keys = [
+            [p.literals[0].encode().translate(None, _DIGIT_BYTES) for _, p, _ in group]
+            for group in self._by_trigger
+        ]
 
     # --- input ------------------------------------------------------------------------------
 
-    def _trigger_stages(self, kb: KnowledgeBase) -> None:
+    def _key_literals(self) -> list[set[bytes]]:
+        """Per trigger, the most distinctive literal of each of its patterns."""
+        return [{p.literals[0].encode() for _, p, _ in group} for group in self._by_trigger]
+
+    def _trigger_stages(self) -> None:
         """The Python-engine path's stages: a search per trigger, then a second literal test."""
         self._searchers = [re.compile(re.escape(t)).search for t in self._triggers]
         # second stage: a line found by a trigger is kept only if it also contains the most
         # distinctive literal of one of that trigger's patterns (one C-level search per line)
-        distinct = [{p.literals[0].encode() for _, p, _ in group} for group in self._by_trigger]
+        distinct = self._key_literals()
         self._second = [
             _alternation(lit for lit in lits if not _DIGITS.intersection(lit)) for lits in distinct
         ]
@@ -177,12 +197,20 @@ class Scanner:
         self._digit_literals = [
             tuple(lit for lit in lits if _DIGITS.intersection(lit)) for lits in distinct
         ]
-        self._benign = [set() for _ in kb.triggers]  # per trigger
-        # the same test on a line with its digits removed: a literal with digits is looked
-        # for without them (a line that holds it holds it without its digits), so a template
-        # that passes none of these tests holds no literal of the trigger, whatever its digits
+        self._benign = [set() for _ in self._triggers]  # per trigger
+
+    def _template_stages(self) -> None:
+        """The line templates' stages (either engine; RE2 builds them only for a log long
+        enough to have a window of templates, so a short log compiles nothing with ``re``):
+        a search per trigger, then the second test on a line with its digits removed. A
+        literal with digits is looked for without them (a line that holds it holds it without
+        its digits), so a template that passes none of these tests holds no literal of the
+        trigger, whatever its digits."""
+        if not self._searchers:
+            self._searchers = [re.compile(re.escape(t)).search for t in self._triggers]
         self._template_second = [
-            _alternation(lit.translate(None, _DIGIT_BYTES) for lit in lits) for lits in distinct
+            _alternation(lit.translate(None, _DIGIT_BYTES) for lit in lits)
+            for lits in self._key_literals()
         ]
 
     def feed(self, data: bytes) -> None:
@@ -279,11 +307,7 @@ class Scanner:
 
     def _process(self, block: bytes, begin: int, limit: int) -> None:
         """Scan ``block[begin:limit]`` (complete lines, or a forced cut of an endless line)."""
-        candidates = (
-            self._sweep_candidates(block, begin, limit)
-            if self._sweep is not None
-            else self._trigger_candidates(block, begin, limit)
-        )
+        candidates = self._candidates(block, begin, limit)
         counted = begin
         newlines = 0
         for start in sorted(candidates):
@@ -304,13 +328,13 @@ class Scanner:
         return block.rfind(b"\n", begin, at) + 1 or begin
 
     def _sweep_candidates(
-        self, block: bytes, begin: int, limit: int
-    ) -> dict[int, tuple[int, set[int]]]:
+        self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
+    ) -> None:
         """RE2: the lines that contain a pattern's distinctive literal, with the triggers in
-        them (each line is looked at once, however many literals it holds)."""
+        them (each line is looked at once, however many literals it holds); a line short
+        enough for a shortlist (``_match_line``) needs no trigger set."""
         assert self._sweep is not None
         sweep = self._sweep
-        candidates: dict[int, tuple[int, set[int]]] = {}
         pos = begin
         while pos < limit:
             hit = sweep(block, pos, limit)
@@ -320,32 +344,56 @@ class Scanner:
             end = block.find(b"\n", hit, limit)
             if end < 0:
                 end = limit
-            triggers = {i for i, t in enumerate(self._triggers) if block.find(t, start, end) >= 0}
-            if triggers:
-                candidates[start] = (end, triggers)
+            if end - start <= _CACHED_LINE:
+                candidates[start] = (end, set())  # its shortlist holds its triggers' patterns
+            else:
+                triggers = {
+                    i for i, t in enumerate(self._triggers) if block.find(t, start, end) >= 0
+                }
+                if triggers:
+                    candidates[start] = (end, triggers)
             pos = end + 1
-        return candidates
 
-    def _trigger_candidates(
-        self, block: bytes, begin: int, limit: int
-    ) -> dict[int, tuple[int, set[int]]]:
-        """Python's re: the candidate lines of ``block[begin:limit]``, by line templates in
-        windows of about ``CHUNK`` bytes, or line by line where templates do not pay."""
+    def _candidates(self, block: bytes, begin: int, limit: int) -> dict[int, tuple[int, set[int]]]:
+        """The candidate lines of ``block[begin:limit]`` (start: end, triggers), window by
+        window of about ``_TEMPLATE_SPAN`` bytes.
+
+        Python's re searches each window's distinct line templates, or its bytes where
+        templates do not pay (``_template_candidates``). RE2's sweep is one automaton over the
+        bytes, cheaper than templates while candidate lines are rare; but it is a call per
+        candidate line, so a window with more than ``_DENSE`` of them (an error logged in a
+        loop) sends the next windows to templates, until one has fewer than a quarter of that.
+        """
         candidates: dict[int, tuple[int, set[int]]] = {}
         while begin < limit:
             stop = limit
-            if limit - begin > CHUNK:
-                stop = block.find(b"\n", begin + CHUNK, limit) + 1 or limit
+            if limit - begin > _TEMPLATE_SPAN:
+                stop = block.find(b"\n", begin + _TEMPLATE_SPAN, limit) + 1 or limit
             size = stop - begin
+            before = len(candidates)
             if size < _TEMPLATE_MIN or size > _TEMPLATE_WINDOW:
-                self._direct_candidates(block, begin, stop, candidates)
+                self._direct(block, begin, stop, candidates)
+            elif self._sweep is not None and not self._dense:
+                self._sweep_candidates(block, begin, stop, candidates)
+                self._dense = len(candidates) - before > _DENSE
             elif self._skip_templates:
                 self._skip_templates -= 1
-                self._direct_candidates(block, begin, stop, candidates)
+                self._direct(block, begin, stop, candidates)
+                self._dense = len(candidates) - before > _DENSE // 4
             else:
                 self._template_candidates(block, begin, stop, candidates)
+                self._dense = len(candidates) - before > _DENSE // 4
             begin = stop
         return candidates
+
+    def _direct(
+        self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
+    ) -> None:
+        """The engine's own way over the bytes themselves."""
+        if self._sweep is not None:
+            self._sweep_candidates(block, begin, limit, candidates)
+        else:
+            self._direct_candidates(block, begin, limit, candidates)
 
     def _template_candidates(
         self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
@@ -358,9 +406,11 @@ class Scanner:
         Python step per trigger word). Where most lines are distinct (ids, hashes) the window
         costs more than the direct search, so the next windows go the direct way, twice as
         many after each window that did not pay."""
+        if not self._template_second:
+            self._template_stages()
         piece = block[begin:limit]
         templates = piece.translate(None, _DIGIT_BYTES).split(b"\n")
-        joined = b"\n".join(dict.fromkeys(templates))
+        joined = b"\n".join(set(templates))  # in any order: each is judged on its own
         if len(joined) > len(piece) // 2:
             self._template_backoff = min(2 * self._template_backoff or 1, _TEMPLATE_BACKOFF)
             self._skip_templates = self._template_backoff
@@ -397,8 +447,8 @@ class Scanner:
     def _direct_candidates(
         self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
     ) -> None:
-        """One substring search per trigger over the bytes themselves, then the second stage
-        and the cache of benign line templates."""
+        """Python's re: one substring search per trigger over the bytes themselves, then the
+        second stage and the cache of benign line templates."""
         rfind = block.rfind
         find = block.find
         for index, search in enumerate(self._searchers):
@@ -441,20 +491,67 @@ class Scanner:
         triggers: set[int],
         limit: int,
     ) -> None:
+        """Record what the line matches. A short line (up to ``_CACHED_LINE``, one segment)
+        tries the patterns of its shortlist and its matches are remembered; a longer one tries
+        the patterns of ``triggers`` in each of its segments."""
+        line = block[start:end]
+        remember = len(line) <= _CACHED_LINE
+        if remember:
+            known = self._memo.get(line)
+            if known is not None:
+                for signature, pattern, m, matched_text in known:
+                    self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
+                return
+        found_here: list[tuple[Signature, Pattern, LineMatch, str]] = []
         matched: set[str] = set()
-        for segment in self._segments(block[start:end], triggers):
+        for segment in self._segments(line, triggers):
             text = segment.decode("utf-8", errors="replace").strip("\r")
             joined = _Continuation(block, end, limit, text)
-            for index in sorted(triggers):
-                for signature, pattern, search in self._by_trigger[index]:
-                    if signature.id in matched:
-                        continue
-                    found = _search(pattern, search, text, joined)
-                    if found is None:
-                        continue
-                    m, matched_text = found
-                    matched.add(signature.id)
-                    self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
+            entries = self._shortlist(line) if remember else self._entries(triggers)
+            for signature, pattern, search in entries:
+                if pattern.literals[0] not in text or signature.id in matched:
+                    continue  # the key literal first: _search needs it either way
+                found = _search(pattern, search, text, joined)
+                if found is None:
+                    continue
+                m, matched_text = found
+                matched.add(signature.id)
+                found_here.append((signature, pattern, m, matched_text))
+                self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
+            remember = remember and not joined.read_on
+        if remember:
+            # A line repeated (an error logged in a loop) is matched once: what it matched does
+            # not depend on where it is, unless the lines after it were joined to it
+            if len(self._memo) >= _MEMO_SIZE:
+                self._memo.clear()
+            self._memo[line] = tuple(found_here)
+
+    def _entries(self, triggers: set[int]) -> Iterator[_Entry]:
+        """The patterns of ``triggers``, in the order they are tried."""
+        for index in sorted(triggers):
+            yield from self._by_trigger[index]
+
+    def _shortlist(self, line: bytes) -> tuple[_Entry, ...]:
+        """The patterns a line of this shape can match, in the order they are tried: those
+        whose trigger and key literal are in the line without its digits (removing digits
+        hides no literal; a literal with digits is looked for without them). A line logged in
+        a loop with other numbers then tries a few patterns, not the ~80 of its triggers. A
+        pattern of a trigger the line lacks never matches it (its anchor holds the trigger),
+        so trying them in trigger order gives the same matches as trying the line's own."""
+        template = line.translate(None, _DIGIT_BYTES)
+        entries = self._shortlists.get(template)
+        if entries is None:
+            entries = tuple(
+                entry
+                for index, trigger in enumerate(self._bare_triggers)
+                if trigger in template
+                for entry, key in zip(self._by_trigger[index], self._bare_keys[index], strict=True)
+                if key in template
+            )
+            if len(self._shortlists) >= _MEMO_SIZE:
+                self._shortlists.clear()
+            self._shortlists[template] = entries
+        return entries
 
     def _segments(self, line: bytes, triggers: set[int]) -> Iterator[bytes]:
         """The line itself, or for a very long one the pieces around each trigger hit."""
@@ -521,16 +618,22 @@ class _Continuation:
     def __init__(self, block: bytes, end: int, limit: int, text: str) -> None:
         self._block, self._end, self._limit, self._text = block, end, limit, text
         self._variants: tuple[str, ...] | None = None
+        self.read_on = False
+        """Whether the lines after this one were read (a match may depend on them)."""
 
     def variants(self) -> tuple[str, ...]:
         if self._variants is None:
             self._variants = ()
             if len(self._text) <= LONG_LINE and decor.looks_cut(self._text):
+                self.read_on = True
                 # sliced to WINDOW before copying: a copy of the rest of the block per cut line
                 # was quadratic in a block of near-miss lines
                 stop = min(self._limit, self._end + 1 + WINDOW)
                 tail = self._block[self._end + 1 : stop].split(b"\n")
-                following = [line.decode("utf-8", errors="replace") for line in tail[:-1]]
+                following = [  # the last piece may be cut short; continued() reads no more
+                    line.decode("utf-8", errors="replace")
+                    for line in tail[: min(len(tail) - 1, decor.MAX_CONTINUATION)]
+                ]
                 self._variants = decor.continued(self._text, following)
         return self._variants
 
@@ -541,14 +644,17 @@ def _search(
     """A match of ``pattern`` (with ``search``, the engine's) in the line, or in the line joined
     with the lines that continue it when the line holds the pattern's anchor and key literal
     but is cut short (a wrap)."""
-    if all(literal in text for literal in pattern.literals):
+    literals = pattern.literals
+    if literals[0] not in text:
+        return None  # both ways below need the key literal in the line: most patterns end here
+    if all(literal in text for literal in literals):
         m = search(text)
         if m is not None:
             return m, text
-    elif pattern.anchor not in text or pattern.literals[0] not in text:
+    elif pattern.anchor not in text:
         return None
     for variant in joined.variants():
-        if all(literal in variant for literal in pattern.literals):
+        if all(literal in variant for literal in literals):
             m = search(variant)
             if m is not None and m.start() < len(text):
                 return m, variant

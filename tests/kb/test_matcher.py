@@ -13,6 +13,7 @@ from envdoctor.kb import Scanner, decor, load_default_kb, matcher, scan_bytes, s
 from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
 from envdoctor.kb.model import Pattern, ScanResult, compiled
+from tests.kb.test_decor import WATCHDOG
 
 OOM = (
     "RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; 5.80 GiB total "
@@ -252,22 +253,28 @@ def test_a_line_benign_for_one_trigger_still_matches_through_another() -> None:
 
 
 @pytest.fixture(params=["templates", "direct"])
-def python_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
-    """Python's re finds candidate lines by their distinct templates (digits removed) or by
-    searching the bytes themselves; each test runs with the scanner forced onto one path."""
+def candidate_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> str:
+    """Candidate lines come from each window's distinct line templates (digits removed) or
+    from the engine's own search of the bytes (RE2's sweep, Python's search per trigger);
+    each test runs with the scanner forced onto one of them."""
     path: str = request.param
     if path == "templates":
         monkeypatch.setattr(matcher, "_TEMPLATE_MIN", 1)  # even a single pending line
         monkeypatch.setattr(matcher, "_TEMPLATE_BACKOFF", 0)  # never give up on templates
+        monkeypatch.setattr(matcher, "_DENSE", -1)  # RE2: every window is "dense"
+        monkeypatch.setattr(Scanner, "_dense", True)  # from the first one on
     else:
         monkeypatch.setattr(matcher, "_TEMPLATE_MIN", matcher._TEMPLATE_WINDOW + 1)
     return path
 
 
+@pytest.mark.parametrize("engine", available_engines())
 @pytest.mark.parametrize("seed", [1, 2, 3])
-def test_both_python_paths_agree_with_the_obvious_matcher(seed: int, python_path: str) -> None:
+def test_both_candidate_paths_agree_with_the_obvious_matcher(
+    seed: int, engine: str, candidate_path: str
+) -> None:
     data = _mixed_log(seed)
-    result = scan_bytes(data, load_default_kb(), engine="re")
+    result = scan_bytes(data, load_default_kb(), engine=engine)
     got = sorted((h.signature_id, h.count, h.first_line) for h in result.hits)
     assert got == _reference_for(seed)
 
@@ -301,13 +308,16 @@ def _windowed_log(seed: int) -> bytes:
             lines.append(rng.choice(NEAR_MISSES))
         elif i < 15_000:
             lines.append(f"req {rng.getrandbits(64):x} CUDA ok {rng.getrandbits(32):x} error none")
+        elif 25_000 <= i < 30_000:  # an error logged in a loop: RE2 leaves its sweep here
+            lines.append(f"RuntimeError: CUDA out of memory. Tried to allocate {i % 97}.00 MiB")
         else:
             lines.append(f"[rank{i % 8}] step {i} NCCL INFO loss {rng.random():.4f} val_error 0")
     return ("\n".join(lines) + "\n").encode()
 
 
+@pytest.mark.parametrize("engine", available_engines())
 @pytest.mark.parametrize("chunk", [4096, 1 << 20])
-def test_line_templates_never_change_the_result(chunk: int) -> None:
+def test_line_templates_never_change_the_result(chunk: int, engine: str) -> None:
     """Templates (digits removed) only choose which lines the regexes see: a line that looks
     like an error without its digits is not reported, an error whose key literal has digits
     is, and whichever path each window took, the result (counts, lines, captures, context)
@@ -315,19 +325,50 @@ def test_line_templates_never_change_the_result(chunk: int) -> None:
     data = _windowed_log(7)
     kb = load_default_kb()
 
-    def scan(minimum: int, backoff: int) -> ScanResult:
+    def scan(minimum: int, backoff: int, dense: int = matcher._DENSE) -> ScanResult:
         with pytest.MonkeyPatch.context() as mp:
             mp.setattr(matcher, "_TEMPLATE_MIN", minimum)
             mp.setattr(matcher, "_TEMPLATE_BACKOFF", backoff)
-            scanner = Scanner(kb, engine="re")
+            mp.setattr(matcher, "_DENSE", dense)
+            mp.setattr(Scanner, "_dense", dense < 0)
+            scanner = Scanner(kb, engine=engine)
             for i in range(0, len(data), chunk):
                 scanner.feed(data[i : i + chunk])
             return scanner.finish()
 
     direct = scan(matcher._TEMPLATE_WINDOW + 1, 0)
     counts = {h.signature_id: h.count for h in direct.hits}
-    assert counts["cuda.out-of-memory"] == data.count(OOM.encode())  # not its near miss
+    oom = sum(line.startswith(b"RuntimeError: CUDA out of memory.") for line in data.split(b"\n"))
+    assert counts["cuda.out-of-memory"] == oom  # not its near miss
     assert counts["cuda.system-not-ready"] == sum(data.count(d.encode()) for d in DIGIT_LITERALS)
     assert not counts.keys() & {"cuda.device-assert", "cuda.no-device", "nccl.network-interface"}
-    assert scan(1, 0) == direct  # templates always
+    assert scan(1, 0, dense=-1) == direct  # templates always
     assert scan(matcher._TEMPLATE_MIN, matcher._TEMPLATE_BACKOFF) == direct  # as shipped
+
+
+# NCCL's watchdog line cut by a terminal: its first piece matches only joined with the rest
+# (tests/kb/test_decor.py)
+WATCHDOG_PIECES = [WATCHDOG[i : i + 137] for i in range(0, len(WATCHDOG), 137)]
+
+
+@pytest.mark.parametrize("engine", available_engines())
+def test_a_repeated_line_is_matched_as_where_it_stands(engine: str) -> None:
+    """A repeated line's matches are remembered, except where they came from the lines after
+    it: the same cut line completed once and left cut once is one match, not two; a line
+    logged in a loop keeps every occurrence's line number and the first ones' captures."""
+    log = "\n".join(
+        [*WATCHDOG_PIECES, "step 1 loss 0.5", WATCHDOG_PIECES[0], "step 2 loss 0.4"]
+        + [OOM] * 3000
+        + [ASSERT]
+    ).encode()
+    kb = load_default_kb()
+    result = scan_bytes(log + b"\n", kb, engine=engine)
+    hits = {h.signature_id: h for h in result.hits}
+    assert hits["nccl.timeout"].count == 1
+    oom = hits["cuda.out-of-memory"]
+    assert (oom.count, oom.first_line, oom.last_line) == (3000, 6, 3005)
+    assert [o.line for o in oom.occurrences] == list(range(6, 14))
+    assert all(dict(o.captures) == dict(oom.occurrences[0].captures) for o in oom.occurrences)
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setattr(matcher, "_CACHED_LINE", -1)  # nothing remembered
+        assert scan_bytes(log + b"\n", kb, engine=engine) == result
