@@ -4,6 +4,7 @@
     python benchmarks/bench_explain.py --size 1G --repeat 5 # issue 15's 1 GB log
     python benchmarks/bench_explain.py --hostile --size 400M  # NUL bytes and a zero gzip
     python benchmarks/bench_explain.py --lines distinct     # no two lines of one shape
+    python benchmarks/bench_explain.py --spam --size 32M    # an error logged in a loop
 
 The log is a healthy multi-GPU training log (progress bars, step lines, checkpoints, warnings),
 about 17 % of whose lines contain a word the prefilter looks for (NCCL INFO, "error" metrics,
@@ -27,6 +28,11 @@ log 1/8 the size: memory must not grow with the log.
 --gzip-size bytes of zeros (~1000:1; default --size), against explain of a normal log of
 --size bytes. (MiB/s of the gzip row counts its decompressed size.)
 
+--spam instead times explain on logs of --size bytes where nearly every line is a candidate
+or tiny (one error line repeated, one message with other numbers on each line, one character
+per line, a prefilter word alone per line), against a normal log of the same size, with both
+engines.
+
 --startup instead times what a short log costs, where start-up is all: `explain` of a one-line
 error log and `run -- true`, each with the checked signatures from the cache (kb/store.py; an
 earlier run left them) and with --no-cache (read and checked again, as every run did before
@@ -46,6 +52,7 @@ import sys
 import tempfile
 import time
 import zlib
+from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
 
@@ -300,6 +307,9 @@ def main() -> int:
     parser.add_argument("--hostile", action="store_true", help="NUL bytes and a zero gzip")
     parser.add_argument("--startup", action="store_true", help="a one-line log: start-up alone")
     parser.add_argument(
+        "--spam", action="store_true", help="an error logged in a loop, tiny lines (use 32M)"
+    )
+    parser.add_argument(
         "--gzip-size", default=None, help="zeros in the --hostile gzip (default: --size)"
     )
     parser.add_argument(
@@ -321,6 +331,8 @@ def main() -> int:
     try:
         if args.startup:
             return startup(workdir, args.repeat)
+        if args.spam:
+            return spam(workdir, size, args.repeat)
         if args.hostile:
             zeros = parse_size(args.gzip_size) if args.gzip_size else size
             return hostile(workdir, size, zeros, args.repeat)
@@ -412,6 +424,49 @@ def hostile(workdir: Path, size: int, zeros: int, rounds: int) -> int:
     runs = alternate(commands, rounds, workdir / "out.txt")
     print()
     report(runs, mib, "explain normal log")
+    return 0
+
+
+SPAM_OOM = "RuntimeError: CUDA out of memory. Tried to allocate {} MiB (GPU {}; 79.{} GiB total)"
+
+
+def spam(workdir: Path, size: int, rounds: int) -> int:
+    """Logs where nearly every line is a candidate, or is tiny: an error logged in a loop
+    (the same line, or the same message with other numbers), one character per line, a
+    prefilter word alone per line; against a normal log of the same size, both engines."""
+    rng = random.Random(11)  # noqa: S311 (benchmark data)
+    normal = workdir / "train.log"
+    generate(normal, size)
+    logs: dict[str, Callable[[], str]] = {
+        "one error line, repeated": lambda: SPAM_OOM.format("20.00", 0, 12),
+        "one error, other numbers": lambda: SPAM_OOM.format(
+            f"{rng.randint(1, 999)}.00", rng.randint(0, 7), rng.randint(10, 99)
+        ),
+        "one character per line": lambda: "a",
+        'a prefilter word per line ("CU")': lambda: "CU",
+    }
+    paths = {}
+    for i, (name, line) in enumerate(logs.items()):
+        path = paths[name] = workdir / f"spam-{i}.log"
+        with path.open("w", encoding="utf-8") as out:
+            written = 0
+            while written < size:
+                chunk = "".join(line() + "\n" for _ in range(10_000))
+                out.write(chunk)
+                written += len(chunk)
+    print(f"{len(logs)} logs of {size >> 20} MiB and a normal one")
+    conditions(rounds)
+    commands: dict[str, tuple[list[str], dict[str, str] | None]] = {}
+    for engine, env in (("", None), (" (RE2=0)", WITHOUT_RE2)):
+        commands[f"normal log{engine}"] = ([*EXPLAIN, str(normal)], env)
+        for name, path in paths.items():
+            commands[f"{name}{engine}"] = ([*EXPLAIN, str(path)], env)
+    for path in (normal, *paths.values()):
+        warm(path)
+    mib = {name: Path(argv[-1]).stat().st_size / (1 << 20) for name, (argv, _) in commands.items()}
+    runs = alternate(commands, rounds, workdir / "out.txt")
+    print()
+    report(runs, mib, "normal log")
     return 0
 
 

@@ -15,6 +15,8 @@ line with no nested unbounded repetition, so it runs in linear time on any input
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
+from itertools import islice
 
 MAX_CONTINUATION = 3  # lines joined after a cut line
 MIN_CUT_LENGTH = 40  # shorter lines are complete messages, not wrapped ones
@@ -76,7 +78,7 @@ def looks_cut(line: str) -> bool:
     return len(line.rstrip()) >= MIN_CUT_LENGTH
 
 
-def continued(line: str, following: list[str]) -> tuple[str, ...]:
+def continued(line: str, following: Iterable[str]) -> tuple[str, ...]:
     """``line`` joined with the lines that continue it, in the two ways a wrap can be undone.
 
     A terminal cuts mid-word (join with nothing); a logger or an issue tracker breaks at a
@@ -85,7 +87,7 @@ def continued(line: str, following: list[str]) -> tuple[str, ...]:
     always with a space. Empty when no following line can be a continuation.
     """
     parts: list[tuple[bool, str]] = []
-    for raw in following[:MAX_CONTINUATION]:
+    for raw in islice(following, MAX_CONTINUATION):  # an iterator: read no further than needed
         text = strip(raw.rstrip("\r"))
         if not text.strip() or _NEW_RECORD.match(text):
             break

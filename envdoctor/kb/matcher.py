@@ -166,7 +166,11 @@ class Scanner:
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # strict: it only validates
         self._truncated = 0
         self._acc: dict[str, _Acc] = {}
-        self._memo: dict[bytes, tuple[tuple[Signature, Pattern, LineMatch, str], ...]] = {}
+        self._memo: dict[
+            bytes | tuple[bytes, tuple[bytes, ...]],
+            tuple[tuple[Signature, Pattern, LineMatch, str], ...],
+        ] = {}
+        self._reads_on: set[bytes] = set()  # remembered lines whose matches read the next ones
         self._shortlists: dict[bytes, tuple[_Entry, ...]] = {}
         # the triggers and each pattern's key literal without digits, for _shortlist
         self._bare_triggers = [t.translate(None, _DIGIT_BYTES) for t in self._triggers]
@@ -497,13 +501,17 @@ class Scanner:
         line = block[start:end]
         remember = len(line) <= _CACHED_LINE
         if remember:
-            known = self._memo.get(line)
+            key: bytes | tuple[bytes, tuple[bytes, ...]] = line
+            if line in self._reads_on:
+                key = (line, _following(block, end, limit))
+            known = self._memo.get(key)
             if known is not None:
                 for signature, pattern, m, matched_text in known:
                     self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
                 return
         found_here: list[tuple[Signature, Pattern, LineMatch, str]] = []
         matched: set[str] = set()
+        following: tuple[bytes, ...] | None = None  # the lines after it, where they were read
         for segment in self._segments(line, triggers):
             text = segment.decode("utf-8", errors="replace").strip("\r")
             joined = _Continuation(block, end, limit, text)
@@ -518,13 +526,19 @@ class Scanner:
                 matched.add(signature.id)
                 found_here.append((signature, pattern, m, matched_text))
                 self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
-            remember = remember and not joined.read_on
+            following = joined.following if joined.read_on else None
         if remember:
-            # A line repeated (an error logged in a loop) is matched once: what it matched does
-            # not depend on where it is, unless the lines after it were joined to it
+            # A line repeated (an error logged in a loop) is matched once: what it matched
+            # depends on the line alone, or on the line and the few after it that a cut line
+            # may be joined with (whether it reads them depends on the line alone)
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.clear()
-            self._memo[line] = tuple(found_here)
+                self._reads_on.clear()
+            if following is not None:
+                self._reads_on.add(line)
+                self._memo[line, following] = tuple(found_here)
+            else:
+                self._memo[line] = tuple(found_here)
 
     def _entries(self, triggers: set[int]) -> Iterator[_Entry]:
         """The patterns of ``triggers``, in the order they are tried."""
@@ -620,22 +634,28 @@ class _Continuation:
         self._variants: tuple[str, ...] | None = None
         self.read_on = False
         """Whether the lines after this one were read (a match may depend on them)."""
+        self.following: tuple[bytes, ...] = ()
+        """Those lines (``_following``), when they were read."""
 
     def variants(self) -> tuple[str, ...]:
         if self._variants is None:
             self._variants = ()
             if len(self._text) <= LONG_LINE and decor.looks_cut(self._text):
                 self.read_on = True
-                # sliced to WINDOW before copying: a copy of the rest of the block per cut line
-                # was quadratic in a block of near-miss lines
-                stop = min(self._limit, self._end + 1 + WINDOW)
-                tail = self._block[self._end + 1 : stop].split(b"\n")
-                following = [  # the last piece may be cut short; continued() reads no more
-                    line.decode("utf-8", errors="replace")
-                    for line in tail[: min(len(tail) - 1, decor.MAX_CONTINUATION)]
-                ]
-                self._variants = decor.continued(self._text, following)
+                self.following = _following(self._block, self._end, self._limit)
+                self._variants = decor.continued(
+                    self._text, (line.decode("utf-8", errors="replace") for line in self.following)
+                )
         return self._variants
+
+
+def _following(block: bytes, end: int, limit: int) -> tuple[bytes, ...]:
+    """The lines after the one that ends at ``end`` that a cut line may be joined with: at
+    most ``decor.MAX_CONTINUATION`` (continued() reads no more), complete ones only, within
+    ``WINDOW`` bytes (sliced before splitting: a copy of the rest of the block per cut line
+    was quadratic in a block of near-miss lines)."""
+    tail = block[end + 1 : min(limit, end + 1 + WINDOW)].split(b"\n")
+    return tuple(tail[: min(len(tail) - 1, decor.MAX_CONTINUATION)])
 
 
 def _search(

@@ -353,21 +353,25 @@ WATCHDOG_PIECES = [WATCHDOG[i : i + 137] for i in range(0, len(WATCHDOG), 137)]
 
 @pytest.mark.parametrize("engine", available_engines())
 def test_a_repeated_line_is_matched_as_where_it_stands(engine: str) -> None:
-    """A repeated line's matches are remembered, except where they came from the lines after
-    it: the same cut line completed once and left cut once is one match, not two; a line
-    logged in a loop keeps every occurrence's line number and the first ones' captures."""
+    """A repeated line's matches are remembered, with the lines after it where they were
+    read: the same cut line completed twice and left cut once is two matches, not three; a
+    line logged in a loop keeps every occurrence's line number and the first ones' captures."""
     log = "\n".join(
-        [*WATCHDOG_PIECES, "step 1 loss 0.5", WATCHDOG_PIECES[0], "step 2 loss 0.4"]
+        # a blank line ends a continuation: the first piece is joined at lines 1 and 8 (the
+        # same lines after it: the second is remembered), not at line 5
+        [*WATCHDOG_PIECES, "", "", WATCHDOG_PIECES[0], "", "", *WATCHDOG_PIECES, "", ""]
         + [OOM] * 3000
         + [ASSERT]
     ).encode()
     kb = load_default_kb()
     result = scan_bytes(log + b"\n", kb, engine=engine)
     hits = {h.signature_id: h for h in result.hits}
-    assert hits["nccl.timeout"].count == 1
+    watchdog = hits["nccl.timeout"]
+    assert [o.line for o in watchdog.occurrences] == [1, 8]
+    assert watchdog.occurrences[0].captures == watchdog.occurrences[1].captures
     oom = hits["cuda.out-of-memory"]
-    assert (oom.count, oom.first_line, oom.last_line) == (3000, 6, 3005)
-    assert [o.line for o in oom.occurrences] == list(range(6, 14))
+    assert (oom.count, oom.first_line, oom.last_line) == (3000, 12, 3011)
+    assert [o.line for o in oom.occurrences] == list(range(12, 20))
     assert all(dict(o.captures) == dict(oom.occurrences[0].captures) for o in oom.occurrences)
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(matcher, "_CACHED_LINE", -1)  # nothing remembered
