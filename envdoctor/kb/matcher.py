@@ -172,6 +172,7 @@ class Scanner:
         ] = {}
         self._reads_on: set[bytes] = set()  # remembered lines whose matches read the next ones
         self._shortlists: dict[bytes, tuple[_Entry, ...]] = {}
+        self._seen_once: set[bytes] = set()  # line shapes seen once (no shortlist yet)
         # the triggers and each pattern's key literal without digits, for _shortlist
         self._bare_triggers = [t.translate(None, _DIGIT_BYTES) for t in self._triggers]
         self._bare_keys = [
@@ -515,7 +516,7 @@ class Scanner:
         for segment in self._segments(line, triggers):
             text = segment.decode("utf-8", errors="replace").strip("\r")
             joined = _Continuation(block, end, limit, text)
-            entries = self._shortlist(line) if remember else self._entries(triggers)
+            entries = self._shortlist(line, triggers) if remember else self._entries(triggers)
             for signature, pattern, search in entries:
                 if pattern.literals[0] not in text or signature.id in matched:
                     continue  # the key literal first: _search needs it either way
@@ -545,26 +546,33 @@ class Scanner:
         for index in sorted(triggers):
             yield from self._by_trigger[index]
 
-    def _shortlist(self, line: bytes) -> tuple[_Entry, ...]:
+    def _shortlist(self, line: bytes, triggers: set[int]) -> Iterable[_Entry]:
         """The patterns a line of this shape can match, in the order they are tried: those
         whose trigger and key literal are in the line without its digits (removing digits
         hides no literal; a literal with digits is looked for without them). A line logged in
         a loop with other numbers then tries a few patterns, not the ~80 of its triggers. A
         pattern of a trigger the line lacks never matches it (its anchor holds the trigger),
-        so trying them in trigger order gives the same matches as trying the line's own."""
+        so trying them in trigger order gives the same matches as trying the line's own. The
+        list is made for a shape seen before (where the line's triggers are known): a log
+        whose every line has a shape of its own would only pay for it."""
         template = line.translate(None, _DIGIT_BYTES)
         entries = self._shortlists.get(template)
-        if entries is None:
-            entries = tuple(
-                entry
-                for index, trigger in enumerate(self._bare_triggers)
-                if trigger in template
-                for entry, key in zip(self._by_trigger[index], self._bare_keys[index], strict=True)
-                if key in template
-            )
-            if len(self._shortlists) >= _MEMO_SIZE:
-                self._shortlists.clear()
-            self._shortlists[template] = entries
+        if entries is not None:
+            return entries
+        if len(self._shortlists) + len(self._seen_once) >= _MEMO_SIZE:
+            self._shortlists.clear()
+            self._seen_once.clear()
+        if triggers and template not in self._seen_once:
+            self._seen_once.add(template)
+            return self._entries(triggers)
+        entries = tuple(
+            entry
+            for index, trigger in enumerate(self._bare_triggers)
+            if trigger in template
+            for entry, key in zip(self._by_trigger[index], self._bare_keys[index], strict=True)
+            if key in template
+        )
+        self._shortlists[template] = entries
         return entries
 
     def _segments(self, line: bytes, triggers: set[int]) -> Iterator[bytes]:
