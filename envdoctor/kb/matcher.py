@@ -376,7 +376,9 @@ class Scanner:
                 stop = block.find(b"\n", begin + _TEMPLATE_SPAN, limit) + 1 or limit
             size = stop - begin
             before = len(candidates)
-            if size < _TEMPLATE_MIN or size > _TEMPLATE_WINDOW:
+            if self._one_byte_run(block, begin, stop):
+                pass  # NUL bytes, zeros: no trigger in it, no line to try
+            elif size < _TEMPLATE_MIN or size > _TEMPLATE_WINDOW:
                 self._direct(block, begin, stop, candidates)
             elif self._sweep is not None and not self._dense:
                 self._sweep_candidates(block, begin, stop, candidates)
@@ -390,6 +392,18 @@ class Scanner:
                 self._dense = len(candidates) - before > _DENSE // 4
             begin = stop
         return candidates
+
+    def _one_byte_run(self, block: bytes, begin: int, limit: int) -> bool:
+        """``block[begin:limit]`` is one byte repeated, with no newline (the NUL bytes a crash
+        leaves in a log file, a log of zeros): no trigger can be in it, unless a trigger is
+        that byte repeated. Checked only where there is no newline: a piece of a line longer
+        than ``MAX_LINE`` (the search for one stops within the first line of other windows)."""
+        if limit - begin < _TEMPLATE_MIN or block.find(b"\n", begin, limit) >= 0:
+            return False
+        byte = block[begin : begin + 1]
+        return block.count(byte, begin, limit) == limit - begin and all(
+            trigger.strip(byte) for trigger in self._triggers
+        )
 
     def _direct(
         self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]

@@ -376,3 +376,19 @@ def test_a_repeated_line_is_matched_as_where_it_stands(engine: str) -> None:
     with pytest.MonkeyPatch.context() as mp:
         mp.setattr(matcher, "_CACHED_LINE", -1)  # nothing remembered
         assert scan_bytes(log + b"\n", kb, engine=engine) == result
+
+
+@pytest.mark.parametrize("engine", available_engines())
+def test_a_run_of_nul_bytes_is_scanned_as_one_cut_line(engine: str) -> None:
+    """A crash leaves NUL bytes in a log (megabytes without a newline): they count as one
+    line cut in pieces; only the pieces of nothing but NUL bytes are passed over, so an error
+    inside the run and one after it are both found."""
+    nul = b"\0" * (3 * MAX_LINE)
+    data = b"step 1 ok\n" + nul[: MAX_LINE // 2] + OOM.encode() + nul + b"\n" + OOM.encode()
+    scanner = Scanner(load_default_kb(), engine=engine)
+    for i in range(0, len(data), 1 << 20):  # as scan_stream reads a file
+        scanner.feed(data[i : i + (1 << 20)])
+    result = scanner.finish()
+    hit = next(h for h in result.hits if h.signature_id == "cuda.out-of-memory")
+    assert (hit.count, hit.first_line, hit.last_line) == (2, 2, 3)
+    assert (result.truncated_lines, result.lines, result.binary) == (1, 3, True)
