@@ -6,9 +6,10 @@ without it the scanner runs one substring search per *trigger* (a handful of lit
 ``rror`` or ``CUDA`` that every pattern's anchor contains) and filters the lines it finds. Those
 searches run over the block's distinct line *templates* (its lines with their digits removed: a
 training log repeats a few line shapes with other numbers), or over the bytes themselves where
-most lines are distinct. Either way only the few candidate lines are decoded and tested against
-the full regexes, in time linear in the line. Line numbers come from counting newlines between
-hits.
+most lines are distinct; RE2 takes the templates too where candidate lines are many. Either way
+only the candidate lines are decoded and tested against the full regexes, in time linear in the
+line, and an error logged in a loop is matched once (``_match_line``). Line numbers come from
+counting newlines between hits.
 
 How it stays small: it keeps one partial line (at most ``MAX_LINE`` bytes pending: a longer "line"
 — binary data, NUL bytes, progress bars without a newline — is scanned in ``MAX_LINE`` pieces as
