@@ -30,7 +30,7 @@ def install_entry(stem: str) -> str:
     """The cache file named ``stem`` for this install (its package directory): two installs
     that share a cache directory (pipx's and a venv's, two versions) each keep their own entry,
     where one name made them replace each other's at every run."""
-    return f"{stem}-{hashlib.sha256(PACKAGE.encode()).hexdigest()[:16]}.json"
+    return f"{stem}-{hashlib.sha256(os.fsencode(PACKAGE)).hexdigest()[:16]}.json"
 
 
 class Cache(Protocol):

@@ -491,9 +491,13 @@ class Scanner:
                     if template in benign:
                         continue
                     if second(block, start, end) is None:
-                        if len(benign) >= _BENIGN_CACHE:
-                            benign.clear()
-                        benign.add(template)
+                        # kept for every line of this shape only if the shape itself holds
+                        # no literal: removing digits can make one ("N7o inf checks"), and a
+                        # real line of the same shape holds it
+                        if second(template) is None:
+                            if len(benign) >= _BENIGN_CACHE:
+                                benign.clear()
+                            benign.add(template)
                         continue
                 entry = candidates.get(start)
                 if entry is None:
@@ -525,6 +529,11 @@ class Scanner:
                 for signature, pattern, m, matched_text in known:
                     self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
                 return
+        if not remember:
+            # a long line is searched around its triggers' hits (_segments): found the same
+            # way whichever path made it a candidate, or the windows and captures would depend
+            # on the path (templates keep triggers whose literal only the digit-free line holds)
+            triggers = self._line_triggers(line)
         found_here: list[tuple[Signature, Pattern, LineMatch, str]] = []
         matched: set[str] = set()
         following: tuple[bytes, ...] | None = None  # the lines after it, where they were read
@@ -555,6 +564,18 @@ class Scanner:
                 self._memo[line, following] = tuple(found_here)
             else:
                 self._memo[line] = tuple(found_here)
+
+    def _line_triggers(self, line: bytes) -> set[int]:
+        """The triggers of a line as the engine's direct way finds them: with RE2 every
+        trigger in it; with Python's re those whose second stage it passes."""
+        present = {i for i, t in enumerate(self._triggers) if t in line}
+        if self._sweep is not None:
+            return present
+        return {
+            i
+            for i in present
+            if any(lit in line for lit in self._digit_literals[i]) or self._second[i](line)
+        }
 
     def _entries(self, triggers: set[int]) -> Iterator[_Entry]:
         """The patterns of ``triggers``, in the order they are tried."""

@@ -154,11 +154,17 @@ class SystemHost:
         child_env = dict(self._env if env is None else env)
         # The program is found here, as ``which`` finds it, not by Popen: Popen searches every
         # PATH entry, relative ones included, and the child resolves them from its own working
-        # directory ("/"), so "bin" ran /bin's program while ``which`` said there was none; a
-        # relative path names a file from this process's directory, as ``stat`` reads it.
-        program = (
-            _search_path(args[0], child_env) if "/" not in args[0] else os.path.abspath(args[0])
-        )
+        # directory ("/"), so "bin" ran /bin's program while ``which`` said there was none. A
+        # relative path is refused: it names a file in the current directory, whose programs
+        # are never run (root may run envdoctor in anyone's directory).
+        if args[0].startswith("/"):
+            program: str | None = args[0]
+        elif "/" in args[0]:
+            return CommandResult(
+                args, "error", error=f"{args[0]}: a relative path (not run from this directory)"
+            )
+        else:
+            program = _search_path(args[0], child_env)
         if program is None:
             return CommandResult(args, "not-found", error=f"{args[0]}: not found")
         start = time.monotonic()

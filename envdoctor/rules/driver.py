@@ -25,6 +25,7 @@ CONTAINER_NO_GPU_STEPS = (
     "Kubernetes: request nvidia.com/gpu in the pod's resources, so that it is scheduled on a "
     "GPU node",
     "Docker/Podman: run it on a host where nvidia-smi lists a GPU, with --gpus all",
+    "Kata Containers or gVisor: the GPU must be passed into the sandbox (VFIO; gVisor's nvproxy)",
     "a CPU-only container is fine: then drop --expect gpu (or ENVDOCTOR_EXPECT)",
 )
 INSTALL_STEPS = (
@@ -84,8 +85,8 @@ def _installed(ctx: RuleContext) -> Evaluation:
             summary="Run this container on a host with an NVIDIA GPU", steps=CONTAINER_NO_GPU_STEPS
         )
         title = (
-            f"A GPU is expected ({machine.intent.source}) but this container's host has no "
-            "NVIDIA GPU (its PCI bus, which the container sees, lists none)"
+            f"A GPU is expected ({machine.intent.source}) but the PCI bus this container sees "
+            "lists no NVIDIA GPU: its host has none (or a sandbox runtime shows its own bus)"
         )
     else:
         fix = Remediation(

@@ -76,20 +76,22 @@ def _cuda_home_invalid(ctx: RuleContext) -> Iterator[Finding]:
     nvcc = ctx.facts.env.build_nvcc
     if cuda_torch(ctx.facts) is None or not isinstance(nvcc, Absent):
         return
-    if not _found_through(ctx).startswith("$"):
+    through = _found_through(ctx)
+    if not through.startswith("$"):
         return  # no toolkit at all: nothing to build with is not a fault until someone builds
+    var = through[1:].split("=", 1)[0]
     yield Finding(
         code="cuda.cuda-home-invalid",
         severity=Severity.WARNING,
-        title="CUDA_HOME points to no CUDA toolkit: building CUDA extensions will fail "
+        title=f"{var} points to no CUDA toolkit: building CUDA extensions will fail "
         "(nvcc not found)",
         evidence=(("CUDA toolkit", nvcc.reason),),
         remediation=Remediation(
-            summary="Point CUDA_HOME at a CUDA toolkit's root (the directory holding bin/nvcc)",
+            summary=f"Point {var} at a CUDA toolkit's root (the directory holding bin/nvcc)",
             steps=(
                 "ls -d /usr/local/cuda-*   # installed toolkits",
-                "export CUDA_HOME=/usr/local/cuda-<version>",
-                "or unset CUDA_HOME to let torch find nvcc on PATH",
+                f"export {var}=/usr/local/cuda-<version>",
+                f"or unset {var} to let torch find nvcc on PATH",
             ),
         ),
     )

@@ -236,3 +236,14 @@ def test_hung_scontrol_is_killed_within_its_budget(fake_slurm: FakeSlurm) -> Non
     assert time.monotonic() - started < 5
     assert "did not finish within" in info.value.one_line()
     assert "slurmctld did not answer" in info.value.one_line()
+
+
+def test_a_relative_scontrol_path_is_the_one_in_this_directory(
+    fake_slurm: FakeSlurm, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """--scontrol bin/scontrol names the file from where the command is typed, as --python
+    does (the host runs no relative path: it would be read from its children's "/")."""
+    monkeypatch.chdir(fake_slurm.bin_dir.parent)
+    result = healthcheck(fake_slurm, "gpu_lost", "--scontrol", "bin/scontrol", "--node", "gpu042")
+    assert result.exit_code == 1
+    assert fake_slurm.calls and fake_slurm.calls[0] == ["show", "node", "gpu042"]

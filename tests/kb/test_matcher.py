@@ -281,7 +281,9 @@ def test_both_candidate_paths_agree_with_the_obvious_matcher(
 
 # Lines that become error lines only once their digits are removed (a template holds them),
 # and real errors whose key literal has digits ("[802] Call to cuInit", "init failure: 802")
+NO_INF_CHECKS = "AssertionError: No inf checks were recorded for this optimizer."
 NEAR_MISSES = (
+    "AssertionError: N7o inf checks were recorded for this optimizer.",  # NO_INF_CHECKS' shape
     "RuntimeError: CUDA out of me1mory. Tried to allocate 2 MiB",
     "CUDA error: device-side assert trig9gered",
     "RuntimeError: No CUDA G2PUs are available",
@@ -293,17 +295,31 @@ DIGIT_LITERALS = (
 )
 
 
+FILL = "abcdefghijklmnopqrstuvwxyz" * 400
+ILLEGAL = "RuntimeError: CUDA error: an illegal memory access was encountered"
+# Lines over 8 KiB are searched around their triggers' hits: the same hits whichever way the
+# line became a candidate ("Error" and a digit-joined near miss before the real error)
+LONG_LINES = (
+    f"{FILL[:3000]}Error{FILL[:2014]}{ILLEGAL} {FILL[:6000]}",
+    f"{FILL[:3000]}CUDA out of me7mory {FILL[:20]}{ILLEGAL} {FILL[:6000]}",
+)
+
+
 def _windowed_log(seed: int) -> bytes:
     """~2.5 MiB: a stretch of distinct lines (hex ids: templates do not pay there), then
-    templated ones, errors and near misses throughout, so the adaptive scanner changes path."""
+    templated ones, errors, near misses and long lines throughout, so the adaptive scanner
+    changes path."""
     import random
 
     rng = random.Random(seed)  # noqa: S311 (test data)
+    errors = (OOM, ASSERT, CONTEXT.splitlines()[-1], NO_INF_CHECKS, *DIGIT_LITERALS)
     lines = []
     for i in range(40_000):
         roll = rng.random()
-        if roll < 0.002:
-            lines.append(rng.choice((OOM, ASSERT, CONTEXT.splitlines()[-1], *DIGIT_LITERALS)))
+        if i % 5000 == 1234:
+            lines.append(LONG_LINES[i // 5000 % 2])
+        elif roll < 0.002:
+            lines.append(rng.choice(errors))
         elif roll < 0.004:
             lines.append(rng.choice(NEAR_MISSES))
         elif i < 15_000:
@@ -341,6 +357,8 @@ def test_line_templates_never_change_the_result(chunk: int, engine: str) -> None
     oom = sum(line.startswith(b"RuntimeError: CUDA out of memory.") for line in data.split(b"\n"))
     assert counts["cuda.out-of-memory"] == oom  # not its near miss
     assert counts["cuda.system-not-ready"] == sum(data.count(d.encode()) for d in DIGIT_LITERALS)
+    assert counts["amp.no-inf-checks"] == data.count(NO_INF_CHECKS.encode())
+    assert counts["cuda.illegal-memory-access"] >= 4  # of the 8 long lines, with either engine
     assert not counts.keys() & {"cuda.device-assert", "cuda.no-device", "nccl.network-interface"}
     assert scan(1, 0, dense=-1) == direct  # templates always
     assert scan(matcher._TEMPLATE_MIN, matcher._TEMPLATE_BACKOFF) == direct  # as shipped

@@ -166,6 +166,6 @@ def test_a_container_on_a_host_without_a_gpu_is_told_to_move(scenario_report: Sc
     report = scenario_report("cpu_only", intent=Intent.of("gpu", None), files={"/.dockerenv": ""})
     assert report.exit_code == 1
     missing = _finding(report, "driver.not-installed")
-    assert "this container's host has no NVIDIA GPU" in missing.title
+    assert "the PCI bus this container sees lists no NVIDIA GPU" in missing.title
     assert "nvidia.com/gpu" in _steps(missing) and "instance type" not in _steps(missing)
     assert "container.no-gpu-access" not in {f.code for f in report.findings}

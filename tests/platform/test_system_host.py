@@ -190,7 +190,7 @@ def test_a_child_that_closes_its_output_and_runs_on_is_a_timeout() -> None:
 def test_run_finds_programs_as_which_does(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     """A relative PATH entry is searched by neither: Popen's own search would have taken it
     from the child's directory ("/"), running a program that ``which`` says is not there. A
-    relative path names the file from this process's directory, the one ``stat`` reads."""
+    relative path is not run at all: it names a program in the current directory."""
     tool = tmp_path / "bin" / "tool"
     tool.parent.mkdir()
     tool.write_text("#!/bin/sh\necho ran\n")
@@ -201,5 +201,8 @@ def test_run_finds_programs_as_which_does(tmp_path: Path, monkeypatch: pytest.Mo
     assert host.run(["tool"], timeout=10).status == "not-found"
     assert host.run(["tool"], timeout=10, env={"PATH": str(tool.parent)}).stdout == "ran\n"
     monkeypatch.chdir(tmp_path)
-    result = host.run(["bin/tool"], timeout=10)
-    assert (result.status, result.stdout, result.argv) == ("ok", "ran\n", ("bin/tool",))
+    (tmp_path / "tool").symlink_to(tool)
+    for relative_path in ("bin/tool", "./tool"):
+        result = host.run([relative_path], timeout=10)
+        assert (result.status, result.stdout) == ("error", "")
+        assert "a relative path" in result.error

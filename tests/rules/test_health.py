@@ -403,6 +403,7 @@ def test_a_relative_cuda_home_is_reported_and_nothing_under_it_runs(
         )
         assert not (isinstance(env.nvcc, Found) and env.nvcc.value.path.startswith("cuda"))
         assert not marker.exists(), "the current directory's nvcc ran"
-    facts = fx.facts(env=fx.env({"CUDA_HOME": "cuda"}, build_nvcc=env.build_nvcc))
+    facts = fx.facts(env=fx.env({"CUDA_PATH": "cuda"}, build_nvcc=env.build_nvcc))
     (finding,) = findings(facts, "cuda.cuda-home-invalid")
     assert "a relative path" in dict(finding.evidence)["CUDA toolkit"]
+    assert finding.title.startswith("CUDA_PATH points to no CUDA toolkit")  # the one set
