@@ -202,3 +202,26 @@ def test_a_planted_entry_behind_a_symlinked_cache_directory_is_not_used(tmp_path
     # the same entry in the user's own directory is used: the test above can fail
     shutil.copy(planted / ENTRY, tmp_path / "genuine" / "envdoctor" / ENTRY)
     assert "PLANTED" in _explain(log, tmp_path / "genuine").stdout
+
+
+def test_an_install_under_a_path_that_is_not_utf8_explains(tmp_path: Path) -> None:
+    """The cache entry is named after the install's directory; a Latin-1 directory name (bytes
+    that are not UTF-8) must not crash the import."""
+    parent = tmp_path / os.fsdecode(b"caf\xe9")
+    package = Path(cachekey.PACKAGE)
+    shutil.copytree(package, parent / "envdoctor", ignore=shutil.ignore_patterns("__pycache__"))
+    log = tmp_path / "oom.log"
+    log.write_text("RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n")
+    env = {**os.environ, "PYTHONPATH": str(parent), "XDG_CACHE_HOME": str(tmp_path / "cache")}
+    result = subprocess.run(
+        [sys.executable, "-m", "envdoctor", "explain", "--format", "json", str(log)],
+        capture_output=True,
+        text=True,
+        env=env,
+        cwd=tmp_path,
+        timeout=60,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert json.loads(result.stdout)["causes"][0]["id"] == "cuda.out-of-memory"
+    assert len(list((tmp_path / "cache" / "envdoctor").glob("knowledge-base-*.json"))) == 1
