@@ -162,7 +162,7 @@ class Scanner:
         self._bytes = 0
         self._ended_with_newline = True
         self._binary = False
-        self._probed = False
+        self._probed = 0  # bytes of the log looked at for NUL (binary)
         self._undecodable = False
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # strict: it only validates
         self._truncated = 0
@@ -228,9 +228,10 @@ class Scanner:
         self._bytes += len(data)
         if not self._undecodable:
             self._validate(data)
-        if not self._probed:
-            self._probed = True
-            self._binary = b"\x00" in data[:_BINARY_PROBE]
+        if self._probed < _BINARY_PROBE:  # the log's first bytes, in however many pieces
+            head = data[: _BINARY_PROBE - self._probed]
+            self._binary = self._binary or b"\x00" in head
+            self._probed += len(head)
         self._ended_with_newline = data.endswith(b"\n")
         pending = self._pending
         cut = data.rfind(b"\n") + 1

@@ -42,8 +42,10 @@ def test_line_numbers_are_exact() -> None:
 @pytest.mark.parametrize("chunk", [1, 7, 64, 4096, 1 << 20])
 def test_chunking_does_not_change_the_result(chunk: int) -> None:
     data = _log(3000, {5: ASSERT, 1500: OOM, 2999: ASSERT})
+    data = data[:3000] + b"\0" + data[3000:]  # binary: a NUL in the first 8 KiB, however fed
     kb = load_default_kb()
     whole = scan_bytes(data, kb)
+    assert whole.binary
     scanner = Scanner(kb)
     for i in range(0, len(data), chunk):
         scanner.feed(data[i : i + chunk])
@@ -410,3 +412,72 @@ def test_a_run_of_nul_bytes_is_scanned_as_one_cut_line(engine: str) -> None:
     hit = next(h for h in result.hits if h.signature_id == "cuda.out-of-memory")
     assert (hit.count, hit.first_line, hit.last_line) == (2, 2, 3)
     assert (result.truncated_lines, result.lines, result.binary) == (1, 3, True)
+
+
+def _tricky_log(seed: int) -> bytes:
+    """~120 KiB from the corpus' error lines, made hard for the shortcuts: numbers changed and
+    moved into words, lines cut with and without their continuation, repeated in loops, with
+    carriage returns, over 2 and 8 KiB, NUL runs, blank lines."""
+    import random
+
+    from tests.kb.helpers import corpus
+
+    rng = random.Random(seed)  # noqa: S311 (test data)
+    errors = [line for case in corpus() for line in case.log.splitlines() if line.strip()]
+    long_ones = [line for line in errors if len(line) >= 45]
+
+    def renumber(line: bytes) -> bytes:
+        return bytes(rng.choice(b"0123456789") if b in b"0123456789" else b for b in line)
+
+    def digit_in(line: bytes) -> bytes:
+        at = rng.randrange(len(line) + 1)
+        return line[:at] + str(rng.randrange(10)).encode() + line[at:]
+
+    out: list[bytes] = []
+    while sum(map(len, out)) < 120_000:
+        roll = rng.random()
+        line = rng.choice(errors)
+        if roll < 0.3:
+            out.append(f"step {rng.randrange(9999)} loss 0.{rng.randrange(999)} NCCL INFO".encode())
+        elif roll < 0.5:
+            out.append(rng.choice((renumber, digit_in, lambda x: x + b"\r"))(line))
+        elif roll < 0.75:
+            whole = rng.choice(long_ones)
+            cut = rng.randint(40, len(whole))
+            rest = whole[cut:]
+            follow = rng.choice(
+                (rest, b"    " + rest.lstrip(), b"", b"Traceback (most recent call last):")
+            )
+            out.extend([whole[:cut], follow] * rng.choice((1, 1, 5)))
+        elif roll < 0.9:
+            out.extend([rng.choice((line, renumber(line)))] * rng.choice((3, 40)))
+        else:
+            filler = rng.choice((b"x", b"\0")) * rng.choice((2000, 2100, 8300))
+            out.append(rng.choice(long_ones)[:45] + filler + rng.choice((b"", line)))
+    return b"\n".join(out) + b"\n"
+
+
+@pytest.mark.parametrize("engine", available_engines())
+@pytest.mark.parametrize("seed", range(1, 9))
+def test_every_shortcut_gives_the_plain_scanners_result(seed: int, engine: str) -> None:
+    """Line templates, RE2's dense windows, remembered lines and shortlists only save work:
+    forced on or off (or forgetting every 7 lines), the result is the plain scanner's."""
+    data = _tricky_log(seed)
+    kb = load_default_kb()
+
+    def scan(chunk: int, **knobs: int) -> ScanResult:
+        with pytest.MonkeyPatch.context() as mp:
+            for name, value in knobs.items():
+                mp.setattr(matcher, name, value)
+            mp.setattr(Scanner, "_dense", knobs.get("_DENSE", 0) < 0)
+            scanner = Scanner(kb, engine=engine)
+            for i in range(0, len(data), chunk):
+                scanner.feed(data[i : i + chunk])
+            return scanner.finish()
+
+    for chunk in (1 << 20, 4096, 777):  # a cut line is joined only within what was fed
+        plain = scan(chunk, _TEMPLATE_MIN=matcher._TEMPLATE_WINDOW + 1, _CACHED_LINE=-1)
+        assert plain.hits
+        assert scan(chunk, _TEMPLATE_MIN=1, _TEMPLATE_BACKOFF=0, _DENSE=-1) == plain
+        assert scan(chunk, _TEMPLATE_MIN=1, _DENSE=-1, _MEMO_SIZE=7) == plain
+        assert scan(chunk) == plain
