@@ -8,7 +8,7 @@ property to guarantee, not to hope for.
   also finds the candidate lines of every signature in one pass: one automaton for the
   distinctive literal of every pattern, searched over whole blocks of the log, instead of one
   substring search per prefilter trigger (over the block's distinct line templates, or over
-  its bytes where most lines are distinct: ``matcher``). docs/explain.md ("Benchmark") compares
+  its bytes where most lines are distinct: ``candidates``). docs/explain.md ("Benchmark") compares
   the two.
 - **Python's re** backtracks, so the fallback keeps to patterns whose search it can bound: the
   loader admits only the POSIX ERE subset (``ere.to_ere``: no backreferences or lookarounds);

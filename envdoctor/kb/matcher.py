@@ -1,15 +1,11 @@
 """The streaming scanner: a log of any size in, the signatures it contains out, in bounded memory.
 
-How it stays fast: the log is read in blocks of complete lines. With RE2 (``engines``) one
-automaton finds, block by block, the lines that contain the distinctive literal of some pattern;
-without it the scanner runs one substring search per *trigger* (a handful of literals such as
-``rror`` or ``CUDA`` that every pattern's anchor contains) and filters the lines it finds. Those
-searches run over the block's distinct line *templates* (its lines with their digits removed: a
-training log repeats a few line shapes with other numbers), or over the bytes themselves where
-most lines are distinct; RE2 takes the templates too where candidate lines are many. Either way
-only the candidate lines are decoded and tested against the full regexes, in time linear in the
-line, and an error logged in a loop is matched once (``_match_line``). Line numbers come from
-counting newlines between hits.
+How it stays fast: the log is read in blocks of complete lines, and ``candidates`` finds in
+each the few lines worth trying (RE2's automaton of every pattern's key literal, or a substring
+search per *trigger*, over the bytes or over the block's distinct line shapes). Only those
+lines are decoded and tested against the full regexes, in time linear in the line; a line
+tries only the patterns its shape can match, and an error logged in a loop is matched once
+(``_match_line``). Line numbers come from counting newlines between hits.
 
 How it stays small: it keeps one partial line (at most ``MAX_LINE`` bytes pending: a longer "line"
 — binary data, NUL bytes, progress bars without a newline — is scanned in ``MAX_LINE`` pieces as
@@ -28,13 +24,12 @@ the first invalid byte.
 from __future__ import annotations
 
 import codecs
-import re
-from collections.abc import Callable, Iterable, Iterator
-from itertools import accumulate
+from collections.abc import Iterable, Iterator
 from typing import Protocol
 
 from envdoctor.kb import decor
 from envdoctor.kb.anchor import trigger_for
+from envdoctor.kb.candidates import DIGIT_BYTES, CandidateFinder
 from envdoctor.kb.engines import (
     PYTHON_RE,
     RE2,
@@ -63,14 +58,6 @@ LINE_TEXT = 500
 MAX_OCCURRENCES = 8
 CONTEXT_SAMPLES = 3
 _BINARY_PROBE = 8 << 10
-_DIGIT_BYTES = b"0123456789"
-_DIGITS = frozenset(_DIGIT_BYTES)
-_TEMPLATE_SPAN = 256 << 10  # a window: its lines' objects are a few MiB at most
-_TEMPLATE_MIN = 64 << 10  # a few lines (the one left from the last block) go the direct way
-_TEMPLATE_WINDOW = 4 << 20  # and so does a longer stretch without a newline
-_TEMPLATE_BACKOFF = 64  # windows, at most, before templates are tried again
-_DENSE = 256  # candidate lines in a window beyond which RE2 leaves its sweep for templates
-_BENIGN_CACHE = 4096
 _CACHED_LINE = 2 << 10  # lines up to this long: their matches and shortlists are cached
 _MEMO_SIZE = 1024  # entries per cache at most (then forgotten all at once)
 _UTF8_PIECE = 64 << 10
@@ -110,9 +97,6 @@ class Scanner:
 
     ``engine`` is ``"re2"`` or ``"re"`` (``engines``); by default RE2 when it is installed."""
 
-    _dense = False
-    """RE2: the last window had many candidate lines (``_candidates``); set per scanner."""
-
     def __init__(
         self,
         kb: KnowledgeBase,
@@ -139,22 +123,13 @@ class Scanner:
         }
         # RE2: one automaton for the most distinctive literal of every pattern finds the
         # candidate lines; a healthy line that merely contains "error" or "NCCL" costs nothing
-        self._sweep = (
+        sweep = (
             literal_sweep([p.literals[0] for s in kb.signatures for p in s.patterns])
             if self.engine == RE2
             else None
         )
-        # Python's re: the triggers find the candidate lines (built only for this engine)
-        self._searchers: list[Callable[..., re.Match[bytes] | None]] = []
-        self._second: list[Callable[..., re.Match[bytes] | None]] = []
-        self._digit_literals: list[tuple[bytes, ...]] = []
-        self._benign: list[set[bytes]] = []
-        # either engine: the line templates' stages, built with the first window of templates
-        self._template_second: list[Callable[..., re.Match[bytes] | None]] = []
-        self._skip_templates = 0  # windows to scan the direct way before trying templates
-        self._template_backoff = 0
-        if self._sweep is None:
-            self._trigger_stages()
+        key_literals = [{p.literals[0].encode() for _, p, _ in g} for g in self._by_trigger]
+        self._finder = CandidateFinder(self._triggers, key_literals, sweep)
         self._pending = bytearray()
         self._cutting = False  # inside a line longer than MAX_LINE (already counted)
         self._tail = b""
@@ -175,49 +150,13 @@ class Scanner:
         self._shortlists: dict[bytes, tuple[_Entry, ...]] = {}
         self._seen_once: set[bytes] = set()  # line shapes seen once (no shortlist yet)
         # the triggers and each pattern's key literal without digits, for _shortlist
-        self._bare_triggers = [t.translate(None, _DIGIT_BYTES) for t in self._triggers]
+        self._bare_triggers = [t.translate(None, DIGIT_BYTES) for t in self._triggers]
         self._bare_keys = [
-            [p.literals[0].encode().translate(None, _DIGIT_BYTES) for _, p, _ in group]
+            [p.literals[0].encode().translate(None, DIGIT_BYTES) for _, p, _ in group]
             for group in self._by_trigger
         ]
 
     # --- input ------------------------------------------------------------------------------
-
-    def _key_literals(self) -> list[set[bytes]]:
-        """Per trigger, the most distinctive literal of each of its patterns."""
-        return [{p.literals[0].encode() for _, p, _ in group} for group in self._by_trigger]
-
-    def _trigger_stages(self) -> None:
-        """The Python-engine path's stages: a search per trigger, then a second literal test."""
-        self._searchers = [re.compile(re.escape(t)).search for t in self._triggers]
-        # second stage: a line found by a trigger is kept only if it also contains the most
-        # distinctive literal of one of that trigger's patterns (one C-level search per line)
-        distinct = self._key_literals()
-        self._second = [
-            _alternation(lit for lit in lits if not _DIGITS.intersection(lit)) for lits in distinct
-        ]
-        # Lines that trip a trigger without being errors are mostly one template repeated
-        # with other numbers ("val_error_rate 0.0123"). The verdict of the digit-free literals
-        # is cached under the line with its digits removed (removing digits cannot hide a
-        # digit-free literal); the few literals with digits are searched for every time.
-        self._digit_literals = [
-            tuple(lit for lit in lits if _DIGITS.intersection(lit)) for lits in distinct
-        ]
-        self._benign = [set() for _ in self._triggers]  # per trigger
-
-    def _template_stages(self) -> None:
-        """The line templates' stages (either engine; RE2 builds them only for a log long
-        enough to have a window of templates, so a short log compiles nothing with ``re``):
-        a search per trigger, then the second test on a line with its digits removed. A
-        literal with digits is looked for without them (a line that holds it holds it without
-        its digits), so a template that passes none of these tests holds no literal of the
-        trigger, whatever its digits."""
-        if not self._searchers:
-            self._searchers = [re.compile(re.escape(t)).search for t in self._triggers]
-        self._template_second = [
-            _alternation(lit.translate(None, _DIGIT_BYTES) for lit in lits)
-            for lits in self._key_literals()
-        ]
 
     def feed(self, data: bytes) -> None:
         """Scan more of the log. Complete lines are scanned now, a trailing partial line later
@@ -314,7 +253,7 @@ class Scanner:
 
     def _process(self, block: bytes, begin: int, limit: int) -> None:
         """Scan ``block[begin:limit]`` (complete lines, or a forced cut of an endless line)."""
-        candidates = self._candidates(block, begin, limit)
+        candidates = self._finder.find(block, begin, limit)
         counted = begin
         newlines = 0
         for start in sorted(candidates):
@@ -329,182 +268,6 @@ class Scanner:
             if limit - begin >= CONTEXT_BYTES
             else (self._tail + block[begin:limit])[-CONTEXT_BYTES:]
         )
-
-    @staticmethod
-    def _line_start(block: bytes, begin: int, at: int) -> int:
-        return block.rfind(b"\n", begin, at) + 1 or begin
-
-    def _sweep_candidates(
-        self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
-    ) -> None:
-        """RE2: the lines that contain a pattern's distinctive literal, with the triggers in
-        them (each line is looked at once, however many literals it holds); a line short
-        enough for a shortlist (``_match_line``) needs no trigger set."""
-        assert self._sweep is not None
-        sweep = self._sweep
-        pos = begin
-        while pos < limit:
-            hit = sweep(block, pos, limit)
-            if hit < 0:
-                break
-            start = self._line_start(block, begin, hit)
-            end = block.find(b"\n", hit, limit)
-            if end < 0:
-                end = limit
-            if end - start <= _CACHED_LINE:
-                candidates[start] = (end, set())  # its shortlist holds its triggers' patterns
-            else:
-                triggers = {
-                    i for i, t in enumerate(self._triggers) if block.find(t, start, end) >= 0
-                }
-                if triggers:
-                    candidates[start] = (end, triggers)
-            pos = end + 1
-
-    def _candidates(self, block: bytes, begin: int, limit: int) -> dict[int, tuple[int, set[int]]]:
-        """The candidate lines of ``block[begin:limit]`` (start: end, triggers), window by
-        window of about ``_TEMPLATE_SPAN`` bytes.
-
-        Python's re searches each window's distinct line templates, or its bytes where
-        templates do not pay (``_template_candidates``). RE2's sweep is one automaton over the
-        bytes, cheaper than templates while candidate lines are rare; but it is a call per
-        candidate line, so a window with more than ``_DENSE`` of them (an error logged in a
-        loop) sends the next windows to templates, until one has fewer than a quarter of that.
-        """
-        candidates: dict[int, tuple[int, set[int]]] = {}
-        while begin < limit:
-            stop = limit
-            if limit - begin > _TEMPLATE_SPAN:
-                stop = block.find(b"\n", begin + _TEMPLATE_SPAN, limit) + 1 or limit
-            size = stop - begin
-            before = len(candidates)
-            if self._one_byte_run(block, begin, stop):
-                pass  # NUL bytes, zeros: no trigger in it, no line to try
-            elif size < _TEMPLATE_MIN or size > _TEMPLATE_WINDOW:
-                self._direct(block, begin, stop, candidates)
-            elif self._sweep is not None and not self._dense:
-                self._sweep_candidates(block, begin, stop, candidates)
-                self._dense = len(candidates) - before > _DENSE
-            elif self._skip_templates:
-                self._skip_templates -= 1
-                self._direct(block, begin, stop, candidates)
-                self._dense = len(candidates) - before > _DENSE // 4
-            else:
-                self._template_candidates(block, begin, stop, candidates)
-                self._dense = len(candidates) - before > _DENSE // 4
-            begin = stop
-        return candidates
-
-    def _one_byte_run(self, block: bytes, begin: int, limit: int) -> bool:
-        """``block[begin:limit]`` is one byte repeated, with no newline (the NUL bytes a crash
-        leaves in a log file, a log of zeros): no trigger can be in it, unless a trigger is
-        that byte repeated. Checked only where there is no newline: a piece of a line longer
-        than ``MAX_LINE`` (the search for one stops within the first line of other windows)."""
-        if limit - begin < _TEMPLATE_MIN or block.find(b"\n", begin, limit) >= 0:
-            return False
-        byte = block[begin : begin + 1]
-        return block.count(byte, begin, limit) == limit - begin and all(
-            trigger.strip(byte) for trigger in self._triggers
-        )
-
-    def _direct(
-        self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
-    ) -> None:
-        """The engine's own way over the bytes themselves."""
-        if self._sweep is not None:
-            self._sweep_candidates(block, begin, limit, candidates)
-        else:
-            self._direct_candidates(block, begin, limit, candidates)
-
-    def _template_candidates(
-        self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
-    ) -> None:
-        """Each distinct line shape once: a log repeats a few templates with other numbers
-        (step lines, NCCL INFO, metrics), so the lines are stripped of their digits, the
-        distinct templates searched for the triggers and the second-stage literals, and only
-        the lines whose template passes become candidates. On a training log that is one pass
-        over a small fraction of the bytes per trigger instead of one over all of them (and no
-        Python step per trigger word). Where most lines are distinct (ids, hashes) the window
-        costs more than the direct search, so the next windows go the direct way, twice as
-        many after each window that did not pay."""
-        if not self._template_second:
-            self._template_stages()
-        piece = block[begin:limit]
-        templates = piece.translate(None, _DIGIT_BYTES).split(b"\n")
-        joined = b"\n".join(set(templates))  # in any order: each is judged on its own
-        if len(joined) > len(piece) // 2:
-            self._template_backoff = min(2 * self._template_backoff or 1, _TEMPLATE_BACKOFF)
-            self._skip_templates = self._template_backoff
-        else:
-            self._template_backoff = 0
-        passing: dict[bytes, set[int]] = {}
-        rfind = joined.rfind
-        find = joined.find
-        for index, search in enumerate(self._searchers):
-            second = self._template_second[index]
-            pos = 0
-            while True:
-                m = search(joined, pos)
-                if m is None:
-                    break
-                hit, after = m.span()
-                start = rfind(b"\n", 0, hit) + 1
-                end = find(b"\n", after)
-                if end < 0:
-                    end = len(joined)
-                pos = end + 1
-                if second(joined, start, end) is None:
-                    continue
-                template = joined[start:end]
-                passing.setdefault(template, set()).add(index)
-        if not passing:
-            return
-        lines = piece.split(b"\n")
-        ends = list(accumulate(map(len, lines)))
-        for i in [i for i, template in enumerate(templates) if template in passing]:
-            start = begin + (ends[i - 1] if i else 0) + i  # plus the i newlines before it
-            candidates[start] = (start + len(lines[i]), set(passing[templates[i]]))
-
-    def _direct_candidates(
-        self, block: bytes, begin: int, limit: int, candidates: dict[int, tuple[int, set[int]]]
-    ) -> None:
-        """Python's re: one substring search per trigger over the bytes themselves, then the
-        second stage and the cache of benign line templates."""
-        rfind = block.rfind
-        find = block.find
-        for index, search in enumerate(self._searchers):
-            second = self._second[index]
-            with_digits = self._digit_literals[index]
-            benign = self._benign[index]
-            pos = begin
-            while True:
-                m = search(block, pos, limit)
-                if m is None:
-                    break
-                hit, after = m.span()
-                start = rfind(b"\n", begin, hit) + 1 or begin  # inlined _line_start: per hit
-                end = find(b"\n", after, limit)
-                if end < 0:
-                    end = limit
-                pos = end + 1
-                if not (with_digits and any(find(lit, start, end) >= 0 for lit in with_digits)):
-                    template = block[start:end].translate(None, _DIGIT_BYTES)
-                    if template in benign:
-                        continue
-                    if second(block, start, end) is None:
-                        # kept for every line of this shape only if the shape itself holds
-                        # no literal: removing digits can make one ("N7o inf checks"), and a
-                        # real line of the same shape holds it
-                        if second(template) is None:
-                            if len(benign) >= _BENIGN_CACHE:
-                                benign.clear()
-                            benign.add(template)
-                        continue
-                entry = candidates.get(start)
-                if entry is None:
-                    candidates[start] = (end, {index})
-                else:
-                    entry[1].add(index)
 
     def _match_line(
         self,
@@ -534,7 +297,7 @@ class Scanner:
             # a long line is searched around its triggers' hits (_segments): found the same
             # way whichever path made it a candidate, or the windows and captures would depend
             # on the path (templates keep triggers whose literal only the digit-free line holds)
-            triggers = self._line_triggers(line)
+            triggers = self._finder.line_triggers(line)
         found_here: list[tuple[Signature, Pattern, LineMatch, str]] = []
         matched: set[str] = set()
         following: tuple[bytes, ...] | None = None  # the lines after it, where they were read
@@ -566,18 +329,6 @@ class Scanner:
             else:
                 self._memo[line] = tuple(found_here)
 
-    def _line_triggers(self, line: bytes) -> set[int]:
-        """The triggers of a line as the engine's direct way finds them: with RE2 every
-        trigger in it; with Python's re those whose second stage it passes."""
-        present = {i for i, t in enumerate(self._triggers) if t in line}
-        if self._sweep is not None:
-            return present
-        return {
-            i
-            for i in present
-            if any(lit in line for lit in self._digit_literals[i]) or self._second[i](line)
-        }
-
     def _entries(self, triggers: set[int]) -> Iterator[_Entry]:
         """The patterns of ``triggers``, in the order they are tried."""
         for index in sorted(triggers):
@@ -592,7 +343,7 @@ class Scanner:
         so trying them in trigger order gives the same matches as trying the line's own. The
         list is made for a shape seen before (where the line's triggers are known): a log
         whose every line has a shape of its own would only pay for it."""
-        template = line.translate(None, _DIGIT_BYTES)
+        template = line.translate(None, DIGIT_BYTES)
         entries = self._shortlists.get(template)
         if entries is not None:
             return entries
@@ -767,12 +518,6 @@ def scan_stream(
         scanner.feed(data)
         data = stream.read(chunk_size)
     return scanner.finish()
-
-
-def _alternation(literals: Iterable[bytes]) -> Callable[..., re.Match[bytes] | None]:
-    """The search of any of ``literals`` (longest first), or of nothing when there are none."""
-    ordered = sorted(set(literals), key=lambda lit: (-len(lit), lit))
-    return re.compile(b"|".join(re.escape(lit) for lit in ordered) or b"(?!)").search
 
 
 def scan_bytes(data: bytes, kb: KnowledgeBase, *, engine: str | None = None) -> ScanResult:

@@ -9,7 +9,16 @@ import tracemalloc
 
 import pytest
 
-from envdoctor.kb import Scanner, decor, load_default_kb, matcher, scan_bytes, scan_stream
+from envdoctor.kb import (
+    Scanner,
+    candidates,
+    decor,
+    load_default_kb,
+    matcher,
+    scan_bytes,
+    scan_stream,
+)
+from envdoctor.kb.candidates import CandidateFinder
 from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
 from envdoctor.kb.model import Pattern, ScanResult, compiled
@@ -261,12 +270,12 @@ def candidate_path(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPat
     each test runs with the scanner forced onto one of them."""
     path: str = request.param
     if path == "templates":
-        monkeypatch.setattr(matcher, "_TEMPLATE_MIN", 1)  # even a single pending line
-        monkeypatch.setattr(matcher, "_TEMPLATE_BACKOFF", 0)  # never give up on templates
-        monkeypatch.setattr(matcher, "_DENSE", -1)  # RE2: every window is "dense"
-        monkeypatch.setattr(Scanner, "_dense", True)  # from the first one on
+        monkeypatch.setattr(candidates, "_TEMPLATE_MIN", 1)  # even a single pending line
+        monkeypatch.setattr(candidates, "_TEMPLATE_BACKOFF", 0)  # never give up on templates
+        monkeypatch.setattr(candidates, "_DENSE", -1)  # RE2: every window is "dense"
+        monkeypatch.setattr(CandidateFinder, "_dense", True)  # from the first one on
     else:
-        monkeypatch.setattr(matcher, "_TEMPLATE_MIN", matcher._TEMPLATE_WINDOW + 1)
+        monkeypatch.setattr(candidates, "_TEMPLATE_MIN", candidates._TEMPLATE_WINDOW + 1)
     return path
 
 
@@ -343,18 +352,18 @@ def test_line_templates_never_change_the_result(chunk: int, engine: str) -> None
     data = _windowed_log(7)
     kb = load_default_kb()
 
-    def scan(minimum: int, backoff: int, dense: int = matcher._DENSE) -> ScanResult:
+    def scan(minimum: int, backoff: int, dense: int = candidates._DENSE) -> ScanResult:
         with pytest.MonkeyPatch.context() as mp:
-            mp.setattr(matcher, "_TEMPLATE_MIN", minimum)
-            mp.setattr(matcher, "_TEMPLATE_BACKOFF", backoff)
-            mp.setattr(matcher, "_DENSE", dense)
-            mp.setattr(Scanner, "_dense", dense < 0)
+            mp.setattr(candidates, "_TEMPLATE_MIN", minimum)
+            mp.setattr(candidates, "_TEMPLATE_BACKOFF", backoff)
+            mp.setattr(candidates, "_DENSE", dense)
+            mp.setattr(CandidateFinder, "_dense", dense < 0)
             scanner = Scanner(kb, engine=engine)
             for i in range(0, len(data), chunk):
                 scanner.feed(data[i : i + chunk])
             return scanner.finish()
 
-    direct = scan(matcher._TEMPLATE_WINDOW + 1, 0)
+    direct = scan(candidates._TEMPLATE_WINDOW + 1, 0)
     counts = {h.signature_id: h.count for h in direct.hits}
     oom = sum(line.startswith(b"RuntimeError: CUDA out of memory.") for line in data.split(b"\n"))
     assert counts["cuda.out-of-memory"] == oom  # not its near miss
@@ -363,7 +372,7 @@ def test_line_templates_never_change_the_result(chunk: int, engine: str) -> None
     assert counts["cuda.illegal-memory-access"] >= 4  # of the 8 long lines, with either engine
     assert not counts.keys() & {"cuda.device-assert", "cuda.no-device", "nccl.network-interface"}
     assert scan(1, 0, dense=-1) == direct  # templates always
-    assert scan(matcher._TEMPLATE_MIN, matcher._TEMPLATE_BACKOFF) == direct  # as shipped
+    assert scan(candidates._TEMPLATE_MIN, candidates._TEMPLATE_BACKOFF) == direct  # as shipped
 
 
 # NCCL's watchdog line cut by a terminal: its first piece matches only joined with the rest
@@ -468,15 +477,15 @@ def test_every_shortcut_gives_the_plain_scanners_result(seed: int, engine: str) 
     def scan(chunk: int, **knobs: int) -> ScanResult:
         with pytest.MonkeyPatch.context() as mp:
             for name, value in knobs.items():
-                mp.setattr(matcher, name, value)
-            mp.setattr(Scanner, "_dense", knobs.get("_DENSE", 0) < 0)
+                mp.setattr(matcher if hasattr(matcher, name) else candidates, name, value)
+            mp.setattr(CandidateFinder, "_dense", knobs.get("_DENSE", 0) < 0)
             scanner = Scanner(kb, engine=engine)
             for i in range(0, len(data), chunk):
                 scanner.feed(data[i : i + chunk])
             return scanner.finish()
 
     for chunk in (1 << 20, 4096, 777):  # a cut line is joined only within what was fed
-        plain = scan(chunk, _TEMPLATE_MIN=matcher._TEMPLATE_WINDOW + 1, _CACHED_LINE=-1)
+        plain = scan(chunk, _TEMPLATE_MIN=candidates._TEMPLATE_WINDOW + 1, _CACHED_LINE=-1)
         assert plain.hits
         assert scan(chunk, _TEMPLATE_MIN=1, _TEMPLATE_BACKOFF=0, _DENSE=-1) == plain
         assert scan(chunk, _TEMPLATE_MIN=1, _DENSE=-1, _MEMO_SIZE=7) == plain
