@@ -9,7 +9,8 @@ tries only the patterns its shape can match, and an error logged in a loop is ma
 
 How it stays small: it keeps one partial line (at most ``MAX_LINE`` bytes pending: a longer "line"
 — binary data, NUL bytes, progress bars without a newline — is scanned in ``MAX_LINE`` pieces as
-it arrives and counted once in ``truncated_lines``), the last ``CONTEXT_BYTES`` of the log for
+it arrives and counted once in ``truncated_lines``) and the few complete lines before it that
+wait for the lines they may be joined with (``WINDOW`` bytes), the last ``CONTEXT_BYTES`` of the log for
 the context rules, and per signature a count plus the first ``max_occurrences`` occurrences.
 
 Bytes are never decoded wholesale: undecodable input is replaced character by character, so
@@ -159,7 +160,9 @@ class Scanner:
     # --- input ------------------------------------------------------------------------------
 
     def feed(self, data: bytes) -> None:
-        """Scan more of the log. Complete lines are scanned now, a trailing partial line later
+        """Scan more of the log. Complete lines are scanned now, except the last few, which
+        wait until the lines a cut one may be joined with have arrived (``_held_from``: the
+        result does not depend on how the log is cut into pieces), and a trailing partial line
         (at most ``MAX_LINE`` bytes of it are kept: time and memory stay linear and flat
         whatever the input, 400 MB of NUL bytes without a newline included)."""
         if not data:
@@ -173,25 +176,49 @@ class Scanner:
             self._probed += len(head)
         self._ended_with_newline = data.endswith(b"\n")
         pending = self._pending
-        cut = data.rfind(b"\n") + 1
-        if cut:
-            begin = 0
-            if pending:
-                # the pending line ends at the first newline: scan it alone, then the rest of
-                # the block in place (a copy of the whole block would double the memory)
-                begin = data.find(b"\n") + 1
-                pending += memoryview(data)[:begin]
-                line = bytes(pending)
-                pending.clear()
-                self._process(line, 0, len(line))
-            self._process(data, begin, cut)
+        begin = 0
+        if pending:
+            nl = data.find(b"\n")
+            if nl < 0:
+                pending += data  # amortized: fed a byte at a time, nothing is copied again
+                self._cut_long_line()
+                return
+            # The lines held back and the one this data completes, with the start of the data
+            # after them to join a cut line with (a copy of the whole block would double the
+            # memory: only the part a join can read is copied)
+            head = bytes(pending) + data[: nl + 1 + WINDOW]
+            done = len(pending) + nl + 1
+            ready = min(done, _held_from(head, 0, head.rfind(b"\n") + 1, len(head)))
+            self._process(head, 0, ready, lookahead=len(head))
             self._cutting = False
-            pending += memoryview(data)[cut:]
-        else:
-            pending += data  # amortized: fed a byte at a time, nothing is copied again
+            if ready < done:  # the head is all the data there is: some lines still wait
+                pending[:] = head[ready:]
+                self._cut_long_line()
+                return
+            pending.clear()
+            begin = nl + 1
+        cut = data.rfind(b"\n") + 1
+        if cut > begin:
+            held = _held_from(data, begin, cut, len(data))
+            self._process(data, begin, held, lookahead=len(data))
+            self._cutting = False
+            begin = held
+        pending += memoryview(data)[begin:]
+        self._cut_long_line()
+
+    def _cut_long_line(self) -> None:
+        """At most ``MAX_LINE`` bytes of a partial line are kept: a "line" this long is binary
+        data or an endless progress bar, scanned in pieces as it arrives and counted once. The
+        complete lines held before it are scanned first (it gives them all a join can read)."""
+        pending = self._pending
+        partial = pending.rfind(b"\n") + 1
+        if len(pending) - partial <= MAX_LINE:
+            return
+        if partial:
+            head = bytes(pending)
+            self._process(head, 0, partial, lookahead=len(head))
+            del pending[:partial]
         while len(pending) > MAX_LINE:
-            # a "line" this long is binary data or an endless progress bar: scan it in pieces,
-            # count it once
             if not self._cutting:
                 self._cutting = True
                 self._truncated += 1
@@ -251,8 +278,14 @@ class Scanner:
         except UnicodeDecodeError:
             self._undecodable = True
 
-    def _process(self, block: bytes, begin: int, limit: int) -> None:
-        """Scan ``block[begin:limit]`` (complete lines, or a forced cut of an endless line)."""
+    def _process(
+        self, block: bytes, begin: int, limit: int, *, lookahead: int | None = None
+    ) -> None:
+        """Scan ``block[begin:limit]`` (complete lines, or a forced cut of an endless line);
+        a cut line may be joined with the lines after it up to ``lookahead`` (by default
+        ``limit``)."""
+        if begin >= limit:
+            return
         candidates = self._finder.find(block, begin, limit)
         counted = begin
         newlines = 0
@@ -261,7 +294,7 @@ class Scanner:
             counted = start
             end, triggers = candidates[start]
             line_no = self._newlines + newlines + 1
-            self._match_line(block, begin, start, end, line_no, triggers, limit)
+            self._match_line(block, begin, start, end, line_no, triggers, lookahead or limit)
         self._newlines += newlines + block.count(b"\n", counted, limit)
         self._tail = (
             block[limit - CONTEXT_BYTES : limit]
@@ -443,6 +476,27 @@ class _Continuation:
                     self._text, (line.decode("utf-8", errors="replace") for line in self.following)
                 )
         return self._variants
+
+
+def _held_from(block: bytes, begin: int, cut: int, available: int) -> int:
+    """Where the complete lines of ``block[begin:cut]`` start to need more of the log than
+    the ``available`` bytes: a cut line is joined with at most ``decor.MAX_CONTINUATION``
+    complete lines within ``WINDOW`` bytes after it (``_following``), so a line is ready when
+    ``WINDOW`` bytes or that many complete lines follow it. The lines not ready wait for the
+    next piece of the log (or its end), so that a join never depends on where the log was cut
+    into pieces."""
+    ends = [cut - 1]  # the last lines' newlines, newest first
+    while len(ends) <= decor.MAX_CONTINUATION:
+        at = block.rfind(b"\n", begin, ends[-1])
+        if at < 0:
+            break
+        ends.append(at)
+    waiting = cut
+    for i, end in enumerate(ends[: decor.MAX_CONTINUATION]):  # line i has i lines after it
+        if end + 1 + WINDOW <= available:
+            break
+        waiting = ends[i + 1] + 1 if i + 1 < len(ends) else begin
+    return waiting
 
 
 def _following(block: bytes, end: int, limit: int) -> tuple[bytes, ...]:

@@ -484,9 +484,9 @@ def test_every_shortcut_gives_the_plain_scanners_result(seed: int, engine: str) 
                 scanner.feed(data[i : i + chunk])
             return scanner.finish()
 
-    for chunk in (1 << 20, 4096, 777):  # a cut line is joined only within what was fed
-        plain = scan(chunk, _TEMPLATE_MIN=candidates._TEMPLATE_WINDOW + 1, _CACHED_LINE=-1)
-        assert plain.hits
+    plain = scan(1 << 30, _TEMPLATE_MIN=candidates._TEMPLATE_WINDOW + 1, _CACHED_LINE=-1)
+    assert plain.hits
+    for chunk in (1 << 20, 4096, 777, 13):  # a cut line is joined across pieces too
         assert scan(chunk, _TEMPLATE_MIN=1, _TEMPLATE_BACKOFF=0, _DENSE=-1) == plain
         assert scan(chunk, _TEMPLATE_MIN=1, _DENSE=-1, _MEMO_SIZE=7) == plain
         assert scan(chunk) == plain
