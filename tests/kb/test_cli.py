@@ -12,6 +12,7 @@ from envdoctor.model.facts import Facts, LibraryCopy, LibraryFamily
 from envdoctor.model.probed import Found, ProbeFailed
 from tests import factories
 from tests.kb.helpers import CORPUS
+from tests.kb.test_decor import WATCHDOG
 from tests.runner import invoke as cli_invoke
 from tests.schemas import validate
 
@@ -143,6 +144,26 @@ def test_run_passes_output_through_keeps_exit_code_and_explains(tmp_path: Path) 
     assert "cuda.device-assert" in result.stderr
     saved = log.read_text(encoding="utf-8")
     assert "epoch 1 loss 0.5" in saved and "device-side assert" in saved
+
+
+WRAPPED_IN_TWO_WRITES = (
+    "import sys, time\n"
+    f"WATCHDOG = {WATCHDOG!r}\n"
+    "print(WATCHDOG[:137], flush=True)  # a terminal's wrap: the rest comes on the next line\n"
+    "time.sleep(0.3)  # and in another read of the pipe\n"
+    "print(WATCHDOG[137:], flush=True)\n"
+    "sys.exit(1)\n"
+)
+
+
+def test_run_joins_a_wrapped_line_that_arrives_in_two_reads() -> None:
+    """The pieces of a command's output are scanned as they arrive; a cut line waits for the
+    lines it may be joined with, so a wrap split between two reads is still one error."""
+    argv = ["run", "--format", "json", "--", sys.executable, "-c", WRAPPED_IN_TWO_WRITES]
+    result = cli_invoke(argv)
+    assert result.exit_code == 1
+    data = json.loads(result.stdout)
+    assert data["causes"][0]["id"] == "nccl.timeout"
 
 
 def test_run_success_is_silent_and_exit_0() -> None:
