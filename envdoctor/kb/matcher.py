@@ -326,7 +326,7 @@ class Scanner:
                 for signature, pattern, m, matched_text in known:
                     self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
                 return
-        if not remember:
+        else:
             # a long line is searched around its triggers' hits (_segments): found the same
             # way whichever path made it a candidate, or the windows and captures would depend
             # on the path (templates keep triggers whose literal only the digit-free line holds)
@@ -348,7 +348,7 @@ class Scanner:
                 matched.add(signature.id)
                 found_here.append((signature, pattern, m, matched_text))
                 self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
-            following = joined.following if joined.read_on else None
+            following = joined.following
         if remember:
             # A line repeated (an error logged in a loop) is matched once: what it matched
             # depends on the line alone, or on the line and the few after it that a cut line
@@ -461,19 +461,17 @@ class _Continuation:
     def __init__(self, block: bytes, end: int, limit: int, text: str) -> None:
         self._block, self._end, self._limit, self._text = block, end, limit, text
         self._variants: tuple[str, ...] | None = None
-        self.read_on = False
-        """Whether the lines after this one were read (a match may depend on them)."""
-        self.following: tuple[bytes, ...] = ()
-        """Those lines (``_following``), when they were read."""
+        self.following: tuple[bytes, ...] | None = None
+        """The lines after this one (``_following``) once they were read: a match may then
+        depend on them."""
 
     def variants(self) -> tuple[str, ...]:
         if self._variants is None:
             self._variants = ()
             if len(self._text) <= LONG_LINE and decor.looks_cut(self._text):
-                self.read_on = True
-                self.following = _following(self._block, self._end, self._limit)
+                following = self.following = _following(self._block, self._end, self._limit)
                 self._variants = decor.continued(
-                    self._text, (line.decode("utf-8", errors="replace") for line in self.following)
+                    self._text, (line.decode("utf-8", errors="replace") for line in following)
                 )
         return self._variants
 
@@ -513,10 +511,9 @@ def _search(
 ) -> tuple[LineMatch, str] | None:
     """A match of ``pattern`` (with ``search``, the engine's) in the line, or in the line joined
     with the lines that continue it when the line holds the pattern's anchor and key literal
-    but is cut short (a wrap)."""
+    but is cut short (a wrap). The caller has seen the key literal in the line (both ways need
+    it; most patterns are passed over on that test alone)."""
     literals = pattern.literals
-    if literals[0] not in text:
-        return None  # both ways below need the key literal in the line: most patterns end here
     if all(literal in text for literal in literals):
         m = search(text)
         if m is not None:
