@@ -75,6 +75,12 @@ def intent_of(args: Args, host: Host, *, spec_gpus: bool = False) -> Intent:
     return Intent.of(expect, value, spec_gpus=spec_gpus)
 
 
+def from_here(path: str) -> str:
+    """A path the user typed, made absolute as ``Path.absolute()`` does (joined to the working
+    directory, ".." kept): the host runs no relative path, its children start in ``/``."""
+    return os.path.join(os.getcwd(), path)
+
+
 def resolve_python(host: Host, python: str) -> str:
     """The interpreter ``--python`` names: a path made absolute, a bare name looked up on PATH.
 
@@ -91,8 +97,7 @@ def resolve_python(host: Host, python: str) -> str:
         if resolved is None:
             raise EnvdoctorError(f"--python {python}: no such interpreter on PATH")
         return resolved
-    # as Path.absolute(): joined to the working directory, ".." kept
-    given, python = python, os.path.join(os.getcwd(), python)
+    given, python = python, from_here(python)
     info = host.stat(python)
     if not isinstance(info, Found):
         raise EnvdoctorError(f"--python {given}: no such interpreter")

@@ -18,7 +18,13 @@ import time
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, intent_for, resolve_python, user_cache_of
+from envdoctor.cli.common import (
+    Invocation,
+    from_here,
+    intent_for,
+    resolve_python,
+    user_cache_of,
+)
 from envdoctor.terminal import safe_line
 
 FACTS_SHARE = 0.6  # of the budget for probing; the rest is for scontrol (two calls at most)
@@ -75,12 +81,13 @@ def run(inv: Invocation) -> int:
     verdict = verdict_line(report)
 
     host.doing = "waiting for scontrol"
+    scontrol = args.text("scontrol") or "scontrol"
+    if "/" in scontrol:
+        scontrol = from_here(scontrol)  # a path as typed, from where it was typed
     left = timeout - (time.monotonic() - started) - EXIT_MARGIN
     try:
         name = args.text("node") or slurm.node_name(host.env(), facts.host.hostname)
-        client = slurm.Scontrol(
-            host, slurm.find_scontrol(host, args.text("scontrol") or "scontrol"), Deadline(left)
-        )
+        client = slurm.Scontrol(host, slurm.find_scontrol(host, scontrol), Deadline(left))
         action, argv = slurm.apply(
             client,
             name,

@@ -12,7 +12,6 @@ here it gives up after a few seconds and says so, and the next run acts.
 
 from __future__ import annotations
 
-import os
 import re
 from collections.abc import Mapping
 
@@ -194,10 +193,9 @@ def node_name(env: Mapping[str, str], hostname: Probed[str]) -> str:
 
 
 def find_scontrol(host: Host, program: str) -> str:
-    """The scontrol to run: a path as given (a relative one joined to the working directory,
-    as ``--python``'s: the host runs no relative path), else looked up on PATH."""
+    """The scontrol to run: a path as given, else looked up on PATH."""
     if "/" in program:
-        return program if program.startswith("/") else os.path.join(os.getcwd(), program)
+        return program
     found = host.which(program)
     if found is None:
         raise SlurmError(
