@@ -21,6 +21,7 @@ from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from envdoctor.model.record import record
+from envdoctor.model.units import whole
 
 if TYPE_CHECKING:
     import torch  # noqa: TID251 (type names only; guard runs where torch is already imported)
@@ -312,7 +313,8 @@ def existing_location(location: str) -> str:
         if not torch.cuda.is_available():
             return "cpu"
         _, _, index = location.partition(":")
-        if index.isdigit() and int(index) < torch.cuda.device_count():
+        number = whole(index, 9)  # the checkpoint's text: "cuda:²" must not raise here
+        if number is not None and number < torch.cuda.device_count():
             return location
         return f"cuda:{torch.cuda.current_device()}"
     if location.startswith("mps"):

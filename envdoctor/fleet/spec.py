@@ -36,7 +36,7 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import passed
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
 from envdoctor.model.record import record
-from envdoctor.model.units import plural
+from envdoctor.model.units import plural, whole
 from envdoctor.model.views import driver_view, torch_not_probed
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.terminal import safe_line
@@ -768,9 +768,9 @@ def _cudnn_drift(
 def cudnn_dotted(raw: str) -> str:
     """cuDNN's integer version as dotted text: 91500 → 9.15.0, 8902 → 8.9.2; dotted stays."""
     raw = raw.strip()
-    if not raw.isdigit():
+    n = whole(raw)
+    if n is None:
         return raw
-    n = int(raw)
     if n >= 10000:  # cuDNN 9+: major * 10000 + minor * 100 + patch
         return f"{n // 10000}.{n % 10000 // 100}.{n % 100}"
     return f"{n // 1000}.{n % 1000 // 100}.{n % 100}"  # cuDNN 7 and 8: major * 1000 + …
@@ -778,8 +778,8 @@ def cudnn_dotted(raw: str) -> str:
 
 def _version_matches(actual: str, expected: str) -> bool:
     """Equal on as many parts as ``expected`` gives (``12`` matches 12.4; 13.0 matches 13)."""
-    a = [int(p) for p in actual.split(".") if p.isdigit()]
-    e = [int(p) for p in expected.split(".") if p.isdigit()]
+    a = [n for p in actual.split(".") if (n := whole(p)) is not None]
+    e = [n for p in expected.split(".") if (n := whole(p)) is not None]
     a += [0] * (len(e) - len(a))
     return a[: len(e)] == e
 

@@ -11,7 +11,7 @@ from collections.abc import Callable, Mapping
 
 from envdoctor.kb.model import KnowledgeBase
 from envdoctor.model.record import record
-from envdoctor.model.units import scaled
+from envdoctor.model.units import scaled, whole
 
 
 @record
@@ -40,12 +40,13 @@ _UNITS = {
     "gb": 1000**3,
     "tib": 1 << 40,
 }
-_SIZE = re.compile(r"^\s*([0-9]+(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*$")
+# at most 15 digits before the point: a double holds them exactly, and no GPU has 1e15 of a unit
+_SIZE = re.compile(r"^\s*([0-9]{1,15}(?:\.[0-9]+)?)\s*([A-Za-z]+)\s*$")
 GiB = 1 << 30
 
 
 def parse_size(text: str | None) -> int | None:
-    """``"2.00 GiB"`` → bytes; None when the text is not a size."""
+    """``"2.00 GiB"`` → bytes; None when the text is not a size (nor a 400-digit "size")."""
     if not text:
         return None
     m = _SIZE.match(text)
@@ -223,9 +224,10 @@ def taken_elsewhere(elsewhere: int | None, total: int | None) -> bool:
 def analyze_xid(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
     """Look the Xid code up in NVIDIA's catalog: what it means, what to do."""
     raw = captures.get("xid")
-    if raw is None or not raw.isdigit():
+    code = whole(raw, 9)
+    if code is None:
         return Analysis()
-    entry = kb.xid.get(int(raw))
+    entry = kb.xid.get(code)
     if entry is None:
         return Analysis(
             (
@@ -243,8 +245,8 @@ def analyze_driver_too_old(captures: Mapping[str, str], kb: KnowledgeBase) -> An
     11040 = CUDA 11.4) stands; torch's environment report alone is judged by its numbers."""
     del kb
     raw = captures.get("found")
-    if raw is not None and raw.isdigit():
-        version = int(raw)
+    version = whole(raw, 9)
+    if version is not None:
         cuda = f"{version // 1000}.{version % 1000 // 10}"
         return Analysis(
             (

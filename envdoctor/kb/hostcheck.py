@@ -16,6 +16,7 @@ from envdoctor.kb.oomcheck import check_memory_holders, holder_label
 from envdoctor.model.containers import SHM_ENOUGH, SHM_PATH
 from envdoctor.model.facts import Facts, GpuFacts, NvmlErrorKind
 from envdoctor.model.probed import Found, ProbeFailed, value_or, why_missing
+from envdoctor.model.units import whole
 from envdoctor.model.views import driver_view, gpu_presence, module_state, nvml_gpus
 from envdoctor.model.visible import visible_gpus
 
@@ -39,12 +40,12 @@ def check_gpu_memory(captures: Mapping[str, str], facts: Facts) -> HostCheck:
     gpus = _gpus(facts)
     if gpus is None:
         return HostCheck(name, Verdict.NEUTRAL, f"GPU memory unknown: {_nvml_reason(facts)}")
-    wanted = captures.get("gpu")
+    wanted = whole(captures.get("gpu"), 9)
     evidence: list[tuple[str, str]] = []
     short: list[str] = []
     holders: list[str] = []
     for gpu in gpus:
-        if wanted is not None and wanted.isdigit() and gpu.index != int(wanted):
+        if wanted is not None and gpu.index != wanted:
             continue
         memory = value_or(gpu.memory, None)
         if memory is None:
@@ -173,17 +174,17 @@ def check_gpu_count(captures: Mapping[str, str], facts: Facts) -> HostCheck:
     evidence.append(
         ("GPUs visible", str(count) + (f" ({visible.problem})" if visible.problem else ""))
     )
-    raw = captures.get("device")
-    if raw is not None and raw.isdigit():
-        if int(raw) >= count:
+    device = whole(captures.get("device"), 9)
+    if device is not None:
+        if device >= count:
             return HostCheck(
                 name,
                 Verdict.CONFIRMS,
-                f"the checkpoint names cuda:{raw} but only {count} GPU(s) are visible here",
+                f"the checkpoint names cuda:{device} but only {count} GPU(s) are visible here",
                 tuple(evidence),
             )
         return HostCheck(
-            name, Verdict.NEUTRAL, f"cuda:{raw} exists here ({count} visible)", tuple(evidence)
+            name, Verdict.NEUTRAL, f"cuda:{device} exists here ({count} visible)", tuple(evidence)
         )
     if count == 0:
         return HostCheck(

@@ -38,3 +38,12 @@ def plural(n: int, noun: str, many: str = "") -> str:
     """``n`` and its noun in the right number: "1 line", "0 lines", "1,024 lines" (``many``
     for a plural that is not noun + s: "1 copy", "2 copies")."""
     return f"{n:,} {noun if n == 1 else many or noun + 's'}"
+
+
+def whole(text: str | None, digits: int = 18) -> int | None:
+    """``text`` as a whole number when it is one to a person and to C: ASCII digits only, at
+    most ``digits`` of them; else None. ``str.isdigit()`` alone lets "²" and 5000-digit runs
+    through, on which ``int()`` raises (Python refuses more than 4300 digits)."""
+    if not text or len(text) > digits or not (text.isascii() and text.isdigit()):
+        return None
+    return int(text)

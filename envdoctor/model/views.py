@@ -428,6 +428,13 @@ def denied_nodes(nodes: tuple[DeviceNode, ...]) -> list[DeviceNode]:
     ]
 
 
+def _octal(mode: str) -> int:
+    """A node's permission bits ("0666"); 0 for text that is not octal (a snapshot's mode is
+    any text: int("²", 8) raises)."""
+    ok = 0 < len(mode) <= 7 and all(c in "01234567" for c in mode)
+    return int(mode, 8) if ok else 0
+
+
 def group_only(nodes: list[DeviceNode]) -> int | None:
     """The one non-root group that every denied node grants read/write to (mode 0660-like),
     or None: then only the driver's device-file parameters (or a udev rule) help."""
@@ -435,7 +442,7 @@ def group_only(nodes: list[DeviceNode]) -> int | None:
     if len(gids) != 1:
         return None
     gid = gids.pop()
-    group_rw = all((int(n.mode, 8) & 0o060) == 0o060 for n in nodes)
+    group_rw = all(_octal(n.mode) & 0o060 == 0o060 for n in nodes)
     return gid if gid > 0 and group_rw else None
 
 

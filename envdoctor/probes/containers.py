@@ -71,7 +71,7 @@ OPEN_TIMEOUT = 0.5
 _CTK_VERSION = re.compile(r"version\s+v?(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
 _CLI_VERSION = re.compile(r"^(?:cli-)?version:\s*v?(\S+)", re.MULTILINE)
 _LIB_VERSION = re.compile(r"^lib-version:\s*v?(\S+)", re.MULTILINE)
-_SHM_SIZE = r"(?:^|,)size=(\d+)([kmg]?)(?:,|$)"  # compiled on first use (in a container)
+_SHM_SIZE = r"(?:^|,)size=([0-9]{1,18})([kmg]?)(?:,|$)"  # compiled on first use (in a container)
 REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
 REQUIRE_OTHERS = ("NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
 # NVML failures after which opening the device nodes tells nothing more.

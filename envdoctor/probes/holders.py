@@ -413,7 +413,7 @@ def _nvidia_nodes(host: Host) -> tuple[str, ...]:
 
 
 def _pids(text: str) -> list[int]:
-    return sorted({int(m) for m in re.findall(r"\b(\d+)[a-zA-Z]*\b", text)})
+    return sorted({int(m) for m in re.findall(r"\b([0-9]{1,9})[a-zA-Z]*\b", text)})
 
 
 def _passwd(host: Host) -> dict[int, str]:

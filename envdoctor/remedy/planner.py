@@ -29,6 +29,7 @@ from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Absent, Found
 from envdoctor.model.record import record
+from envdoctor.model.units import whole
 from envdoctor.model.views import denied_nodes, gpu_presence, group_only, nvml_gpus
 from envdoctor.probes.holders import GPU_SERVICES, FixFacts, GpuHolder
 from envdoctor.remedy import distro, wheel
@@ -677,6 +678,7 @@ def _driver_branch(findings: Iterable[Finding]) -> str:
 
 def _cc(text: str) -> tuple[int, int]:
     major, _, minor = text.partition(".")
+    numbers = (whole(major, 9), whole(minor or "0", 9))
     return (
-        (int(major), int(minor or 0)) if major.isdigit() and (minor or "0").isdigit() else (99, 0)
+        (numbers[0], numbers[1]) if numbers[0] is not None and numbers[1] is not None else (99, 0)
     )

@@ -149,7 +149,7 @@ def newest_variant_for(cuda: str) -> str | None:
 
 
 def _version(text: str) -> tuple[int, int] | None:
-    match = re.match(r"^\s*([0-9]+)\.([0-9]+)", text)
+    match = re.match(r"^\s*([0-9]{1,9})\.([0-9]{1,9})", text)
     return (int(match.group(1)), int(match.group(2))) if match else None
 
 

@@ -15,6 +15,7 @@ from envdoctor.compat.recommend import (
 from envdoctor.compat.tables import CompatTables, TorchVariant
 from envdoctor.compat.versions import cuda_text
 from envdoctor.envelope import envelope
+from envdoctor.model.units import whole
 from envdoctor.terminal import safe_text
 
 # A report is a list of sections: a heading ("" for none) and its items, each (kind, text).
@@ -162,7 +163,8 @@ def _python_range(spec: str) -> str:
             low = part[2:]
         elif part.startswith("<"):
             major, _, minor = part[1:].partition(".")
-            high = f"{major}.{int(minor) - 1}" if minor.isdigit() else part[1:]
+            number = whole(minor, 9)
+            high = f"{major}.{number - 1}" if number is not None else part[1:]
     return f"{low} to {high}" if low and high else spec
 
 

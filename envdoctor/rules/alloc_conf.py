@@ -22,17 +22,61 @@ from collections.abc import Callable
 # Each value check returns why torch rejects the value, or "".
 Check = Callable[[str], str]
 
-_INT = r"^[+-]?\d+"  # compiled on first use: most machines set no allocator options
-_FLOAT = r"^[+-]?(?:\d+\.?\d*|\.\d+)(?:[eE][+-]?\d+)?"
+# ASCII digits only, as C's strto* read them in the C locale ("٥١٢" is not a number to torch)
+_INT = r"^[+-]?[0-9]+"  # compiled on first use: most machines set no allocator options
+_FLOAT = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_HEX_FLOAT = r"^[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
+_INF_NAN = r"^[+-]?(?:inf(?:inity)?|nan)"
 _SEPARATORS = ",:[]"
+_ULL = 1 << 64
 
 
-def _leading_int(text: str) -> int | None:
+class _UnreadError(Exception):
+    """A value ``stoull``/``stod`` refuse: torch raises on it (invalid_argument, out_of_range)."""
+
+
+def _shown(text: str) -> str:
+    return repr(text) if len(text) <= 40 else f"{text[:24]!r}… ({len(text)} characters)"
+
+
+def _leading_int(text: str) -> int:
+    """The number C++'s ``stoull`` reads: its leading digits; a negative one wraps (as strtoull
+    negates), one beyond 64 bits is out of range."""
     match = re.match(_INT, text)
     if match is None:
-        return None
-    value = int(match.group(0))
-    return value % (1 << 64)  # stoull wraps a negative number, as C++ does
+        raise _UnreadError(f"{_shown(text)} is not a number")
+    digits = match.group(0).lstrip("+-")
+    if len(digits.lstrip("0")) > 20:  # more than 20 digits is beyond 64 bits
+        raise _UnreadError(f"{_shown(text)} is out of range (more than 64 bits)")
+    value = int(digits)
+    if value >= _ULL:
+        raise _UnreadError(f"{_shown(text)} is out of range (more than 64 bits)")
+    return (_ULL - value) % _ULL if match.group(0).startswith("-") else value
+
+
+def _leading_float(text: str) -> float:
+    """The number C++'s ``stod`` reads: decimal or hexadecimal, inf or nan; a value a double
+    cannot hold (overflow, or underflow to a subnormal or to zero) is out of range."""
+    import math
+    import sys
+
+    special = re.match(_INF_NAN, text, re.IGNORECASE)
+    if special is not None:
+        return float(special.group(0))
+    hexa = re.match(_HEX_FLOAT, text)
+    match = hexa or re.match(_FLOAT, text)
+    if match is None:
+        raise _UnreadError(f"{_shown(text)} is not a number")
+    shown = match.group(0)
+    mantissa = re.split("[pP]" if hexa else "[eE]", shown.lstrip("+-"))[0]
+    try:
+        value = float.fromhex(shown) if hexa else float(shown)
+    except OverflowError:  # fromhex refuses what a double cannot hold; float() gives inf
+        value = math.inf
+    nonzero = any(c not in "0." for c in mantissa.lower().removeprefix("0x"))
+    if math.isinf(value) or (nonzero and abs(value) < sys.float_info.min):
+        raise _UnreadError(f"{_shown(text)} is out of range for a double")
+    return value
 
 
 def _boolean(value: str) -> str:
@@ -41,16 +85,11 @@ def _boolean(value: str) -> str:
 
 def _size_mb(value: str) -> str:
     number = _leading_int(value)
-    if number is None:
-        return f"{value!r} is not a number"
     return "" if number >= 20 else f"{number} is too small: it must be >= 20 (MB)"
 
 
 def _fraction(value: str) -> str:
-    match = re.match(_FLOAT, value)
-    if match is None:
-        return f"{value!r} is not a number"
-    number = float(match.group(0))
+    number = _leading_float(value)
     return "" if 0 < number < 1 else f"{number:g} is not in (0.0, 1.0)"
 
 
@@ -60,15 +99,11 @@ def _power_of_two(number: int) -> bool:
 
 def _divisions(value: str) -> str:
     number = _leading_int(value)
-    if number is None:
-        return f"{value!r} is not a number"
     return "" if _power_of_two(number) else f"{number} divisions: must be a power of 2"
 
 
 def _threads(value: str) -> str:
     number = _leading_int(value)
-    if number is None:
-        return f"{value!r} is not a number"
     if not _power_of_two(number):
         return f"{number} register threads: must be a power of 2"
     return "" if number <= 128 else f"{number} register threads: at most 128"
@@ -76,8 +111,6 @@ def _threads(value: str) -> str:
 
 def _positive(value: str) -> str:
     number = _leading_int(value)
-    if number is None:
-        return f"{value!r} is not a number"
     return "" if number > 0 else "must be greater than 0"
 
 
@@ -134,23 +167,26 @@ def judge(text: str) -> list[str]:
     while i < len(toks):
         key = toks[i]
         if key in _SEPARATORS:
-            return [f"an empty entry or a stray {key!r} (torch fails on it)"]
+            return [f"an empty entry or a stray {_shown(key)} (torch fails on it)"]
         if i + 1 >= len(toks) or toks[i + 1] != ":":
-            return [f"{key!r} is not key:value"]
+            return [f"{_shown(key)} is not key:value"]
         if i + 2 >= len(toks) or toks[i + 2] in ",:]":
-            return [f"{key!r} has no value"]
+            return [f"{_shown(key)} has no value"]
         check = KEYS.get(key)
         if check is None:
-            return [f"unknown key {key!r} (a CUDA build of torch raises 'Unrecognized key')"]
-        if key == "roundup_power2_divisions" and toks[i + 2] == "[":
-            problem, i = _division_list(toks, i + 3)
-        else:
-            problem, i = check(toks[i + 2]), i + 2
+            return [f"unknown key {_shown(key)} (a CUDA build of torch raises 'Unrecognized key')"]
+        try:
+            if key == "roundup_power2_divisions" and toks[i + 2] == "[":
+                problem, i = _division_list(toks, i + 3)
+            else:
+                problem, i = check(toks[i + 2]), i + 2
+        except _UnreadError as exc:
+            return [f"{key}: {exc}"]
         if problem:
             return [f"{key}: {problem}"]
         if i + 1 < len(toks):
             if toks[i + 1] != ",":
-                return [f"expected ',' after {key}'s value, got {toks[i + 1]!r}"]
+                return [f"expected ',' after {key}'s value, got {_shown(toks[i + 1])}"]
             i += 1
         i += 1
     return []
@@ -163,12 +199,10 @@ def _division_list(toks: list[str], i: int) -> tuple[str, int]:
         if i + 2 >= len(toks) or toks[i + 1] != ":":
             return f"{interval!r} in the list is not interval:divisions", i
         divisions = _leading_int(toks[i + 2])
-        if divisions is None or (divisions != 0 and not _power_of_two(divisions)):
-            return f"divisions {toks[i + 2]!r}: must be a power of 2, or 0", i
-        if interval != ">":
-            number = _leading_int(interval)
-            if number is None or not _power_of_two(number):
-                return f"interval {interval!r}: must be a power of 2", i
+        if divisions != 0 and not _power_of_two(divisions):
+            return f"divisions {_shown(toks[i + 2])}: must be a power of 2, or 0", i
+        if interval != ">" and not _power_of_two(_leading_int(interval)):
+            return f"interval {_shown(interval)}: must be a power of 2", i
         i += 3
         if i < len(toks) and toks[i] == ",":
             i += 1

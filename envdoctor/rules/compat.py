@@ -356,7 +356,7 @@ _INCOMPATIBLE = (  # a pattern string: re compiles it on first use, not at impor
     r"compiled\s+against\s+\((\d+),\s*(\d+),\s*(\d+)\)\s+but\s+(?:found\s+runtime\s+version|linked\s+against)"
     r"\s+\((\d+),\s*(\d+),\s*(\d+)\)"
 )
-_LIB_VERSION = r"libcudnn\.so\.(\d+(?:\.\d+)*)$"
+_LIB_VERSION = r"libcudnn\.so\.([0-9]{1,9}(?:\.[0-9]{1,9})*)$"  # bounded: int() of the major
 
 
 def _cudnn_wheel(build: TorchBuild) -> tuple[str, str] | None:
@@ -395,7 +395,7 @@ def _cudnn_cuda_incompatible(ctx: RuleContext) -> Evaluation:
         return
     wheel = _cudnn_wheel(build)
     if wheel:
-        match = re.match(r"nvidia-cudnn-cu(\d+)$", wheel[0].lower())
+        match = re.match(r"nvidia-cudnn-cu([0-9]{1,9})$", wheel[0].lower())
         if match and int(match.group(1)) != cuda[0]:
             yield Finding(
                 code="cudnn.cuda-incompatible",

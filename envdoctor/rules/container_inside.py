@@ -20,6 +20,7 @@ from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
+from envdoctor.model.units import whole
 from envdoctor.model.views import MachineKind, MachineView, nvml_system
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.rules.container_host import cdi_generate_argv
@@ -255,8 +256,8 @@ def _mismatch(ctx: RuleContext) -> Evaluation:
 
 
 def _version(text: str) -> tuple[int, ...] | None:
-    parts = text.split(".")
-    return tuple(int(p) for p in parts) if all(p.isdigit() for p in parts) else None
+    parts = [whole(p) for p in text.split(".")]
+    return tuple(p for p in parts if p is not None) if None not in parts else None
 
 
 def _holds(op: str, left: tuple[int, ...], right: tuple[int, ...]) -> bool:

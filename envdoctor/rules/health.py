@@ -53,7 +53,7 @@ RECOVERY_ACTIONS = {
     6: ("a bus reset", Severity.ERROR),
     7: ("a system reboot", Severity.ERROR),
 }
-_RECOVERY = r"\bto (0x[0-9A-Fa-f]+|\d+)"
+_RECOVERY = r"\bto (0x[0-9A-Fa-f]{1,16}|[0-9]{1,9})\b"  # bounded: int() of it
 INCOMPLETE = (
     "does not reach back to boot (the kernel's ring buffer wrapped, or the journal was cut): "
     "earlier Xid events may be missing"

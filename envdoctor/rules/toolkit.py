@@ -14,6 +14,7 @@ from collections.abc import Iterator
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable
 from envdoctor.model.probed import Absent, Found, why_missing
+from envdoctor.model.units import whole
 from envdoctor.model.views import cuda_torch
 from envdoctor.rules.base import Rule, RuleContext, judged
 
@@ -108,9 +109,8 @@ def _found_through(ctx: RuleContext) -> str:
 
 def _major_minor(version: str) -> tuple[int, int] | None:
     parts = version.split(".")
-    if len(parts) < 2 or not (parts[0].isdigit() and parts[1].isdigit()):
-        return None
-    return int(parts[0]), int(parts[1])
+    major, minor = (whole(parts[0]), whole(parts[1])) if len(parts) >= 2 else (None, None)
+    return None if major is None or minor is None else (major, minor)
 
 
 def _needs_cuda_torch_and_nvcc(ctx: RuleContext) -> Verdict | None:

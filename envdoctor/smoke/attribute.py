@@ -16,7 +16,7 @@ from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation
 from envdoctor.model.probed import Found, value_or, why_missing
 from envdoctor.model.record import record, replace
-from envdoctor.model.units import GiB, format_bytes
+from envdoctor.model.units import GiB, format_bytes, whole
 from envdoctor.model.views import driver_view, nvml_gpus, nvml_system, torch_build
 from envdoctor.smoke.classify import Classification, classify
 from envdoctor.smoke.codes import CODES, DOCS
@@ -308,7 +308,7 @@ def _memory_cause(facts: Facts, child: ChildRun, code: str) -> Cause | None:
     )
 
 
-_SONAME = re.compile(r"lib(?:cudnn|cublas)[A-Za-z_]*\.so\.(\d+)")
+_SONAME = re.compile(r"lib(?:cudnn|cublas)[A-Za-z_]*\.so\.([0-9]{1,9})\b")
 
 
 def _cudnn_major(version: str) -> int | None:
@@ -386,9 +386,11 @@ def _arch_cause(facts: Facts, child: ChildRun) -> Cause | None:
         ("GPU architecture", f"{sm} (compute capability {capability})"),
         ("torch arch list", ", ".join(arches) or "empty"),
     )
-    number = int(capability.replace(".", "")) if capability.replace(".", "").isdigit() else 0
+    number = whole(capability.replace(".", "")) or 0
     ptx = [
-        a for a in arches if a.startswith("compute_") and a[8:].isdigit() and int(a[8:]) <= number
+        a
+        for a in arches
+        if a.startswith("compute_") and (n := whole(a[8:])) is not None and n <= number
     ]
     if sm in arches or ptx:
         return Cause(
@@ -462,7 +464,7 @@ def _driver_cause(facts: Facts, code: str) -> Cause | None:
 
 
 def _version(text: str) -> tuple[int, ...]:
-    return tuple(int(p) for p in re.findall(r"\d+", text)[:3])
+    return tuple(int(p) for p in re.findall(r"[0-9]{1,9}", text)[:3])
 
 
 def _visibility_cause(facts: Facts, child: ChildRun, code: str) -> Cause | None:

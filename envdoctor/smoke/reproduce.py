@@ -39,7 +39,7 @@ from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Found, value_or, why_missing
 from envdoctor.model.record import field, record, replace
-from envdoctor.model.units import GiB, MiB
+from envdoctor.model.units import GiB, MiB, whole
 from envdoctor.model.units import format_bytes as fmt_bytes
 from envdoctor.platform.processes import ChildSet, sigterm_raises
 from envdoctor.smoke.attribute import child_findings, describe_survivors, memory_picture, target_gpu
@@ -150,8 +150,7 @@ class Probe:
         return step.first_line if step else ""
 
     def _int(self, key: str) -> int | None:
-        value = self.run.info(key)
-        return int(value) if value and value.isdigit() else None
+        return whole(self.run.info(key), 24)
 
     @property
     def free_in_probe(self) -> int | None:
@@ -170,8 +169,8 @@ class Probe:
     @property
     def free_after(self) -> int | None:
         """Free memory after the step under test (the last step that measured it)."""
-        values = [v for s in self.run.steps if (v := s.get("free_after")) and v.isdigit()]
-        return int(values[-1]) if values else None
+        values = [v for s in self.run.steps if (v := whole(s.get("free_after"), 24)) is not None]
+        return values[-1] if values else None
 
     @property
     def free_at_step(self) -> int | None:

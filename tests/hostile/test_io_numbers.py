@@ -9,7 +9,10 @@ em dash raise UnicodeEncodeError; now what the encoding cannot show becomes ``?`
 
 from __future__ import annotations
 
+import copy
 import json
+import re
+from collections.abc import Callable, Iterator
 from pathlib import Path
 
 import pytest
@@ -114,3 +117,95 @@ def test_a_latin1_terminal_gets_replacements_not_an_error(args: list[str]) -> No
     assert text.strip()
     if "--json" in args:
         json.loads(text)  # replacements keep the document valid
+
+
+# --- digits as a broken or hostile source writes them -------------------------------------------
+
+# Each variant rewrites every run of ASCII digits in a log or a snapshot: 5000 digits (int()
+# refuses more than 4300), a number no double holds (float() gives infinity, int() of it raises),
+# digits that str.isdigit() accepts and int() refuses, and another script's digits (int() takes
+# them; C and CUDA do not). Each once crashed a command or a rule.
+DIGITS: dict[str, Callable[[str], str]] = {
+    "5000 digits": lambda run: HUGE,
+    "1e400": lambda run: "1" + "0" * 400,
+    "superscripts": lambda run: "\u00b2" * len(run),
+    "arabic-indic": lambda run: "".join(chr(0x660 + int(c)) for c in run),
+}
+TRACEBACKS = sorted((ROOT / "tests" / "data" / "tracebacks").rglob("*.txt"))
+
+
+def rewrite_digits(text: str, variant: str) -> str:
+    return re.sub("[0-9]+", lambda m: DIGITS[variant](m.group(0)), text)
+
+
+def no_crash(args: list[str], host: FakeHost) -> str:
+    result = cli_invoke(args, obj=AppContext(host=host, python=PYTHON))
+    assert result.exception is None, (args, repr(result.exception))
+    assert result.exit_code in (0, 1, 2), (args, result.output[-500:])
+    assert "internal error" not in result.stderr, (args, result.stderr[-500:])
+    assert "envdoctor.rule-crashed" not in result.output, (args, result.output[-1500:])
+    return result.output
+
+
+@pytest.mark.parametrize("variant", sorted(DIGITS))
+def test_every_known_error_with_odd_digits_is_explained(variant: str, tmp_path: Path) -> None:
+    """OOM sizes, Xid codes, driver versions, GPU and device indices: read or left unread."""
+    host = FakeHost.scenario("memory_held")
+    log = tmp_path / "train.log"
+    for path in TRACEBACKS:
+        log.write_text(rewrite_digits(path.read_text(encoding="utf-8"), variant), "utf-8")
+        no_crash(["explain", str(log), "--with-host", "--json"], host)
+
+
+def _rewrite_facts(node: object, variant: str) -> object:
+    if isinstance(node, dict):
+        return {k: _rewrite_facts(v, variant) for k, v in node.items()}
+    if isinstance(node, list):
+        return [_rewrite_facts(v, variant) for v in node]
+    return rewrite_digits(node, variant) if isinstance(node, str) else node
+
+
+def _text_leaves(node: object, path: tuple[str | int, ...] = ()) -> Iterator[tuple[str | int, ...]]:
+    if isinstance(node, dict):
+        for key, value in node.items():
+            yield from _text_leaves(value, (*path, key))
+    elif isinstance(node, list):
+        for index, value in enumerate(node):
+            yield from _text_leaves(value, (*path, index))
+    elif isinstance(node, str) and re.search("[0-9]", node):
+        yield path
+
+
+SNAPSHOT_BASES = ("healthy_h100", "memory_held", "driver_mismatch", "container_no_gpu")
+
+
+@pytest.mark.parametrize("variant", sorted(DIGITS))
+def test_a_snapshot_with_odd_digits_is_judged_not_crashed(variant: str, tmp_path: Path) -> None:
+    """Every text fact with digits rewritten at once (every command), then one at a time (check):
+    a rule that an earlier fact's oddity kept from running is reached too."""
+    from envdoctor.snapshot import dump_snapshot
+    from tests.conftest import scenario_facts
+
+    host = FakeHost.scenario("healthy_h100")
+    snap, clean = tmp_path / "snap.json", tmp_path / "clean.json"
+    clean.write_text(dump_snapshot(scenario_facts("healthy_h100")), encoding="utf-8")
+    for name in SNAPSHOT_BASES:
+        data = json.loads(dump_snapshot(scenario_facts(name), redact=False))
+        snap.write_text(json.dumps({**data, "facts": _rewrite_facts(data["facts"], variant)}))
+        for args in (
+            ["check", "-v"],
+            ["check", "--json"],
+            ["recommend"],
+            ["fix", "--format", "steps"],
+            ["spec", "init"],
+        ):
+            no_crash([*args, "--snapshot", str(snap)], host)
+        no_crash(["diff", str(snap), str(clean), "--all"], host)
+        for path in _text_leaves(data["facts"]):
+            one = copy.deepcopy(data)
+            parent = one["facts"]
+            for key in path[:-1]:
+                parent = parent[key]
+            parent[path[-1]] = rewrite_digits(parent[path[-1]], variant)
+            snap.write_text(json.dumps(one))
+            no_crash(["check", "--json", "--snapshot", str(snap)], host)

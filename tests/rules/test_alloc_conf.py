@@ -64,6 +64,28 @@ AGNOSTIC = [
     ("max_split_size_mb:", False),
     ("expandable_segments:True;max_split_size_mb:512", False),
     ("", True),
+    # numbers as stoull/stod read them: ASCII digits only, 64 bits, a double's range (a
+    # 5000-digit value crashed the model: Python refuses int() of more than 4300 digits)
+    ("max_split_size_mb:" + "9" * 5000, False),
+    ("max_split_size_mb:18446744073709551615", True),
+    ("max_split_size_mb:18446744073709551616", False),
+    ("max_split_size_mb:-18446744073709551615", False),  # wraps to 1: too small
+    ("max_split_size_mb:+512", True),
+    ("max_split_size_mb:\u0665\u0661\u0662", False),  # Arabic-Indic 512
+    ("max_split_size_mb:512\u0665", True),  # stoull stops at the first non-ASCII digit
+    ("roundup_power2_divisions:\u0664", False),
+    ("roundup_power2_divisions:[" + "6" * 30 + ":4]", False),
+    ("garbage_collection_threshold:1e999", False),
+    ("garbage_collection_threshold:1e-310", False),  # a subnormal: stod's ERANGE
+    ("garbage_collection_threshold:0." + "0" * 400 + "1", False),
+    ("garbage_collection_threshold:0.5" + "5" * 5000, True),
+    ("garbage_collection_threshold:0x0.8", True),  # stod reads hexadecimal
+    ("garbage_collection_threshold:0x1p-1", True),
+    ("garbage_collection_threshold:nan", False),
+    ("garbage_collection_threshold:inf", False),
+    ("garbage_collection_threshold:.5", True),
+    ("garbage_collection_threshold:0.5abc", True),
+    ("garbage_collection_threshold:\u0660.5", False),
 ]
 # Only a CUDA build parses these (c10/cuda/CUDAAllocatorConfig.cpp); a CPU build ignores them.
 CUDA_ONLY = [

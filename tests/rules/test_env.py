@@ -23,6 +23,11 @@ UUIDS = ("GPU-5f2b8c1e-3a47-9d02-6b1f-0e4c7a9d3b21", "GPU-00000000-0000-0000-000
         pytest.param("GPU-5f2b", ["GPU-5f2b"], "", id="uuid-prefix"),
         pytest.param("GPU-dead", [], "GPU-dead (no GPU", id="unknown-uuid"),
         pytest.param("0,0", ["0"], "0 (listed twice)", id="duplicate"),
+        # CUDA reads ASCII digits; int() takes others, and raised on these two (a rule crash)
+        pytest.param("\u00b2", [], "'\u00b2' (neither", id="superscript-two"),
+        pytest.param("\u0661", [], "'\u0661' (neither", id="arabic-indic-one"),
+        pytest.param("0," + "9" * 5000, ["0"], "99999", id="5000-digits"),
+        pytest.param("-" + "9" * 5000, [], "-9999", id="5000-digits-negative"),
     ],
 )
 def test_cuda_visible_devices_reading(value: str, kept: list[str], stops: str) -> None:
@@ -38,6 +43,14 @@ def _env_report(variables: dict[str, str]):  # type: ignore[no-untyped-def]  # l
         env=f.env(variables),
     )
     return report_of(facts)
+
+
+@pytest.mark.parametrize("value", ["\u00b2", "9" * 5000, "0," + "9" * 5000, "-" + "9" * 5000])
+def test_cvd_with_odd_digits_is_judged_and_named_briefly(value: str) -> None:
+    report = _env_report({"CUDA_VISIBLE_DEVICES": value})
+    assert [x.code for x in report.findings] == ["env.cuda-visible-devices"]
+    (finding,) = report.findings
+    assert len(dict(finding.evidence)["CUDA stops at"]) < 100  # named, not repeated 5000 times
 
 
 def test_cvd_out_of_range_is_a_warning_when_some_gpu_stays() -> None:
