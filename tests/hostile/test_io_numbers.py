@@ -182,7 +182,8 @@ SNAPSHOT_BASES = ("healthy_h100", "memory_held", "driver_mismatch", "container_n
 @pytest.mark.parametrize("variant", sorted(DIGITS))
 def test_a_snapshot_with_odd_digits_is_judged_not_crashed(variant: str, tmp_path: Path) -> None:
     """Every text fact with digits rewritten at once (every command), then one at a time (check):
-    a rule that an earlier fact's oddity kept from running is reached too."""
+    a rule that an earlier fact's oddity kept from running is reached too. One at a time only
+    for the two variants int() raises on (every snapshot crash so far), to keep the cost down."""
     from envdoctor.snapshot import dump_snapshot
     from tests.conftest import scenario_facts
 
@@ -201,6 +202,8 @@ def test_a_snapshot_with_odd_digits_is_judged_not_crashed(variant: str, tmp_path
         ):
             no_crash([*args, "--snapshot", str(snap)], host)
         no_crash(["diff", str(snap), str(clean), "--all"], host)
+        if variant not in ("5000 digits", "superscripts"):
+            continue
         for path in _text_leaves(data["facts"]):
             one = copy.deepcopy(data)
             parent = one["facts"]
