@@ -28,7 +28,7 @@ import re
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.model.record import record, replace
-from envdoctor.model.units import plural
+from envdoctor.model.units import plural, whole
 from envdoctor.platform.host import Deadline, Host
 
 # Daemons that open /dev/nvidia* and re-open it at once when killed, in the order they are
@@ -421,9 +421,10 @@ def _passwd(host: Host) -> dict[int, str]:
     users: dict[int, str] = {}
     if isinstance(text, Found):
         for line in text.value.splitlines():
-            fields = line.split(":")
-            if len(fields) > 2 and fields[2].isdigit():
-                users.setdefault(int(fields[2]), fields[0])
+            fields = line.split(":")  # writable by the user in some containers (OpenShift)
+            uid = whole(fields[2], 10) if len(fields) > 2 else None
+            if uid is not None:
+                users.setdefault(uid, fields[0])
     return users
 
 
@@ -443,8 +444,9 @@ def _describe(
             key, _, value = line.partition(":")
             if key == "Name":
                 name = value.strip()
-            elif key == "Uid" and value.split() and value.split()[0].isdigit():
-                uid = int(value.split()[0])
+            elif key == "Uid" and value.split():
+                found = whole(value.split()[0], 10)
+                uid = -1 if found is None else found
     stat = host.read_text(f"/proc/{pid}/stat")
     cgroup = host.read_text(f"/proc/{pid}/cgroup")
     cgroup_text = cgroup.value if isinstance(cgroup, Found) else ""
@@ -539,9 +541,8 @@ def _uid_of(user: str, uids: dict[str, int]) -> int:
     """The uid of a unit's ``User=`` (empty: root); -2 when it cannot be resolved."""
     if not user:
         return 0
-    if user.isdigit():
-        return int(user)
-    return uids.get(user, -2)
+    number = whole(user, 10)
+    return number if number is not None else uids.get(user, -2)
 
 
 def _name_containers(host: Host, holders: list[GpuHolder], deadline: Deadline) -> list[GpuHolder]:

@@ -124,7 +124,7 @@ def _decode(data: dict[str, Any], python: str) -> Probed[TorchBuild | TorchBroke
             arch_list=tuple(str(a) for a in data["arch_list"]),
             cuda_available=bool(data["cuda_available"]),
             unavailable_reason=str(data["unavailable_reason"]),
-            device_count=_probed_int(data["device_count"]),
+            device_count=_probed_count(data["device_count"]),
             loaded_libraries=tuple((str(f), str(p)) for f, p in data["loaded_libraries"]),
             nvidia_wheels=tuple((str(n), str(v)) for n, v in data["nvidia_wheels"]),
             imported=bool(data.get("imported", True)),
@@ -137,8 +137,17 @@ def _probed_str(value: dict[str, Any]) -> Probed[str]:
     return Found(str(value["found"])) if "found" in value else Absent(str(value["absent"]))
 
 
-def _probed_int(value: dict[str, Any]) -> Probed[int]:
-    return Found(int(value["found"])) if "found" in value else Absent(str(value["absent"]))
+MAX_DEVICES = 1 << 16  # far beyond any machine; what the child sends is checked, not trusted
+
+
+def _probed_count(value: dict[str, Any]) -> Probed[int]:
+    """A count the child sent: a JSON whole number in range (not "²", not Infinity)."""
+    if "found" not in value:
+        return Absent(str(value["absent"]))
+    count = value["found"]
+    if type(count) is not int or not 0 <= count <= MAX_DEVICES:
+        raise ValueError(f"device_count is not a count of GPUs: {type(count).__name__}")
+    return Found(count)
 
 
 def last_json(stdout: str) -> dict[str, Any] | None:
@@ -147,7 +156,7 @@ def last_json(stdout: str) -> dict[str, Any] | None:
         if line.startswith(MARK):
             try:
                 data = json.loads(line[len(MARK) :])
-            except json.JSONDecodeError:
+            except (ValueError, RecursionError):  # not JSON, a 5000-digit number, deep nesting
                 return None
             return data if isinstance(data, dict) else None
     return None

@@ -148,7 +148,7 @@ def _reused(entry: CachedImport, now: object, python: str) -> Probed[TorchBuild 
         data["cuda_available"] = available
         data["unavailable_reason"] = "" if available else str(now.get("reason", ""))
         data["device_count"] = (
-            {"found": int(now.get("device_count", 0))}
+            {"found": now.get("device_count", 0)}  # decode_result checks it is a count
             if available
             else {"absent": "CUDA is not available to torch"}
         )

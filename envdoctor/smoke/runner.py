@@ -363,7 +363,7 @@ def parse_line(text: str) -> dict[str, Any] | None:
         return None
     try:
         data, _ = _DECODER.raw_decode(text, at + len(MARK))
-    except json.JSONDecodeError:
+    except (ValueError, RecursionError):  # not JSON, a 5000-digit number, deep nesting
         return None
     return data if isinstance(data, dict) else None
 
@@ -377,7 +377,7 @@ def step_result(message: Mapping[str, Any]) -> StepResult:
     return StepResult(
         step=str(message.get("step", "?")),
         status=str(message.get("status", FAILED)),
-        seconds=float(message.get("seconds") or 0.0),
+        seconds=_seconds(message.get("seconds")),
         detail=str(message.get("detail", "")),
         error=str(message.get("error", "")),
         error_type=str(message.get("error_type", "")),
@@ -385,6 +385,13 @@ def step_result(message: Mapping[str, Any]) -> StepResult:
         reason=str(message.get("reason", "")),
         info=pairs,
     )
+
+
+def _seconds(value: object) -> float:
+    """A step's duration as the child sent it; 0 for anything else ("fast", Infinity, a list)."""
+    if isinstance(value, int | float) and not isinstance(value, bool) and 0 <= value < 1e9:
+        return float(value)
+    return 0.0
 
 
 def run_smoke(facts: Facts, options: SmokeOptions) -> SmokeRun:

@@ -66,6 +66,43 @@ def test_a_slow_endless_printer_is_stopped_at_the_budget(tmp_path: Path) -> None
     assert "did not finish within" in evidence
 
 
+# A --python that answers with the torch child's mark and a result no parser should trust: each
+# of these ended `check` in "internal error" (ValueError from json's 4300-digit limit,
+# OverflowError from int(Infinity)); the probe now fails with the reason, the rest of check runs.
+RESULT = (
+    '{"installed": true, "version": "2.11.0+cu130", "location": "/x", "cuda": "13.0", '
+    '"hip": null, "cudnn_version": {"found": "91500"}, "nccl_version": {"found": "2.27.7"}, '
+    '"arch_list": ["sm_90"], "cuda_available": true, "unavailable_reason": "", '
+    '"device_count": {"found": COUNT}, "loaded_libraries": [], "nvidia_wheels": []}'
+)
+
+
+@pytest.mark.parametrize(
+    ("count", "reason"),
+    [
+        ("9" * 5000, "printed no result"),  # json.loads refuses the number: no result line
+        ("Infinity", "device_count is not a count of GPUs"),
+        ('"\\u00b2"', "device_count is not a count of GPUs"),
+        ("-1", "device_count is not a count of GPUs"),
+        ("[" * 100_000, "printed no result"),  # nesting deeper than the parser's recursion
+    ],
+    ids=["5000-digits", "infinity", "superscript-two", "negative", "deep-nesting"],
+)
+def test_a_torch_result_with_an_odd_count_is_a_probe_failure(
+    tmp_path: Path, count: str, reason: str
+) -> None:
+    from envdoctor.model.probed import ProbeFailed
+    from envdoctor.platform.host import Deadline
+    from envdoctor.probes.torch_build import probe_torch
+
+    line = "ENVDOCTOR-TORCH-JSON " + RESULT.replace("COUNT", count)
+    (tmp_path / "result").write_text(line + "\n")
+    python = interpreter(tmp_path, f"cat '{tmp_path / 'result'}'")
+    facts = probe_torch(SystemHost(), python=str(python), deadline=Deadline(30))
+    assert isinstance(facts.torch, ProbeFailed), facts.torch
+    assert reason in facts.torch.error
+
+
 # --- SystemHost.run itself ----------------------------------------------------------------------
 
 

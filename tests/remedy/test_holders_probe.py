@@ -114,6 +114,19 @@ def test_holders_from_the_fd_scan() -> None:
     assert facts.notes == ()
 
 
+def test_a_passwd_with_odd_uids_still_names_the_user() -> None:
+    """A container's /etc/passwd may be writable by its user (OpenShift's arbitrary uids): an
+    entry with "²" or 5000 digits as its uid ended fix in "internal error" (int() raised)."""
+    host = machine()
+    host.files["/etc/passwd"] = (
+        "odd:x:\u00b2:0::/:/bin/sh\nhuge:x:" + "9" * 5000 + ":0::/:/bin/sh\n"
+    ) + host.files["/etc/passwd"]
+    facts = probe_fix_facts(host, deadline=Deadline(5))
+    assert isinstance(facts.holders, Found)
+    job = next(h for h in facts.holders.value if h.pid == 4242)
+    assert (job.user, job.uid) == ("alice", 1000)
+
+
 def test_a_pid_only_lsof_saw_is_kept_and_noted() -> None:
     host = machine()
     host.files["/proc/6000/cmdline"] = "mystery\0"

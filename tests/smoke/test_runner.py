@@ -6,11 +6,13 @@ import time
 from collections.abc import Callable
 from pathlib import Path
 
+import pytest
+
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Found
 from envdoctor.smoke import SmokeOptions, run_smoke, smoke_findings
 from envdoctor.smoke.model import FAILED, PASSED, SKIPPED, ChildRun, SmokeRun, StepResult, Target
-from envdoctor.smoke.runner import parse_line
+from envdoctor.smoke.runner import parse_line, step_result
 from tests.smoke.conftest import (
     FAKE_TORCH,
     PYTHON,
@@ -306,6 +308,22 @@ def test_the_marker_is_found_anywhere_in_a_line() -> None:
         "event": "done"
     }
     assert parse_line("@@envdoctor-smoke@@ [1, 2]") is None
+
+
+@pytest.mark.parametrize(
+    "payload",
+    ['{"seconds": ' + "9" * 5000 + "}", "[" * 100_000],
+    ids=["5000-digit-number", "deep-nesting"],
+)
+def test_a_line_the_decoder_cannot_hold_is_no_message(payload: str) -> None:
+    """A target interpreter's output is anything: these raised out of the decoder (json's
+    4300-digit limit, RecursionError) and ended smoke in "internal error"."""
+    assert parse_line("@@envdoctor-smoke@@ " + payload) is None
+
+
+@pytest.mark.parametrize("seconds", ["fast", float("inf"), float("nan"), [1], True, -3, None])
+def test_a_step_time_that_is_not_a_duration_reads_as_zero(seconds: object) -> None:
+    assert step_result({"step": "import", "status": PASSED, "seconds": seconds}).seconds == 0.0
 
 
 # --- issue 19 item 7: persistence mode, survivors -------------------------------------------
