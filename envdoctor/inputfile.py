@@ -79,14 +79,46 @@ def read_bounded(path: str | os.PathLike[str], limit: int) -> bytes:
 
 
 def open_stream(path: str) -> BinaryIO:
-    """``path`` opened for reading in binary, whatever it is but a directory (the caller reads it
-    in bounded pieces), else an ``EnvdoctorError`` naming the path."""
+    """``path`` opened for reading in binary: a file or a pipe (the caller reads it in bounded
+    pieces), else an ``EnvdoctorError`` naming the path. A device is refused unopened (and again
+    if one was swapped in before the open): ``/dev/zero`` or ``/dev/urandom`` never end, and
+    a terminal is where no log is (stdin from a terminal is refused the same way)."""
     try:
-        return open(path, "rb")  # the caller closes it
+        if _is_device(os.stat(path).st_mode):
+            raise _device(path)
+        stream = open(path, "rb")  # the caller closes it
     except IsADirectoryError:
         raise EnvdoctorError("cannot read: a directory", where=path) from None
     except OSError as exc:
         raise _unreadable(exc, path) from None
+    try:
+        refuse_device(stream.fileno(), path)  # swapped in since the stat
+    except EnvdoctorError:
+        stream.close()
+        raise
+    return stream
+
+
+def refuse_device(fileno: int, where: str) -> None:
+    """An ``EnvdoctorError`` when the open ``fileno`` is a device (stdin from ``/dev/zero``)."""
+    try:
+        mode = os.fstat(fileno).st_mode
+    except OSError:
+        return  # not a real descriptor: the read that follows says what is wrong
+    if _is_device(mode):
+        raise _device(where)
+
+
+def _is_device(mode: int) -> bool:
+    return stat.S_ISCHR(mode) or stat.S_ISBLK(mode)
+
+
+def _device(where: str) -> EnvdoctorError:
+    return EnvdoctorError(
+        "cannot read: a device, not a log (it may never end)",
+        where=where,
+        hint="give a log file, or pipe a command's output: python train.py 2>&1 | envdoctor explain",
+    )
 
 
 def _unreadable(exc: OSError, where: str) -> EnvdoctorError:

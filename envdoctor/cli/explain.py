@@ -10,7 +10,7 @@ from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, facts_for, kb_of, output_format, write_report
 from envdoctor.cli.progress import Progress
 from envdoctor.errors import EnvdoctorError
-from envdoctor.inputfile import open_stream
+from envdoctor.inputfile import open_stream, refuse_device
 from envdoctor.model.record import replace
 from envdoctor.model.units import binary_size, plural
 from envdoctor.terminal import safe_line
@@ -117,5 +117,6 @@ def _open_source(source: str) -> tuple[str, ByteSource, bool]:
                 "no log given",
                 hint="envdoctor explain train.log, or: python train.py 2>&1 | envdoctor explain",
             )
+        refuse_device(sys.stdin.fileno(), "<stdin>")
         return "<stdin>", sys.stdin.buffer, False
     return source, open_stream(source), True

@@ -25,6 +25,7 @@ from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
 from envdoctor.kb.sources import LogStream
 
+ROOT = Path(__file__).resolve().parents[2]
 OOM = b"RuntimeError: CUDA out of memory. Tried to allocate 20.00 MiB\n"
 
 
@@ -193,3 +194,44 @@ def test_run_still_passes_on_output_written_just_before_the_exit() -> None:
     assert result.returncode == 0
     assert result.stdout.endswith("end-of-output\n")
     assert len(result.stdout) == 4_000_000 + len("\nend-of-output\n")
+
+
+# --- devices: a log that never ends -------------------------------------------------------------
+
+
+@pytest.mark.parametrize("device", ["/dev/zero", "/dev/urandom"])
+@pytest.mark.parametrize("how", ["file", "stdin"])
+def test_a_device_is_refused_not_read_forever(device: str, how: str) -> None:
+    """`explain /dev/zero` (or stdin from it) read NUL bytes until killed: nothing printed."""
+    source = device if how == "file" else "-"
+    with open(device if how == "stdin" else "/dev/null", "rb") as stdin:
+        result = subprocess.run(
+            [sys.executable, "-m", "envdoctor", "explain", source],
+            stdin=stdin,
+            capture_output=True,
+            text=True,
+            timeout=60,
+            check=False,
+            cwd=ROOT,
+        )
+    where = device if how == "file" else "<stdin>"
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.startswith(f"envdoctor: error: {where}: cannot read: a device"), (
+        result.stderr
+    )
+    assert result.stdout == ""
+
+
+def test_a_pipe_named_by_path_is_still_read() -> None:
+    """/dev/stdin on a pipe, as `explain <(journalctl -k)` names /dev/fd/63: not a device."""
+    result = subprocess.run(
+        [sys.executable, "-m", "envdoctor", "explain", "/dev/stdin"],
+        input="RuntimeError: CUDA error: out of memory\n",
+        capture_output=True,
+        text=True,
+        timeout=60,
+        check=False,
+        cwd=ROOT,
+    )
+    assert result.returncode == 1, result.stderr
+    assert "1 cause found" in result.stdout
