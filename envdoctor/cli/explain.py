@@ -117,6 +117,6 @@ def _open_source(source: str) -> tuple[str, ByteSource, bool]:
                 "no log given",
                 hint="envdoctor explain train.log, or: python train.py 2>&1 | envdoctor explain",
             )
-        refuse_device(sys.stdin.fileno(), "<stdin>")
+        refuse_device(sys.stdin, "<stdin>")
         return "<stdin>", sys.stdin.buffer, False
     return source, open_stream(source), True

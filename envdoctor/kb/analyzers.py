@@ -254,7 +254,7 @@ def analyze_driver_too_old(captures: Mapping[str, str], kb: KnowledgeBase) -> An
                 f"built for CUDA {cuda} or older, or upgrade the driver.",
             )
         )
-    if captures.get("error") is not None:
+    if raw is not None or captures.get("error") is not None:  # the error message stands
         return Analysis()
     return _environment_report(captures)
 

@@ -12,6 +12,7 @@ from __future__ import annotations
 
 import enum
 import functools
+import math
 import types
 import typing
 from collections.abc import Callable
@@ -148,12 +149,30 @@ def _enum_decoder(tp: type[enum.Enum]) -> Decoder:
     return member
 
 
+_LARGEST = 1 << 64  # NVML's counters are unsigned 64-bit (2**64 - 1 is its "not available")
+
+
+def _finite(number: float) -> bool:
+    return -_LARGEST <= number <= _LARGEST if isinstance(number, int) else math.isfinite(number)
+
+
+def _short(number: float) -> str:
+    """A number as an error names it: 10**400 by its size, not by 401 digits."""
+    if isinstance(number, int):
+        return f"a number of {len(str(abs(number)))} digits"  # below 4300 digits: json read it
+    return repr(number)
+
+
 def _plain_decoder(tp: Any) -> Decoder:
     name = getattr(tp, "__name__", tp)
 
     def plain(data: Any) -> Any:
         if tp is float and isinstance(data, int | float) and not isinstance(data, bool):
+            if not _finite(data):  # JSON's Infinity and NaN, or 10**400: no fact is either
+                raise _MismatchError(f"expected a finite number, got {_short(data)}")
             return float(data)
+        if tp is int and type(data) is int and not -_LARGEST <= data <= _LARGEST:
+            raise _MismatchError(f"expected a 64-bit integer, got {_short(data)}")
         if tp in (str, int, bool) and type(data) is tp:
             return data
         if tp is type(None) and data is None:

@@ -79,7 +79,7 @@ class CacheDir:
             with os.fdopen(fd, "rb") as handle:
                 fd = -1
                 data = json.loads(handle.read(MAX_ENTRY_BYTES + 1))
-        except (OSError, ValueError):
+        except (OSError, ValueError, RecursionError):  # RecursionError: JSON nested too deep
             return None
         finally:
             if fd >= 0:

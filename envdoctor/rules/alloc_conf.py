@@ -28,6 +28,7 @@ _FLOAT = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
 _HEX_FLOAT = r"^[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
 _INF_NAN = r"^[+-]?(?:inf(?:inity)?|nan)"
 _SEPARATORS = ",:[]"
+_C_SPACE = " \t\n\v\f\r"  # what C's isspace() skips before a number; torch drops only " "
 _ULL = 1 << 64
 
 
@@ -40,13 +41,13 @@ def _shown(text: str) -> str:
 
 
 def _leading_int(text: str) -> int:
-    """The number C++'s ``stoull`` reads: its leading digits; a negative one wraps (as strtoull
-    negates), one beyond 64 bits is out of range."""
-    match = re.match(_INT, text)
+    """The number C++'s ``stoull`` reads: its leading digits after C's white space; a negative
+    one wraps (as strtoull negates), one beyond 64 bits is out of range."""
+    match = re.match(_INT, text.lstrip(_C_SPACE))
     if match is None:
         raise _UnreadError(f"{_shown(text)} is not a number")
-    digits = match.group(0).lstrip("+-")
-    if len(digits.lstrip("0")) > 20:  # more than 20 digits is beyond 64 bits
+    digits = match.group(0).lstrip("+-").lstrip("0") or "0"
+    if len(digits) > 20:  # more than 20 digits is beyond 64 bits (and int() of 5000 raises)
         raise _UnreadError(f"{_shown(text)} is out of range (more than 64 bits)")
     value = int(digits)
     if value >= _ULL:
@@ -55,16 +56,18 @@ def _leading_int(text: str) -> int:
 
 
 def _leading_float(text: str) -> float:
-    """The number C++'s ``stod`` reads: decimal or hexadecimal, inf or nan; a value a double
-    cannot hold (overflow, or underflow to a subnormal or to zero) is out of range."""
+    """The number C++'s ``stod`` reads after C's white space: decimal or hexadecimal, inf or
+    nan. A value a double cannot hold is out of range (glibc's ERANGE): an overflow, or an
+    underflow that loses precision (to zero, or to a subnormal that is not the exact value)."""
     import math
     import sys
 
-    special = re.match(_INF_NAN, text, re.IGNORECASE)
+    body = text.lstrip(_C_SPACE)
+    special = re.match(_INF_NAN, body, re.IGNORECASE)
     if special is not None:
         return float(special.group(0))
-    hexa = re.match(_HEX_FLOAT, text)
-    match = hexa or re.match(_FLOAT, text)
+    hexa = re.match(_HEX_FLOAT, body)
+    match = hexa or re.match(_FLOAT, body)
     if match is None:
         raise _UnreadError(f"{_shown(text)} is not a number")
     shown = match.group(0)
@@ -74,9 +77,35 @@ def _leading_float(text: str) -> float:
     except OverflowError:  # fromhex refuses what a double cannot hold; float() gives inf
         value = math.inf
     nonzero = any(c not in "0." for c in mantissa.lower().removeprefix("0x"))
-    if math.isinf(value) or (nonzero and abs(value) < sys.float_info.min):
+    underflow = nonzero and abs(value) < sys.float_info.min
+    if math.isinf(value) or (underflow and (value == 0 or not _exact(shown, value, hexa))):
         raise _UnreadError(f"{_shown(text)} is out of range for a double")
     return value
+
+
+def _exact(text: str, value: float, hexa: object) -> bool:
+    """Whether the subnormal ``value`` is exactly the number ``text`` writes (glibc sets ERANGE
+    only for an inexact one: ``0x1p-1074`` is read, ``1e-310`` is not)."""
+    from fractions import Fraction
+
+    try:
+        if not hexa:
+            from decimal import Decimal
+
+            return Fraction(Decimal(text)) == Fraction(value)
+        sign, whole_part, fraction, exponent = re.fullmatch(  # type: ignore[union-attr]  # _HEX_FLOAT matched it
+            r"([+-]?)0[xX]([0-9a-fA-F]*)\.?([0-9a-fA-F]*)(?:[pP]([+-]?[0-9]+))?", text
+        ).groups()
+        power = exponent.lstrip("+-").lstrip("0") if exponent else ""
+        if len(power) > 9:  # a subnormal with such an exponent would need a vast mantissa
+            return False
+        scale = (
+            int(power or "0") * (-1 if exponent and exponent.startswith("-") else 1)
+        ) - 4 * len(fraction)
+        written = Fraction(int(whole_part + fraction or "0", 16)) * Fraction(2) ** scale
+        return (-written if sign == "-" else written) == Fraction(value)
+    except (ValueError, ArithmeticError):  # an exponent of thousands of digits
+        return False
 
 
 def _boolean(value: str) -> str:

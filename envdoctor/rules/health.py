@@ -180,7 +180,8 @@ def _recovery(events: list[XidEvents]) -> tuple[str, Severity, XidEvents] | None
     match = re.search(_RECOVERY, latest.last_message) if latest is not None else None
     if latest is None or match is None:
         return None
-    number = int(match.group(1), 0)
+    text = match.group(1)  # int(text, 0) refused "02" (a leading zero) with a ValueError
+    number = int(text, 16) if text[:2].lower() == "0x" else int(text)
     action, level = RECOVERY_ACTIONS.get(number, (f"recovery action {number}", Severity.WARNING))
     return None if level == Severity.OK else (action, level, latest)
 

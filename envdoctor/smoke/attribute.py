@@ -644,10 +644,8 @@ def _fabric_cause(facts: Facts, child: ChildRun) -> Cause | None:
 
 
 def _int(value: str | None) -> int | None:
-    try:
-        return int(value) if value is not None else None
-    except ValueError:
-        return None
+    """A byte count a smoke child sent (free, total): whole bytes, at most 24 digits."""
+    return whole(value, 24)
 
 
 def _clip(text: str, lines: int) -> str:

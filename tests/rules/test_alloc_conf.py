@@ -86,6 +86,12 @@ AGNOSTIC = [
     ("garbage_collection_threshold:.5", True),
     ("garbage_collection_threshold:0.5abc", True),
     ("garbage_collection_threshold:\u0660.5", False),
+    ("max_split_size_mb:" + "0" * 5000 + "512", True),  # leading zeros: int() of 5000 raised
+    ("roundup_power2_divisions:[" + "0" * 5000 + "64:4]", True),
+    ("max_split_size_mb:\t512", True),  # stoull skips C white space; torch drops only " "
+    ("garbage_collection_threshold:\n0.5", True),
+    ("garbage_collection_threshold:0x1p-1074", True),  # an exact subnormal: no ERANGE
+    ("garbage_collection_threshold:0x1.8p-1074", False),  # rounded: ERANGE
 ]
 # Only a CUDA build parses these (c10/cuda/CUDAAllocatorConfig.cpp); a CPU build ignores them.
 CUDA_ONLY = [
