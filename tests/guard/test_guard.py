@@ -204,6 +204,19 @@ def test_existing_location_without_cuda() -> None:
     assert existing_location("cpu") == "cpu"
 
 
+@pytest.mark.parametrize("index", ["1", "\u00b2", "9" * 5000, ""])
+def test_a_location_that_names_no_existing_gpu_maps_to_the_current_one(
+    index: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The location comes from the checkpoint file: "cuda:²" or 5000 digits raised ValueError
+    inside the user's training process (int() of them) instead of mapping to a GPU."""
+    monkeypatch.setattr(torch.cuda, "is_available", lambda: True)
+    monkeypatch.setattr(torch.cuda, "device_count", lambda: 1)
+    monkeypatch.setattr(torch.cuda, "current_device", lambda: 0)
+    assert existing_location(f"cuda:{index}") == "cuda:0"
+    assert existing_location("cuda:0") == "cuda:0"
+
+
 def test_importing_envdoctor_guard_does_not_import_torch() -> None:
     code = "import sys, envdoctor.guard, envdoctor.kb; assert 'torch' not in sys.modules"
     subprocess.run([sys.executable, "-c", code], check=True, cwd=Path(__file__).parents[2])

@@ -18,7 +18,7 @@ from typing import Any
 import pytest
 
 from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
-from envdoctor.model.probed import Found
+from envdoctor.model.probed import Found, ProbeFailed
 from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import CommandResult, Deadline
 from envdoctor.platform.system import SystemHost
@@ -257,6 +257,20 @@ def test_the_driver_api_answers_for_now_and_replaces_libcuda(tmp_path: Path) -> 
     assert second.from_cache and not second.cuda_available
     assert second.unavailable_reason == "cuInit failed: CUDA_ERROR_NO_DEVICE"
     assert second.loaded_libraries == (("libcudnn", "/venv/cudnn.so.9"), ("libcuda", "/l"))
+
+
+@pytest.mark.parametrize("count", [float("inf"), "\u00b2", -1, 1 << 20, None])
+def test_the_driver_api_s_odd_gpu_count_fails_the_probe(tmp_path: Path, count: object) -> None:
+    """The driver-API child runs in the target interpreter: a count that is no count of GPUs
+    (int() raised OverflowError on Infinity, escaping as "internal error") is a probe failure."""
+    cache = CacheDir(str(tmp_path))
+    now = {"available": True, "device_count": count}
+    host = ScriptedHost([FULL, {"installed": True, "unchanged": True, "cuda_now": now}])
+    _probe(host, cache)
+    args = ["-c", child_source()]
+    again = probe_cached(host, cache, args, python="/venv/bin/python", deadline=Deadline(5))
+    assert isinstance(again, ProbeFailed)
+    assert "device_count is not a count of GPUs" in again.error
 
 
 def test_a_stale_libcuda_imports_in_a_fresh_process(tmp_path: Path) -> None:

@@ -280,6 +280,17 @@ def test_pre_turing_gpus_get_the_proprietary_modules(box: Sandbox) -> None:
     ]
 
 
+@pytest.mark.parametrize("capability", ["\u00b2.0", "9" * 5000 + ".0", "nine"])
+def test_a_capability_that_is_no_number_is_not_pre_turing(box: Sandbox, capability: str) -> None:
+    """A snapshot's compute capability is any text: "²" passed isdigit() and int() raised."""
+    facts = f.facts(nvml=f.nvml(gpus=(f.gpu(0, compute_capability=Found(capability)),)))
+    rep = cases.report(facts, cases.finding("driver.gpu-unsupported", ("needs", "driver ≥ 535")))
+    plan = build_plan(rep, cases.fix_facts(os_ids=Found(("rocky", "rhel"))), cases.options(box))
+    runs = [a.argv for a in actions(plan, RunCommand)]
+    assert ("dnf", "install", "-y", "nvidia-open") in runs  # read as a new GPU: open modules
+    assert "a pre-Turing GPU needs the proprietary kernel modules" not in " ".join(plan.notes)
+
+
 def test_missing_per_gpu_nodes(box: Sandbox) -> None:
     nodes = Found((DeviceNode("/dev/nvidia-uvm", True, "0666", True, True),))
     facts = f.facts(kernel=f.kernel(device_nodes=nodes))

@@ -114,6 +114,17 @@ def test_cudnn_not_initialized_with_a_foreign_cudnn_on_ld_library_path() -> None
     )
 
 
+def test_a_memory_reading_that_is_no_byte_count_falls_back_to_nvml() -> None:
+    """The child runs in the target interpreter: free = 10**400 ended smoke in "internal
+    error" (a float division of it); "²" and -5 are no byte count either."""
+    facts = gpu_facts(1, free_mib=210)
+    for odd in ("1" + "0" * 400, "\u00b2", "-5"):
+        child = failing("gemm-fp32", "cublas-alloc-failed", info=(("free", odd), ("total", odd)))
+        evidence = dict(only(facts, child).evidence)
+        assert evidence["memory"] == "GPU 0 has 210 MiB free of 80.0 GiB", odd
+        assert evidence["memory read by"] == "NVML"
+
+
 def test_cudnn_not_initialized_with_plenty_of_memory_and_clean_libraries() -> None:
     facts = gpu_facts(
         1,
