@@ -353,6 +353,8 @@ def test_memory_held_stops_only_the_holders_named(box: Sandbox) -> None:
         ("12.0", "cu118"),
         ("11.4", None),
         ("x", None),
+        ("9" * 5000 + ".0", None),  # a snapshot's driver CUDA version: int() of it raised
+        ("\u00b9\u00b3.0", None),  # superscript 13: no number
     ],
 )
 def test_newest_variant_for_the_driver(cuda: str, variant: str | None) -> None:
