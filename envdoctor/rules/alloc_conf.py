@@ -25,6 +25,7 @@ Check = Callable[[str], str]
 # ASCII digits only, as C's strto* read them in the C locale ("٥١٢" is not a number to torch)
 _INT = r"^[+-]?[0-9]+"  # compiled on first use: most machines set no allocator options
 _FLOAT = r"^[+-]?(?:[0-9]+\.?[0-9]*|\.[0-9]+)(?:[eE][+-]?[0-9]+)?"
+_DECIMAL = r"([0-9]*)\.?([0-9]*)(?:[eE]([+-]?[0-9]+))?"  # _FLOAT's parts, for _exact
 _HEX_FLOAT = r"^[+-]?0[xX](?:[0-9a-fA-F]+\.?[0-9a-fA-F]*|\.[0-9a-fA-F]+)(?:[pP][+-]?[0-9]+)?"
 _INF_NAN = r"^[+-]?(?:inf(?:inity)?|nan)"
 _SEPARATORS = ",:[]"
@@ -85,27 +86,32 @@ def _leading_float(text: str) -> float:
 
 def _exact(text: str, value: float, hexa: object) -> bool:
     """Whether the subnormal ``value`` is exactly the number ``text`` writes (glibc sets ERANGE
-    only for an inexact one: ``0x1p-1074`` is read, ``1e-310`` is not)."""
+    only for an inexact one: ``0x1p-1074`` is read, ``1e-310`` is not).
+
+    An exact subnormal is k * 2**-1074 with k < 2**52: at most 14 significant hexadecimal digits
+    or 767 decimal ones, and a bounded exponent. Text beyond those bounds is inexact without
+    arithmetic, so a million-digit mantissa costs a scan, not a quadratic conversion."""
     from fractions import Fraction
 
-    try:
-        if not hexa:
-            from decimal import Decimal
-
-            return Fraction(Decimal(text)) == Fraction(value)
-        sign, whole_part, fraction, exponent = re.fullmatch(  # type: ignore[union-attr]  # _HEX_FLOAT matched it
-            r"([+-]?)0[xX]([0-9a-fA-F]*)\.?([0-9a-fA-F]*)(?:[pP]([+-]?[0-9]+))?", text
-        ).groups()
-        power = exponent.lstrip("+-").lstrip("0") if exponent else ""
-        if len(power) > 9:  # a subnormal with such an exponent would need a vast mantissa
-            return False
-        scale = (
-            int(power or "0") * (-1 if exponent and exponent.startswith("-") else 1)
-        ) - 4 * len(fraction)
-        written = Fraction(int(whole_part + fraction or "0", 16)) * Fraction(2) ** scale
-        return (-written if sign == "-" else written) == Fraction(value)
-    except (ValueError, ArithmeticError):  # an exponent of thousands of digits
+    form = r"0[xX]([0-9a-fA-F]*)\.?([0-9a-fA-F]*)(?:[pP]([+-]?[0-9]+))?" if hexa else _DECIMAL
+    parts = re.fullmatch(form, text.lstrip("+-"))
+    if parts is None:
         return False
+    whole_part, fraction, exponent = parts.groups()
+    digits = (whole_part + fraction).lstrip("0")
+    significant = digits.rstrip("0")
+    shift = len(digits) - len(significant) - len(fraction)  # places the last digit is moved
+    power = exponent.lstrip("+-").lstrip("0") if exponent else ""
+    if not significant or len(significant) > (14 if hexa else 800) or len(power) > 9:
+        return False
+    scale = (-int(power) if exponent.startswith("-") else int(power or "0")) + (
+        4 * shift if hexa else shift
+    )
+    if not -2400 <= scale <= 0:  # no exact subnormal is written with such a scale
+        return False
+    number = int(significant, 16 if hexa else 10)
+    written = Fraction(number) * Fraction(2 if hexa else 10) ** scale
+    return (-written if text.startswith("-") else written) == Fraction(value)
 
 
 def _boolean(value: str) -> str:

@@ -186,3 +186,21 @@ def test_the_torch_child_asks_the_real_torch() -> None:
     ((var, verdict),) = facts.torch.value.alloc_conf
     assert var == "PYTORCH_CUDA_ALLOC_CONF"
     assert "Expected 'True' or 'False'" in verdict and "maybe" in verdict
+
+
+def test_a_huge_mantissa_is_judged_in_linear_time() -> None:
+    """A snapshot's variable can be megabytes: deciding whether a subnormal is exact converted a
+    million-digit mantissa to an integer (26 s, quadratic). Now 8x the digits cost about 8x the
+    time (quadratic would be 64x); best of three, as a ratio, so a slow machine does not fail."""
+    import time
+
+    def cost(digits: int) -> float:
+        value = "garbage_collection_threshold:1" + "0" * digits + f"e-{digits + 310}"
+        best = float("inf")
+        for _ in range(3):
+            start = time.process_time()
+            assert alloc_conf.judge(value) != []  # 1e-310: inexact, out of range
+            best = min(best, time.process_time() - start)
+        return max(best, 1e-4)
+
+    assert cost(400_000) / cost(50_000) < 24
