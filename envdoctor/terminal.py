@@ -48,6 +48,16 @@ def safe_line(text: str) -> str:
     return text if text.isprintable() else _line(text, keep_tab=False)
 
 
+def cut(text: str, limit: int = 40) -> str:
+    """``text`` for a message, cut short: a 5000-digit value is named, not repeated in full."""
+    return text if len(text) <= limit else text[:limit] + "…"
+
+
+def quoted(text: str, limit: int = 40) -> str:
+    """``text`` quoted for a message (``repr``), cut short as ``cut`` cuts it."""
+    return repr(cut(text, limit))
+
+
 def safe_json(document: str) -> str:
     """A JSON document (from ``json.dumps(..., ensure_ascii=False)``) with every character that
     is not printable written as a ``\\uXXXX`` escape.

@@ -48,6 +48,7 @@ import yaml
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import MAX_YAML_BYTES, read_input
+from envdoctor.terminal import quoted
 
 T = TypeVar("T")
 
@@ -457,6 +458,4 @@ def _construct(value: Scalar) -> Any:
         return None
 
 
-def shown(text: str, limit: int = 40) -> str:
-    """A value quoted for a message, cut short: a 5000-digit number is not repeated in full."""
-    return repr(text if len(text) <= limit else text[:limit] + "…")
+shown = quoted  # a value quoted for a message, cut short (the readers' name for it)

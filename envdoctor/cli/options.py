@@ -13,6 +13,7 @@ rather than swallowed (``-o --json``), and ``-h`` anywhere wins over every error
 from __future__ import annotations
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.terminal import quoted
 
 # `--help` must start about as fast as Python itself (issue 15: within 3x of `python -c pass`),
 # so nothing here imports at module level what help does not need: typing (~5 ms) and re come
@@ -488,8 +489,7 @@ def _bounded(option: Option, flag: str, value: float, path: str) -> float:
     return value
 
 
-def _shown(raw: str) -> str:
-    return repr(raw if len(raw) <= 40 else raw[:40] + "…")
+_shown = quoted
 
 
 def _arguments(command: Command, rest: list[str], values: dict[str, Any], path: str) -> None:

@@ -1,4 +1,5 @@
-"""Quantities as people read them in findings and reports: binary sizes, counted nouns."""
+"""Quantities as people read them in findings and reports: binary sizes, counted nouns; and
+numbers read from text nobody vouches for."""
 
 from __future__ import annotations
 

@@ -35,26 +35,26 @@ def visible_devices(
         digits = token.removeprefix("-")
         if digits.isascii() and digits.isdigit():  # CUDA reads ASCII digits only
             if token.startswith("-"):
-                return kept, f"{_shown(token)} (negative: hides the GPUs)"
+                return kept, f"{_cut(token)} (negative: hides the GPUs)"
             if count is not None and (len(digits) > 9 or int(digits) >= count):
-                return kept, f"{_shown(token)} (there {_gpus_here(count)})"
+                return kept, f"{_cut(token)} (there {_gpus_here(count)})"
         elif token.startswith("GPU-"):
             if uuids and not any(u.startswith(token) for u in uuids):
-                return kept, f"{_shown(token)} (no GPU has this UUID)"
+                return kept, f"{_cut(token)} (no GPU has this UUID)"
         elif token.startswith("MIG-"):
             if uuids and not mig:
-                return kept, f"{_shown(token)} (no GPU is in MIG mode)"
+                return kept, f"{_cut(token)} (no GPU is in MIG mode)"
         else:
-            return kept, f"{_shown(token)!r} (neither an index nor a GPU-/MIG- UUID)"
+            return kept, f"{_cut(token)!r} (neither an index nor a GPU-/MIG- UUID)"
         if token in kept:
-            return kept, f"{_shown(token)} (listed twice)"
+            return kept, f"{_cut(token)} (listed twice)"
         kept.append(token)
     return kept, ""
 
 
-def _shown(token: str) -> str:
-    """A token as the reason quotes it: a 5000-digit entry is named, not repeated."""
-    return token if len(token) <= 40 else f"{token[:24]}… ({len(token)} characters)"
+def _cut(text: str) -> str:
+    """As ``terminal.cut`` (a value named, not repeated 5000 times): model imports only model."""
+    return text if len(text) <= 40 else text[:40] + "…"
 
 
 def _gpus_here(count: int) -> str:
@@ -96,7 +96,7 @@ def visible_gpus(facts: Facts, gpus: tuple[GpuFacts, ...]) -> Visible:
     value = facts.env.get("CUDA_VISIBLE_DEVICES")
     if value is None:
         return Visible(gpus)
-    shown = f"CUDA_VISIBLE_DEVICES={_shown(value)!r}"
+    shown = f"CUDA_VISIBLE_DEVICES={_cut(value)!r}"
     if hides_all(value):
         return Visible((), f"{shown} hides every GPU", value)
     kept, stop = cuda_reading(value, gpus, len(gpus))

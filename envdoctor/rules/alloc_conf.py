@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
+from envdoctor.terminal import quoted
+
 # Each value check returns why torch rejects the value, or "".
 Check = Callable[[str], str]
 
@@ -37,22 +39,18 @@ class _UnreadError(Exception):
     """A value ``stoull``/``stod`` refuse: torch raises on it (invalid_argument, out_of_range)."""
 
 
-def _shown(text: str) -> str:
-    return repr(text) if len(text) <= 40 else f"{text[:24]!r}… ({len(text)} characters)"
-
-
 def _leading_int(text: str) -> int:
     """The number C++'s ``stoull`` reads: its leading digits after C's white space; a negative
     one wraps (as strtoull negates), one beyond 64 bits is out of range."""
     match = re.match(_INT, text.lstrip(_C_SPACE))
     if match is None:
-        raise _UnreadError(f"{_shown(text)} is not a number")
+        raise _UnreadError(f"{quoted(text)} is not a number")
     digits = match.group(0).lstrip("+-").lstrip("0") or "0"
     if len(digits) > 20:  # more than 20 digits is beyond 64 bits (and int() of 5000 raises)
-        raise _UnreadError(f"{_shown(text)} is out of range (more than 64 bits)")
+        raise _UnreadError(f"{quoted(text)} is out of range (more than 64 bits)")
     value = int(digits)
     if value >= _ULL:
-        raise _UnreadError(f"{_shown(text)} is out of range (more than 64 bits)")
+        raise _UnreadError(f"{quoted(text)} is out of range (more than 64 bits)")
     return (_ULL - value) % _ULL if match.group(0).startswith("-") else value
 
 
@@ -70,7 +68,7 @@ def _leading_float(text: str) -> float:
     hexa = re.match(_HEX_FLOAT, body)
     match = hexa or re.match(_FLOAT, body)
     if match is None:
-        raise _UnreadError(f"{_shown(text)} is not a number")
+        raise _UnreadError(f"{quoted(text)} is not a number")
     shown = match.group(0)
     mantissa = re.split("[pP]" if hexa else "[eE]", shown.lstrip("+-"))[0]
     try:
@@ -80,7 +78,7 @@ def _leading_float(text: str) -> float:
     nonzero = any(c not in "0." for c in mantissa.lower().removeprefix("0x"))
     underflow = nonzero and abs(value) < sys.float_info.min
     if math.isinf(value) or (underflow and (value == 0 or not _exact(shown, value, hexa))):
-        raise _UnreadError(f"{_shown(text)} is out of range for a double")
+        raise _UnreadError(f"{quoted(text)} is out of range for a double")
     return value
 
 
@@ -202,14 +200,14 @@ def judge(text: str) -> list[str]:
     while i < len(toks):
         key = toks[i]
         if key in _SEPARATORS:
-            return [f"an empty entry or a stray {_shown(key)} (torch fails on it)"]
+            return [f"an empty entry or a stray {quoted(key)} (torch fails on it)"]
         if i + 1 >= len(toks) or toks[i + 1] != ":":
-            return [f"{_shown(key)} is not key:value"]
+            return [f"{quoted(key)} is not key:value"]
         if i + 2 >= len(toks) or toks[i + 2] in ",:]":
-            return [f"{_shown(key)} has no value"]
+            return [f"{quoted(key)} has no value"]
         check = KEYS.get(key)
         if check is None:
-            return [f"unknown key {_shown(key)} (a CUDA build of torch raises 'Unrecognized key')"]
+            return [f"unknown key {quoted(key)} (a CUDA build of torch raises 'Unrecognized key')"]
         try:
             if key == "roundup_power2_divisions" and toks[i + 2] == "[":
                 problem, i = _division_list(toks, i + 3)
@@ -221,7 +219,7 @@ def judge(text: str) -> list[str]:
             return [f"{key}: {problem}"]
         if i + 1 < len(toks):
             if toks[i + 1] != ",":
-                return [f"expected ',' after {key}'s value, got {_shown(toks[i + 1])}"]
+                return [f"expected ',' after {key}'s value, got {quoted(toks[i + 1])}"]
             i += 1
         i += 1
     return []
@@ -235,9 +233,9 @@ def _division_list(toks: list[str], i: int) -> tuple[str, int]:
             return f"{interval!r} in the list is not interval:divisions", i
         divisions = _leading_int(toks[i + 2])
         if divisions != 0 and not _power_of_two(divisions):
-            return f"divisions {_shown(toks[i + 2])}: must be a power of 2, or 0", i
+            return f"divisions {quoted(toks[i + 2])}: must be a power of 2, or 0", i
         if interval != ">" and not _power_of_two(_leading_int(interval)):
-            return f"interval {_shown(interval)}: must be a power of 2", i
+            return f"interval {quoted(interval)}: must be a power of 2", i
         i += 3
         if i < len(toks) and toks[i] == ",":
             i += 1
