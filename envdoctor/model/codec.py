@@ -172,7 +172,7 @@ def _plain_decoder(tp: Any) -> Decoder:
                 raise _MismatchError(f"expected a finite number, got {_short(data)}")
             return float(data)
         if tp is int and type(data) is int and not -_LARGEST <= data <= _LARGEST:
-            raise _MismatchError(f"expected a 64-bit integer, got {_short(data)}")
+            raise _MismatchError(f"expected an integer within ±2**64, got {_short(data)}")
         if tp in (str, int, bool) and type(data) is tp:
             return data
         if tp is type(None) and data is None:

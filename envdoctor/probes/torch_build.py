@@ -13,6 +13,7 @@ from envdoctor.platform.host import CommandResult, Deadline, Host
 from envdoctor.probes import torch_child
 from envdoctor.probes.interpreter import run_python
 from envdoctor.probes.torch_child import MARK as MARK  # the child prints it: one definition
+from envdoctor.terminal import cut
 
 if TYPE_CHECKING:
     from envdoctor.platform.cache import CacheDir
@@ -146,7 +147,7 @@ def _probed_count(value: dict[str, Any]) -> Probed[int]:
         return Absent(str(value["absent"]))
     count = value["found"]
     if type(count) is not int or not 0 <= count <= MAX_DEVICES:
-        raise ValueError(f"device_count is not a count of GPUs: {type(count).__name__}")
+        raise ValueError(f"device_count is not a count of GPUs: {cut(repr(count))}")
     return Found(count)
 
 
