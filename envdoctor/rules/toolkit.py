@@ -11,10 +11,10 @@ from __future__ import annotations
 
 from collections.abc import Iterator
 
+from envdoctor.compat.versions import parse_cuda
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable
 from envdoctor.model.probed import Absent, Found, why_missing
-from envdoctor.model.units import whole
 from envdoctor.model.views import cuda_torch
 from envdoctor.rules.base import Rule, RuleContext, judged
 
@@ -26,7 +26,7 @@ def _nvcc_vs_torch(ctx: RuleContext) -> Iterator[Finding]:
     nvcc = ctx.facts.env.build_nvcc
     if torch is None or not isinstance(nvcc, Found):
         return
-    built, local = _major_minor(torch.cuda), _major_minor(nvcc.value.version)
+    built, local = parse_cuda(torch.cuda), parse_cuda(nvcc.value.version)
     if built is None or local is None or built == local:
         return
     major = built[0] != local[0]
@@ -105,12 +105,6 @@ def _found_through(ctx: RuleContext) -> str:
         if value:
             return f"${var}={value}"
     return "PATH (no $CUDA_HOME set)"
-
-
-def _major_minor(version: str) -> tuple[int, int] | None:
-    parts = version.split(".")
-    major, minor = (whole(parts[0]), whole(parts[1])) if len(parts) >= 2 else (None, None)
-    return None if major is None or minor is None else (major, minor)
 
 
 def _needs_cuda_torch_and_nvcc(ctx: RuleContext) -> Verdict | None:

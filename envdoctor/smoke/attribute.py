@@ -236,10 +236,10 @@ def memory_picture(facts: Facts, child: ChildRun | None, gpu: GpuFacts | None) -
             free, total, source = gpu.memory.value.free, gpu.memory.value.total, "NVML"
         else:
             source = f"NVML: {why_missing(gpu.memory)}"
-    child_free = _int(child.info("free")) if child else None
+    child_free = child.byte_count("free") if child else None
     if child_free is not None and child is not None:
         free, source = child_free, "torch.cuda.mem_get_info in the smoke child"
-        total = _int(child.info("total")) or total
+        total = child.byte_count("total") or total
     return MemoryPicture(free, total, source, holders)
 
 
@@ -641,11 +641,6 @@ def _fabric_cause(facts: Facts, child: ChildRun) -> Cause | None:
             f"{name} systems with NVSwitch need nvidia-fabricmanager running", (("GPU", name),)
         )
     return None
-
-
-def _int(value: str | None) -> int | None:
-    """A byte count a smoke child sent (free, total): whole bytes, at most 24 digits."""
-    return whole(value, 24)
 
 
 def _clip(text: str, lines: int) -> str:

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from envdoctor.model.record import field, record
+from envdoctor.model.units import whole
 from envdoctor.smoke import child
 
 PASSED = "passed"
@@ -104,6 +105,11 @@ class ChildRun:
             if value is not None:
                 return value
         return None
+
+    def byte_count(self, key: str) -> int | None:
+        """``info(key)`` as a count of bytes: whole, at most 24 digits (the child runs in the
+        target interpreter: "²" or 10**400 is no count), else None."""
+        return whole(self.info(key), 24)
 
 
 @record

@@ -149,22 +149,19 @@ class Probe:
         step = self.failed_step
         return step.first_line if step else ""
 
-    def _int(self, key: str) -> int | None:
-        return whole(self.run.info(key), 24)
-
     @property
     def free_in_probe(self) -> int | None:
         """Free memory the probe measured right after creating its own context."""
-        return self._int("free")
+        return self.run.byte_count("free")
 
     @property
     def free_held(self) -> int | None:
         """Free memory once the probe held what it was asked to."""
-        return self._int("free_held")
+        return self.run.byte_count("free_held")
 
     @property
     def held(self) -> int:
-        return self._int("held") or 0
+        return self.run.byte_count("held") or 0
 
     @property
     def free_after(self) -> int | None:
