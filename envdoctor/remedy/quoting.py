@@ -1,10 +1,12 @@
 """Quoting for the generated script: every value that came from the machine passes through here.
 
-``sh_quote`` is ``shlex.quote`` for printable text. Text with control or invisible characters
-(a newline, ESC, a bidi override) is written as bash ANSI-C quoting, ``$'…'``, with each such
-byte as ``\\xHH``: the script stays one printable line per command, so a process named
-``"a\\nrm -rf /"`` or one carrying terminal escape sequences cannot forge lines or hide
-text from the person reading the script. Both forms are single words that bash never expands.
+``sh_quote`` is ``shlex.quote`` for printable text, respelled where shellcheck would misread
+the exact word (a leading ``~/`` or ``=``: the generated script must pass shellcheck clean).
+Text with control or invisible characters (a newline, ESC, a bidi override) is written as bash
+ANSI-C quoting, ``$'…'``, with each such byte as ``\\xHH``: the script stays one printable line
+per command, so a process named ``"a\\nrm -rf /"`` or one carrying terminal escape sequences
+cannot forge lines or hide text from the person reading the script. Both forms are single words
+that bash never expands.
 """
 
 from __future__ import annotations
@@ -50,7 +52,16 @@ def sh_quote(value: str) -> str:
     if value in _RESERVED:
         return f"'{value}'"  # shlex leaves `then`, `fi` … bare; quoted they stay plain data
     if value.isprintable():
-        return shlex.quote(value)
+        if value.startswith("~/"):
+            # '~/…' is exact, but shellcheck reads it as a tilde the author hoped would expand
+            # (SC2088, a warning); \~ is the same literal tilde without that reading
+            return "\\~" + shlex.quote(value[1:])
+        quoted = shlex.quote(value)
+        if quoted.startswith(("=", "+=")):
+            # shlex leaves `=`, `==x` and `+=` bare: plain data to bash, but to shellcheck a
+            # spaced-out assignment or comparison (SC2283-SC2285, errors)
+            return f"'{value}'"
+        return quoted
     return "$'" + "".join(_ansi_c(ch) for ch in value) + "'"
 
 

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import subprocess
+from pathlib import Path
 from typing import TypeVar
 
 import pytest
@@ -13,7 +14,7 @@ from envdoctor.model.facts import DeviceNode, GpuProcess, KernelModule, MemoryIn
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Absent, Found
 from envdoctor.probes.holders import Container, GpuHolder, absent_fix_facts
-from envdoctor.remedy import build_plan, plan_to_json, render_steps
+from envdoctor.remedy import build_plan, plan_to_json, quoting, render_steps
 from envdoctor.remedy.distro import driver_install_commands, family, initramfs_command
 from envdoctor.remedy.model import (
     CreateNodes,
@@ -37,6 +38,7 @@ from envdoctor.remedy.wheel import newest_variant_for
 from tests import factories as f
 from tests.remedy import cases
 from tests.remedy.sandbox import START_TIME, Sandbox
+from tests.shellcheck import BASH_STRICT, shellcheck
 
 T = TypeVar("T")
 
@@ -426,6 +428,42 @@ def test_sh_quote_round_trips_through_bash(value: str) -> None:
     assert out.stdout.decode() == value
     assert sh_quote(value).isprintable()
     assert "\n" not in display(value)
+
+
+# every 1- and 2-character word over the characters shells and shellcheck treat specially, and
+# each followed by "/x"; the rest are the words that once made a fix script fail shellcheck
+_SPECIAL = "~/$`'\"\\{}[]*?!#&;|<>()=+-.:@% \tab1é\u202e\x1b\n"
+HOSTILE_WORDS = sorted(
+    set(_SPECIAL)
+    | {c + d for c in _SPECIAL for d in _SPECIAL}
+    | {c + d + "/x" for c in _SPECIAL for d in _SPECIAL}
+    | {"~/", "~/.cache/x y", "=", "==", "+=", "=x", "then", "$(reboot)"}
+)
+
+
+def test_every_hostile_word_is_read_back_exactly_and_passes_shellcheck() -> None:
+    """A process argv of `~/` (SC2088) and of `=` or `+=` (SC2283-SC2285) made the kill line of a
+    fix script fail shellcheck while bash read it right: the quoting must satisfy both."""
+    lines = [f"printf '%s\\0' {sh_quote(word)}" for word in HOSTILE_WORDS]
+    read = subprocess.run(
+        ["bash", "-c", "\n".join(lines)], capture_output=True, check=True, timeout=60
+    )
+    assert read.stdout.decode().split("\0")[:-1] == HOSTILE_WORDS
+    # the fix script's own header: SC2016 and SC1003 are off there, on purpose and explained
+    header = Path(quoting.__file__).with_name("script.sh.in").read_text().splitlines()
+    assert header[1].startswith("# shellcheck disable=")
+    script = (
+        "\n".join(
+            [
+                header[0],
+                header[1],
+                "f() { :; }",
+                *(line.replace("printf '%s\\0'", "f", 1) for line in lines),
+            ]
+        )
+        + "\n"
+    )
+    assert shellcheck(script, *BASH_STRICT) == ""
 
 
 def test_sh_quote_refuses_nul() -> None:
