@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import gc
 import os
 import signal
 from collections.abc import Callable, Iterator
@@ -75,6 +76,18 @@ def pytest_configure(config: pytest.Config) -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)  # SIG_DFL in what it starts
     if signal.getsignal(signal.SIGQUIT) == signal.SIG_IGN:
         signal.signal(signal.SIGQUIT, signal.SIG_DFL)
+
+
+# What collection builds (modules, items, fixtures' definitions) lives to the end of the run, and
+# the garbage collector scanned it again and again: 0.2-1.2 s of CPU per worker, ~3 s per run.
+# A pass comes every 50,000 new objects instead of 700 (as in the envdoctor command), and what
+# collection built is frozen out of the passes; the tests' own cycles are still collected.
+gc.set_threshold(50_000, 10, 10)
+
+
+def pytest_collection_finish(session: pytest.Session) -> None:
+    gc.collect()
+    gc.freeze()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

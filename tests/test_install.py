@@ -12,7 +12,9 @@ says so.
 pipx's shared libraries (the pip every pipx environment uses) are kept between runs in
 ``.test-cache/pipx-shared-libs`` (git-ignored), as pipx keeps them for a user: making them again
 was half of this test's time (10.5 s against 5.7 s here). ``ENVDOCTOR_TEST_NO_CACHE=1`` starts
-from none; a fresh clone (CI) has none.
+from none; a fresh clone (CI) has none. pip is told not to byte-compile what it installs
+(``--no-compile``): compiling pydantic, rich and pygments ahead was 2.4 s of this test's 6 s of
+CPU, and the commands run the same without it (Python compiles what they import on first use).
 """
 
 from __future__ import annotations
@@ -81,7 +83,10 @@ def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     }
     if os.environ.get("ENVDOCTOR_TEST_NO_CACHE") != "1":
         env["PIPX_SHARED_LIBS"] = str(SHARED_LIBS)
-    _run([pipx, "install", "--python", sys.executable, str(clone)], env=env)
+    _run(
+        [pipx, "install", "--pip-args=--no-compile", "--python", sys.executable, str(clone)],
+        env=env,
+    )
     envdoctor = tmp_path / "bin" / "envdoctor"
     assert envdoctor.exists(), "pipx installed no envdoctor command"
 
@@ -110,9 +115,14 @@ def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     log.write_text("RuntimeError: CUDA error: out of memory\n", encoding="utf-8")
     directory = tmp_path / "shared-cache" / "envdoctor"
 
+    # both check pipx's own environment, which has no torch: what is cached here are the tables
+    # and signatures, and importing the test environment's torch again would only cost a second
+    lean = str(tmp_path / "pipx" / "venvs" / "gpu-envdoctor" / "bin" / "python")
+    assert Path(lean).exists(), "pipx's environment is not where PIPX_HOME says"
+
     def alternate() -> dict[str, int]:
         for command in ([str(envdoctor)], [sys.executable, "-m", "envdoctor"]):
-            for args in (["check", "--json"], ["explain", str(log)]):
+            for args in (["check", "--json", "--python", lean], ["explain", str(log)]):
                 subprocess.run(
                     [*command, *args], env=shared, capture_output=True, timeout=300, check=False
                 )
