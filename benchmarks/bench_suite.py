@@ -6,11 +6,13 @@ suite of another commit, alternating, in one sitting.
 
 The other commit is checked out as a temporary git worktree that uses this checkout's .venv;
 each run imports envdoctor from its own tree (PYTHONPATH), with the workers that tree's
-scripts/test would start (``$(nproc) + K``). One run of each, not counted, warms both trees
-(bytecode, shellcheck's verdicts, pipx's cache: the goal is a warm run). Each round runs both, in the other order every
-second round, so a busier or quieter host weighs on both alike. Reported: min/median/max wall
-time and CPU time (the runs' own and their children's, from getrusage), and the ratio of
-medians. The host's load is printed with every run: compare only rows of one sitting.
+scripts/test would start (``$(nproc) + K``) and its temporary files where that tree's
+scripts/test puts them (``scripts/test-tmpdir``; /tmp for a tree without it). One run of each,
+not counted, warms both trees (bytecode, shellcheck's verdicts, pipx's cache: the goal is a warm
+run). Each round runs both, in the other order every second round, so a busier or quieter host
+weighs on both alike. Reported: min/median/max wall time and CPU time (the runs' own and their
+children's, from getrusage), and the ratio of medians. The host's load is printed with every
+run: compare only rows of one sitting.
 The runs start with SIGINT and SIGQUIT at their defaults (the suite's signal tests need them,
 and a background job of a shell without job control has them ignored).
 """
@@ -42,6 +44,11 @@ def workers(tree: Path) -> str:
 def run_suite(tree: Path, python: str) -> tuple[float, float, str]:
     env = {k: v for k, v in os.environ.items() if k != "PYTHONDONTWRITEBYTECODE"}
     env["PYTHONPATH"] = str(tree)
+    chooser = tree / "scripts" / "test-tmpdir"  # where that tree's scripts/test puts temporaries
+    if chooser.exists():
+        tmp = subprocess.run([str(chooser)], env=env, capture_output=True, text=True, check=False)
+        if tmp.stdout.strip():
+            env["TMPDIR"] = tmp.stdout.strip()
     argv = [python, "-m", "pytest", "-q", "-n", workers(tree), "--dist", "loadscope"]
     argv += ["-m", "install or not install"]
     before = resource.getrusage(resource.RUSAGE_CHILDREN)

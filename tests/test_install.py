@@ -75,8 +75,12 @@ def _fresh_clone(tmp: Path) -> Path:
 def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     pipx = _pipx(tmp_path)
     clone = _fresh_clone(tmp_path)
+    # pipx's envdoctor runs as a user runs it: a PYTHONPATH naming this checkout (the benchmark
+    # sets one) would put the checkout's envdoctor in its place whenever pip writes the /bin/sh
+    # trampoline instead of a `python -E` line (a path to the interpreter too long for `#!`)
+    user = {k: v for k, v in os.environ.items() if k != "PYTHONPATH"}
     env = {
-        **os.environ,
+        **user,
         "PIPX_HOME": str(tmp_path / "pipx"),
         "PIPX_BIN_DIR": str(tmp_path / "bin"),
         "PIPX_MAN_DIR": str(tmp_path / "man"),
@@ -90,7 +94,7 @@ def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     envdoctor = tmp_path / "bin" / "envdoctor"
     assert envdoctor.exists(), "pipx installed no envdoctor command"
 
-    assert _run([str(envdoctor), "--version"]).startswith("envdoctor ")
+    assert _run([str(envdoctor), "--version"], env=user).startswith("envdoctor ")
     # the admin's way: envdoctor in its own environment, pointed at the one to diagnose (the
     # test's, which has torch)
     check = subprocess.run(
@@ -98,6 +102,7 @@ def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
         capture_output=True,
         text=True,
         timeout=300,
+        env=user,
         check=False,
     )
     document = json.loads(check.stdout)
@@ -110,7 +115,6 @@ def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     # Two installs sharing one cache directory (this checkout's and pipx's): each keeps its own
     # checked tables and signatures, so alternating runs hit (the entries are not rewritten);
     # with one name for both, every run replaced the other install's entry.
-    shared = {**os.environ, "XDG_CACHE_HOME": str(tmp_path / "shared-cache")}
     log = tmp_path / "short.log"
     log.write_text("RuntimeError: CUDA error: out of memory\n", encoding="utf-8")
     directory = tmp_path / "shared-cache" / "envdoctor"
@@ -121,10 +125,17 @@ def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     assert Path(lean).exists(), "pipx's environment is not where PIPX_HOME says"
 
     def alternate() -> dict[str, int]:
-        for command in ([str(envdoctor)], [sys.executable, "-m", "envdoctor"]):
+        for command, environ in (
+            ([str(envdoctor)], user),
+            ([sys.executable, "-m", "envdoctor"], os.environ),
+        ):
             for args in (["check", "--json", "--python", lean], ["explain", str(log)]):
                 subprocess.run(
-                    [*command, *args], env=shared, capture_output=True, timeout=300, check=False
+                    [*command, *args],
+                    env={**environ, "XDG_CACHE_HOME": str(tmp_path / "shared-cache")},
+                    capture_output=True,
+                    timeout=300,
+                    check=False,
                 )
         return {p.name: p.stat().st_ino for p in directory.glob("[ck]*.json")}
 
