@@ -21,6 +21,7 @@ import pytest
 from tests.shellcheck import shellcheck
 
 SCRIPT = Path(__file__).resolve().parents[1] / "scripts" / "test-tmpdir"
+CHECKOUT_CACHE = Path(__file__).resolve().parents[1] / ".test-cache"  # git-ignored
 SHM = Path("/dev/shm")
 NOBODY = 65534
 
@@ -68,11 +69,17 @@ def test_the_users_tmpdir_is_kept_and_disk_turns_it_off(ram: Path, tmp_path: Pat
     assert not (ram / f"envdoctor-tests-{os.getuid()}").exists()
 
 
-def test_a_file_system_that_is_not_tmpfs_is_not_taken(tmp_path: Path) -> None:
-    if _on_tmpfs(tmp_path):
-        pytest.skip("the temporary directory is itself on tmpfs")
-    assert chosen(tmp_path) == ""
-    assert list(tmp_path.iterdir()) == []
+def test_a_file_system_that_is_not_tmpfs_is_not_taken() -> None:
+    # the checkout's file system: the suite's own temporary directory is on tmpfs where it can be
+    CHECKOUT_CACHE.mkdir(exist_ok=True)
+    disk = Path(tempfile.mkdtemp(dir=CHECKOUT_CACHE, prefix="test-tmpdir-"))
+    try:
+        if _on_tmpfs(disk):
+            pytest.skip("the checkout itself is on tmpfs")
+        assert chosen(disk) == ""
+        assert list(disk.iterdir()) == []
+    finally:
+        shutil.rmtree(disk, ignore_errors=True)
 
 
 def test_a_link_put_there_by_someone_else_is_not_followed(ram: Path, tmp_path: Path) -> None:

@@ -7,6 +7,7 @@ versions and modes first, smoke and both reproductions, nothing that changes the
 
 from __future__ import annotations
 
+import importlib.metadata
 import json
 import os
 import re
@@ -69,7 +70,11 @@ def test_versions_persistence_and_compute_mode_come_first(validated: Path) -> No
     first_query = reference.index("$ nvidia-smi --query-gpu=")
     line = reference[first_query:].splitlines()[0]
     assert "persistence_mode" in line and "compute_mode" in line and "driver_version" in line
-    assert "import torch; print(torch.__version__" in reference
+    # the real torch answered the one-liner (it costs the fixture a real `import torch`): a typo
+    # in it would cost the GPU session its torch facts
+    torch_part = reference.split("import torch; print(torch.__version__", 1)[1].split("\n$ ")[0]
+    answer = torch_part.strip().splitlines()[-1]
+    assert answer.startswith(importlib.metadata.version("torch") + " "), torch_part
     log = (validated / "log.txt").read_text()
     assert log.index("== check --json") < log.index("== smoke --json")
     assert "exit" in log.split("== smoke --reproduce cublas-alloc", 1)[1].splitlines()[1]
