@@ -394,3 +394,28 @@ def test_a_spec_over_the_size_limit_is_refused_in_either_format(name: str) -> No
     stale = [f for f in report["findings"] if f["code"] == "container.cdi-stale"]
     assert [f["severity"] for f in stale] == ["warning"]
     assert "larger than 1 MiB: not read" in json.dumps(stale)
+
+
+SHM_LINE = "shm /dev/shm tmpfs rw,nosuid,nodev,noexec,relatime,{options} 0 0\n"
+
+
+@pytest.mark.parametrize(
+    ("options", "small"),
+    [
+        ("size=65536k,inode64", True),  # Docker's default: 64 MiB
+        ("size=67108864", True),  # the same in bytes
+        ("inode64,size=8g", False),
+        ("inode64", False),  # no size: half the RAM, the kernel's default
+        ("size=²,inode64", False),  # what the kernel never writes is no size, not a crash
+        ("size=" + "9" * 5000 + "k", False),
+        ("size=٦٤m", False),  # Arabic-Indic digits: the kernel writes ASCII only
+    ],
+)
+def test_the_shm_size_is_read_from_ascii_digits_only(options: str, small: bool) -> None:
+    mounts = "proc /proc proc rw,nosuid,nodev,noexec,relatime 0 0\n" + SHM_LINE.format(
+        options=options
+    )
+    report = _check("container_shm_small", files={"/proc/self/mounts": mounts})
+    codes = {f["code"] for f in report["findings"]}
+    assert ("container.shm-small" in codes) is small
+    assert report["exit_code"] in (0, 1)
