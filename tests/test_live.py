@@ -38,11 +38,14 @@ def _envdoctor(*args: str, env: dict[str, str] | None = None) -> subprocess.Comp
 
 @pytest.mark.parametrize("force_import", [False, True], ids=["version-file", "import"])
 def test_real_torch_child_reads_the_installed_build(force_import: bool, tmp_path: Path) -> None:
-    """The import is cached: a second run reuses it (and says so) with the same facts."""
+    """The import is cached: a second run reuses it (and says so) with the same facts. The
+    imported torch is also asked about ``PYTORCH_CUDA_ALLOC_CONF`` (rules/alloc_conf.py): one real
+    import (~1.5 s of CPU) answers both."""
     cache = CacheDir(str(tmp_path / "envdoctor"))
+    environ = {**os.environ, "PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:maybe"}
     runs = [
         probe_torch(
-            SystemHost(),
+            SystemHost(environ=environ),
             python=sys.executable,
             deadline=Deadline(60),
             force_import=force_import,
@@ -63,6 +66,9 @@ def test_real_torch_child_reads_the_installed_build(force_import: bool, tmp_path
     assert build.from_cache == ""
     if force_import:
         assert again.from_cache and again == replace(build, from_cache=again.from_cache)
+        ((variable, verdict),) = build.alloc_conf  # the real torch's own words
+        assert variable == "PYTORCH_CUDA_ALLOC_CONF"
+        assert "Expected 'True' or 'False'" in verdict and "maybe" in verdict
     else:  # the version file is read every time: nothing to cache
         assert again == build and not any(tmp_path.rglob("torch-*.json"))
 
