@@ -82,6 +82,14 @@ def test_a_file_system_that_is_not_tmpfs_is_not_taken() -> None:
         shutil.rmtree(disk, ignore_errors=True)
 
 
+def test_too_little_room_or_a_root_others_may_rename_in_is_not_taken(ram: Path) -> None:
+    free_kib = shutil.disk_usage(ram).free // 1024
+    assert chosen(ram, ENVDOCTOR_TEST_RAM_MIN_KIB=str(free_kib + 1024 * 1024)) == ""
+    ram.chmod(0o777)  # not sticky: another user could swap our directory for theirs
+    assert chosen(ram) == ""
+    assert list(ram.iterdir()) == []
+
+
 def test_a_link_put_there_by_someone_else_is_not_followed(ram: Path, tmp_path: Path) -> None:
     target = tmp_path / "theirs"
     target.mkdir(mode=0o700)

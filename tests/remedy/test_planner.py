@@ -430,21 +430,25 @@ def test_sh_quote_round_trips_through_bash(value: str) -> None:
     assert "\n" not in display(value)
 
 
-# every 1- and 2-character word over the characters shells and shellcheck treat specially, and
-# each followed by "/x"; the rest are the words that once made a fix script fail shellcheck
-_SPECIAL = "~/$`'\"\\{}[]*?!#&;|<>()=+-.:@% \tab1é\u202e\x1b\n"
+# every 1- and 2-character word over the characters shells and shellcheck treat specially; the
+# rest are the words that once made a fix script fail shellcheck
+_SPECIAL = "~/$`'\"\\{}[]*?!#&;|<>()=+-.,:@% \tab1é\u2018\u2019\u202e\x1b\n"
 HOSTILE_WORDS = sorted(
     set(_SPECIAL)
     | {c + d for c in _SPECIAL for d in _SPECIAL}
-    | {c + d + "/x" for c in _SPECIAL for d in _SPECIAL}
-    | {"~/", "~/.cache/x y", "=", "==", "+=", "=x", "then", "$(reboot)"}
+    | {"~/", "~/.cache/x y", "~/a,b", "=", "==", "+=", "=x", "a+=", "1=", "then", "$(reboot)"}
+    | {"/home/proj,v2/venv/bin/python", "Bob\u2019s", "a,b", "--x=a,b", "x+=y", "11=", "a[1]=x"}
+    | {"--output=/etc/cdi/nvidia.yaml", "-1=b", "NAME=VALUE", "a==b", "_=x"}
 )
 
 
 def test_every_hostile_word_is_read_back_exactly_and_passes_shellcheck() -> None:
-    """A process argv of `~/` (SC2088) and of `=` or `+=` (SC2283-SC2285) made the kill line of a
-    fix script fail shellcheck while bash read it right: the quoting must satisfy both."""
-    lines = [f"printf '%s\\0' {sh_quote(word)}" for word in HOSTILE_WORDS]
+    """Process argvs and paths of `~/` (SC2088), `=` or `+=` (SC2283-SC2285), `a,b` and `a+=` in
+    an array (SC2054, SC2191) and curly quotes (SC1112) made fix scripts fail shellcheck while
+    bash read them right: the quoting must satisfy both, wherever the script puts a word (an
+    argument, an assignment, an array)."""
+    quoted = [sh_quote(word) for word in HOSTILE_WORDS]
+    lines = [f"printf '%s\\0' {word}" for word in quoted]
     read = subprocess.run(
         ["bash", "-c", "\n".join(lines)], capture_output=True, check=True, timeout=60
     )
@@ -452,18 +456,11 @@ def test_every_hostile_word_is_read_back_exactly_and_passes_shellcheck() -> None
     # the fix script's own header: SC2016 and SC1003 are off there, on purpose and explained
     header = Path(quoting.__file__).with_name("script.sh.in").read_text().splitlines()
     assert header[1].startswith("# shellcheck disable=")
-    script = (
-        "\n".join(
-            [
-                header[0],
-                header[1],
-                "f() { :; }",
-                *(line.replace("printf '%s\\0'", "f", 1) for line in lines),
-            ]
-        )
-        + "\n"
-    )
-    assert shellcheck(script, *BASH_STRICT) == ""
+    # one script per place (shellcheck's time grows faster than a script's length)
+    for place in ("f {}", "V={}", "A=({} {})"):
+        lines = [header[0], header[1], "f() { :; }", *(place.format(w, w) for w in quoted)]
+        lines.append('f "$V" "${A[@]}"')
+        assert shellcheck("\n".join(lines) + "\n", *BASH_STRICT) == "", place
 
 
 def test_sh_quote_refuses_nul() -> None:
