@@ -448,9 +448,9 @@ def test_every_hostile_word_is_read_back_exactly_and_passes_shellcheck() -> None
     bash read them right: the quoting must satisfy both, wherever the script puts a word (an
     argument, an assignment, an array)."""
     quoted = [sh_quote(word) for word in HOSTILE_WORDS]
-    lines = [f"printf '%s\\0' {word}" for word in quoted]
+    printed = [f"printf '%s\\0' {word}" for word in quoted]
     read = subprocess.run(
-        ["bash", "-c", "\n".join(lines)], capture_output=True, check=True, timeout=60
+        ["bash", "-c", "\n".join(printed)], capture_output=True, check=True, timeout=60
     )
     assert read.stdout.decode().split("\0")[:-1] == HOSTILE_WORDS
     # the fix script's own header: SC2016 and SC1003 are off there, on purpose and explained
@@ -458,9 +458,9 @@ def test_every_hostile_word_is_read_back_exactly_and_passes_shellcheck() -> None
     assert header[1].startswith("# shellcheck disable=")
     # one script per place (shellcheck's time grows faster than a script's length)
     for place in ("f {}", "V={}", "A=({} {})"):
-        lines = [header[0], header[1], "f() { :; }", *(place.format(w, w) for w in quoted)]
-        lines.append('f "$V" "${A[@]}"')
-        assert shellcheck("\n".join(lines) + "\n", *BASH_STRICT) == "", place
+        script = [header[0], header[1], "f() { :; }", *(place.format(w, w) for w in quoted)]
+        script.append('f "$V" "${A[@]}"')
+        assert shellcheck("\n".join(script) + "\n", *BASH_STRICT) == "", place
 
 
 def test_sh_quote_refuses_nul() -> None:
