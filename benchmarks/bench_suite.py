@@ -46,7 +46,9 @@ def run_suite(tree: Path, python: str) -> tuple[float, float, str]:
     env["PYTHONPATH"] = str(tree)
     chooser = tree / "scripts" / "test-tmpdir"  # where that tree's scripts/test puts temporaries
     if chooser.exists():
-        tmp = subprocess.run([str(chooser)], env=env, capture_output=True, text=True, check=False)
+        tmp = subprocess.run(
+            [str(chooser)], env=env, capture_output=True, text=True, timeout=60, check=False
+        )
         if tmp.stdout.strip():
             env["TMPDIR"] = tmp.stdout.strip()
     argv = [python, "-m", "pytest", "-q", "-n", workers(tree), "--dist", "loadscope"]
