@@ -46,9 +46,13 @@ def _older_python() -> str | None:
     """A CPython older than 3.11 (no -P), where this machine has one: looked for by the first
     test that needs it, not when pytest collects the module (in every xdist worker)."""
     roots = [Path(os.environ.get("PYENV_ROOT", Path.home() / ".pyenv")) / "versions"]
-    candidates = [shutil.which(f"python3.{minor}") for minor in (10, 9, 8)]
-    candidates += [str(p) for r in roots for p in sorted(r.glob("3.1[0]*/bin/python3"))]
+    # pyenv's own builds before PATH: a pyenv shim for a version that is not selected runs
+    # bash scripts for ~0.1 s of CPU only to say "command not found"
+    candidates: list[str | None] = [
+        str(p) for r in roots for p in sorted(r.glob("3.1[0]*/bin/python3"))
+    ]
     candidates += [str(p) for r in roots for p in sorted(r.glob("3.[89].*/bin/python3"))]
+    candidates += [shutil.which(f"python3.{minor}") for minor in (10, 9, 8)]
     for candidate in filter(None, candidates):
         try:
             done = subprocess.run(

@@ -27,6 +27,7 @@ def test_the_child_is_python_38_grammar_and_stdlib_only() -> None:
         "__future__",
         "collections",
         "faulthandler",
+        "gc",
         "importlib",
         "json",
         "os",

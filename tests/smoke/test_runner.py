@@ -417,3 +417,29 @@ def test_a_torch_without_cudnn_fails_the_convolutions_only(fake_env: EnvMaker) -
     assert status["conv-forward"] == status["conv-backward"] == FAILED
     (finding,) = [f for f in smoke_findings(gpu_facts(1), result) if f.code != "smoke.passed"]
     assert finding.code == "smoke.cudnn-unavailable"
+
+
+def test_torch_is_imported_without_the_collector_and_the_steps_run_with_it(
+    tmp_path: Path,
+) -> None:
+    """The collector is off for torch's import (its ~370 passes free almost nothing) and on again
+    for the steps, whose tensors in reference cycles it must still free (the memory and
+    reproduce steps measure what the GPU holds)."""
+    torch = tmp_path / "torch"
+    torch.mkdir()
+    (torch / "__init__.py").write_text(
+        "import gc, types\n"
+        "__file__ = 'collector-at-import-%s' % gc.isenabled()\n"
+        "version = types.SimpleNamespace(cuda=None)\n"
+        "def __getattr__(name):\n"
+        "    if name == '__version__':\n"
+        "        return 'collector-after-%s' % gc.isenabled()\n"
+        "    raise AttributeError(name)\n"
+    )
+    events = child_events(
+        {"device": "cpu", "steps": ["import"], "memory_mib": 1}, env={"PYTHONPATH": str(tmp_path)}
+    )
+    (result,) = [e for e in events if e["event"] == "result"]
+    assert result["status"] == "passed", result
+    assert result["info"]["file"] == "collector-at-import-False"
+    assert result["info"]["torch"] == "collector-after-True"
