@@ -156,16 +156,25 @@ def _bundled(variant: TorchVariant) -> str:
 
 
 def _python_range(spec: str) -> str:
+    """The tables' ``>=A,<B`` as people say it: ``>=3.10,<3.15`` is "3.10 to 3.14". A bound with
+    no last minor before it (``<4.0``, ``<3.14.2``) is said as it is: "3.10, below 4.0"; ``==3.12``
+    is "3.12"."""
     low = high = ""
     for part in spec.split(","):
         part = part.strip()
+        if part.startswith("=="):
+            return part[2:].strip()
         if part.startswith(">="):
-            low = part[2:]
-        elif part.startswith("<"):
-            major, _, minor = part[1:].partition(".")
-            number = whole(minor, 9)
-            high = f"{major}.{number - 1}" if number is not None else part[1:]
-    return f"{low} to {high}" if low and high else spec
+            low = part[2:].strip()
+        elif part.startswith("<") and not part.startswith("<="):
+            high = part[1:].strip()
+    if not (low and high):
+        return spec
+    major, _, minor = high.partition(".")
+    number = whole(minor, 9)
+    if whole(major, 9) is not None and number is not None and number > 0:
+        return f"{low} to {major}.{number - 1}"
+    return f"{low}, below {high}"
 
 
 def to_json(tables: CompatTables, rec: Recommendation) -> dict[str, Any]:

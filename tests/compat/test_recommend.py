@@ -20,7 +20,7 @@ from envdoctor.compat.recommend import (
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found
-from envdoctor.render.recommend import render_markdown, render_text, to_json
+from envdoctor.render.recommend import _python_range, render_markdown, render_text, to_json
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as f
 from tests.compat.machines import MACHINES, machine, named
@@ -318,3 +318,21 @@ def test_markdown_shows_a_hostile_gpu_name_as_text(tmp_path: Path) -> None:
     assert "**bold**" not in result.output
     assert "\\<img src=x onerror=alert(1)\\>" in result.output
     assert "\x1b" not in result.output and "\x07" not in result.output
+
+
+@pytest.mark.parametrize(
+    ("spec", "said"),
+    [
+        (">=3.10,<3.16", "3.10 to 3.15"),
+        ("<3.15,>=3.9", "3.9 to 3.14"),
+        (">= 3.10, < 3.13", "3.10 to 3.12"),
+        ("==3.12", "3.12"),
+        # the tables' checker takes these too; there is no last minor below the bound
+        (">=3.10,<4.0", "3.10, below 4.0"),  # was "3.10 to 4.-1"
+        (">=3.10,<3.14.2", "3.10, below 3.14.2"),  # was "3.10 to 3.14.2", as if 3.14.2 were in
+        (">=3.10,<3.00000000001", "3.10, below 3.00000000001"),
+        (">=3.10,<3.\u00b2", "3.10, below 3.\u00b2"),
+    ],
+)
+def test_the_python_range_is_said_as_people_say_it(spec: str, said: str) -> None:
+    assert _python_range(spec) == said

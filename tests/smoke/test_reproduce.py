@@ -187,6 +187,35 @@ def fake_probe(threshold_mib: int, log: list[int | None]) -> Callable[[int | Non
     return probe
 
 
+@pytest.mark.parametrize(
+    ("reported", "read"),
+    [
+        (("7000",), 7000),
+        (("7000", "6500"), 6500),  # the last step that measured it
+        (("6500", "\u00b2"), 6500),  # passes str.isdigit(), is no count
+        (("6500", "9" * 5000), 6500),  # int() refuses it (more than 4300 digits)
+        (("6500", "-5"), 6500),
+        (("6500", "1e9"), 6500),
+        (("\u0661\u0662",), None),  # Arabic-Indic digits, which int() takes
+        ((), None),
+    ],
+)
+def test_the_free_memory_a_probe_reports_is_read_as_a_count_or_not_at_all(
+    reported: tuple[str, ...], read: int | None
+) -> None:
+    """The probe child runs in the target interpreter, so what it reports is checked: the first
+    GEMM's cost (free before it, minus free after) is left out rather than computed from a
+    value that is no count of bytes."""
+    steps = [StepResult("context", PASSED, info=(("free", "8000"),))]
+    steps += [
+        StepResult(f"step-{n}", PASSED, info=(("free_after", value),))
+        for n, value in enumerate(reported)
+    ]
+    probe = Probe(None, ChildRun(Target("GPU 0"), PYTHON, tuple(steps), "completed", 0.1))
+    assert probe.free_after == read
+    assert probe.free_in_probe == 8000
+
+
 @pytest.mark.parametrize("threshold", [0, 7, 300, 1500, 4000])
 def test_the_search_brackets_the_threshold_within_the_grain(threshold: int) -> None:
     log: list[int | None] = []
