@@ -94,15 +94,17 @@ def pytest_collection_finish(session: pytest.Session) -> None:
 def _collect_cycles_per_module() -> Iterator[None]:
     """A file or socket kept open by a reference cycle warns (ResourceWarning, an error here)
     when the collector frees it: collected after each module, that warning still fails the
-    module that leaked it, as it did with a pass every 700 objects. What survives the pass is
-    frozen out of the next ones, as collection's objects are: a worker's heap grows over the
-    run (torch, once a test imports it, is 160,000 objects), and each module's pass went over
-    all of it again (~80 ms a module after torch). A cycle frozen while alive and dropped later
-    is then never collected: its file would not warn (the system closes it when the worker
-    ends)."""
-    yield
+    module that leaked it, as it did with a pass every 700 objects; one its last test's fixtures
+    held (pytest drops them after this teardown) fails the next module's first test, as before.
+    What is alive when a module starts is frozen out of the later passes, as collection's
+    objects are: a worker's heap grows over the run (torch, once a test imports it, is 160,000
+    objects), and each module's pass went over all of it again (~80 ms a module after torch).
+    A cycle frozen while alive and dropped later is then never collected: its file would not
+    warn (the system closes it when the worker ends)."""
     gc.collect()
     gc.freeze()
+    yield
+    gc.collect()
 
 
 def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:

@@ -156,9 +156,10 @@ def _bundled(variant: TorchVariant) -> str:
 
 
 def _python_range(spec: str) -> str:
-    """The tables' ``>=A,<B`` as people say it: ``>=3.10,<3.15`` is "3.10 to 3.14". A bound with
-    no last minor before it (``<4.0``, ``<3.14.2``) is said as it is: "3.10, below 4.0"; ``==3.12``
-    is "3.12"."""
+    """The tables' ``>=A,<B`` as people say it: ``>=3.10,<3.15`` is "3.10 to 3.14",
+    ``>=3.14,<3.15`` "3.14". A bound that is not a plain X.Y, or whose last minor before it is
+    not above A, is said as it is: "3.10, below 4.0", "3.14.5, below 3.15". ``==3.12`` is
+    "3.12"."""
     low = high = ""
     for part in spec.split(","):
         part = part.strip()
@@ -172,9 +173,14 @@ def _python_range(spec: str) -> str:
         return spec
     major, _, minor = high.partition(".")
     number = whole(minor, 9)
-    if whole(major, 9) is not None and number is not None and number > 0:
-        return f"{low} to {major}.{number - 1}"
-    return f"{low}, below {high}"
+    if whole(major, 9) is None or number is None or number == 0:
+        return f"{low}, below {high}"
+    top = f"{major}.{number - 1}"
+    if low == top:
+        return low
+    if low.startswith(top + "."):
+        return f"{low}, below {high}"
+    return f"{low} to {top}"
 
 
 def to_json(tables: CompatTables, rec: Recommendation) -> dict[str, Any]:

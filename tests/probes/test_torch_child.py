@@ -44,15 +44,10 @@ def test_tuples_are_lists_and_non_finite_floats_are_null() -> None:
     }
 
 
-def test_the_child_reports_a_hostile_path_intact(tmp_path: Path) -> None:
-    """sys.path entries and dist-info names reach the report through this writer."""
-    site = tmp_path / 'we"ird\\dir\x1b]0;title\x07é'
-    (site / "torch").mkdir(parents=True)
-    (site / "torch" / "__init__.py").write_text("")
-    (site / "torch" / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\n")
-    (site / "nvidia_cudnn_cu12-9.1.0.70.dist-info").mkdir()
+def child_report(site: Path, *flags: str) -> dict[str, Any]:
+    """The child's report, run as envdoctor runs it, with ``site`` first on its path."""
     done = subprocess.run(
-        [sys.executable, "-P", "-c", child_source()],
+        [sys.executable, "-P", "-c", child_source(), *flags],
         capture_output=True,
         text=True,
         timeout=60,
@@ -61,33 +56,34 @@ def test_the_child_reports_a_hostile_path_intact(tmp_path: Path) -> None:
         check=False,
     )
     line = next(x for x in done.stdout.splitlines() if x.startswith(MARK))
-    data = json.loads(line[len(MARK) :])
+    report: dict[str, Any] = json.loads(line[len(MARK) :])
+    return report
+
+
+def test_the_child_reports_a_hostile_path_intact(tmp_path: Path) -> None:
+    """sys.path entries and dist-info names reach the report through this writer."""
+    site = tmp_path / 'we"ird\\dir\x1b]0;title\x07é'
+    (site / "torch").mkdir(parents=True)
+    (site / "torch" / "__init__.py").write_text("")
+    (site / "torch" / "version.py").write_text("__version__ = '2.13.0+cpu'\ncuda = None\n")
+    (site / "nvidia_cudnn_cu12-9.1.0.70.dist-info").mkdir()
+    data = child_report(site)
     assert data["location"] == str(site / "torch")
     assert data["version"] == "2.13.0+cpu" and data["imported"] is False
     assert ["nvidia-cudnn-cu12", "9.1.0.70"] in data["nvidia_wheels"]
 
 
 def test_torch_is_imported_without_the_collector(tmp_path: Path) -> None:
-    """torch's import makes ~370 collector passes that free almost nothing (~10 % of the first
-    check's time with a CUDA build): the child, which ends once it has written its line, imports
-    it with the collector off."""
+    """torch's import makes ~370 collector passes that free almost nothing (~10 % of the import
+    here): the child, which ends once it has written its line, imports it with the collector
+    off."""
     (tmp_path / "torch").mkdir()
     (tmp_path / "torch" / "__init__.py").write_text(
         "import gc, types\n"
         "__version__ = 'collector-%s' % gc.isenabled()\n"
         "version = types.SimpleNamespace(cuda=None, hip=None)\n"
     )
-    done = subprocess.run(
-        [sys.executable, "-P", "-c", child_source(), "--import"],
-        capture_output=True,
-        text=True,
-        timeout=60,
-        cwd="/",
-        env={**os.environ, "PYTHONPATH": str(tmp_path)},
-        check=False,
-    )
-    line = next(x for x in done.stdout.splitlines() if x.startswith(MARK))
-    data = json.loads(line[len(MARK) :])
+    data = child_report(tmp_path, "--import")
     assert data["imported"] is True, data
     assert data["version"] == "collector-False"
 
