@@ -81,13 +81,9 @@ def pytest_configure(config: pytest.Config) -> None:
 # What collection builds (modules, items, fixtures' definitions) lives to the end of the run, and
 # the garbage collector scanned it again and again: 0.2-1.2 s of CPU per worker, ~3 s per run.
 # A pass comes every 50,000 new objects instead of 700 (as in the envdoctor command), and what
-# collection built is frozen out of the passes; the tests' own cycles are still collected.
+# is alive when a module starts, collection's objects first, is frozen out of the passes (below);
+# the tests' own cycles are still collected.
 gc.set_threshold(50_000, 10, 10)
-
-
-def pytest_collection_finish(session: pytest.Session) -> None:
-    gc.collect()
-    gc.freeze()
 
 
 @pytest.fixture(autouse=True, scope="module")
