@@ -270,7 +270,7 @@ class _Builder:
             if node.text == "<<" and node.kind == "str":
                 raise self.error("merge keys (<<) are not supported", event)
             if node.text in top.mapping:
-                raise self.error(f"duplicate key {shown(node.text)}", event)
+                raise self.error(f"duplicate key {quoted(node.text)}", event)
             top.key = node.text
             top.key_lines[node.text] = node.line
             return
@@ -342,7 +342,7 @@ class Reader:
 
     def missing(self, node: Map, key: str, what: str) -> EnvdoctorError:
         """The error for a required key that is not there (a format may say more)."""
-        return self.error(node, f"{what}: missing key {shown(key)}")
+        return self.error(node, f"{what}: missing key {quoted(key)}")
 
     # --- values ---
 
@@ -351,7 +351,8 @@ class Reader:
         value = self.scalar(node, what)
         if value.kind in ("null", "bool") or not value.text.strip():
             raise self.error(
-                node, f"{what}: expected text, got {shown(value.text) if value.text else 'nothing'}"
+                node,
+                f"{what}: expected text, got {quoted(value.text) if value.text else 'nothing'}",
             )
         return value.text.strip()
 
@@ -374,26 +375,30 @@ class Reader:
         """A whole number in ``[low, high]`` (YAML spellings: 12, 0x1f, 1_000)."""
         value = self.scalar(node, what)
         if value.kind != "int":
-            raise self.error(node, f"{what}: expected a whole number, got {shown(value.text)}")
+            raise self.error(node, f"{what}: expected a whole number, got {quoted(value.text)}")
         number = _construct(value)  # None: too many digits to be made at all
         if not isinstance(number, int) or not low <= number <= high:
-            raise self.error(node, f"{what}: {shown(value.text)} is out of range ({low} to {high})")
+            raise self.error(
+                node, f"{what}: {quoted(value.text)} is out of range ({low} to {high})"
+            )
         return number
 
     def number(self, node: Node, what: str, *, low: float, high: float) -> float:
         """A number (whole or not) in ``[low, high]``."""
         value = self.scalar(node, what)
         if value.kind not in ("int", "float"):
-            raise self.error(node, f"{what}: expected a number, got {shown(value.text)}")
+            raise self.error(node, f"{what}: expected a number, got {quoted(value.text)}")
         number = _construct(value)
         if not isinstance(number, int | float) or not low <= number <= high:  # refuses nan
-            raise self.error(node, f"{what}: {shown(value.text)} is out of range ({low} to {high})")
+            raise self.error(
+                node, f"{what}: {quoted(value.text)} is out of range ({low} to {high})"
+            )
         return float(number)
 
     def boolean(self, node: Node, what: str) -> bool:
         value = self.scalar(node, what)
         if value.kind != "bool":
-            raise self.error(node, f"{what}: expected true or false, got {shown(value.text)}")
+            raise self.error(node, f"{what}: expected true or false, got {quoted(value.text)}")
         return value.text.lower() in ("true", "yes", "on", "y")
 
     def optional(self, node: Map, key: str, what: str, read: Callable[[Node, str], T]) -> T | None:
@@ -428,7 +433,7 @@ def plain(root: Node) -> Any:
 
 def unknown_key(what: str, key: str, known: Iterable[str]) -> str:
     """The one "unknown key" message of every format."""
-    return f"{what}: unknown key {shown(key)} (known keys: {', '.join(known)})"
+    return f"{what}: unknown key {quoted(key)} (known keys: {', '.join(known)})"
 
 
 def plain_kind(text: str) -> str | None:
@@ -456,6 +461,3 @@ def _construct(value: Scalar) -> Any:
         return make(node)
     except (ValueError, OverflowError, yaml.YAMLError):
         return None
-
-
-shown = quoted  # a value quoted for a message, cut short (the readers' name for it)

@@ -451,7 +451,7 @@ def _integer(option: Option, flag: str, raw: str, path: str) -> int:
     text = raw.strip()
     digits = text.lstrip("+-")
     if not (digits.isascii() and digits.isdigit()) or len(digits) > MAX_DIGITS:
-        raise UsageError(f"{flag}: expected a whole number, got {_shown(raw)}", path)
+        raise UsageError(f"{flag}: expected a whole number, got {quoted(raw)}", path)
     return int(_bounded(option, flag, float(int(text)), path))
 
 
@@ -459,11 +459,11 @@ def _number(option: Option, flag: str, raw: str, path: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise UsageError(f"{flag}: expected a number, got {_shown(raw)}", path) from None
+        raise UsageError(f"{flag}: expected a number, got {quoted(raw)}", path) from None
     import math
 
     if not math.isfinite(value):
-        raise UsageError(f"{flag}: expected a finite number, got {_shown(raw)}", path)
+        raise UsageError(f"{flag}: expected a finite number, got {quoted(raw)}", path)
     return _bounded(option, flag, value, path)
 
 
@@ -474,7 +474,7 @@ def _seconds(flag: str, raw: str, path: str) -> float:
     try:
         value = float(raw)
     except ValueError:
-        raise UsageError(f"{flag}: expected a number of seconds, got {_shown(raw)}", path) from None
+        raise UsageError(f"{flag}: expected a number of seconds, got {quoted(raw)}", path) from None
     try:
         return check_budget(value, flag)
     except EnvdoctorError as exc:
@@ -487,9 +487,6 @@ def _bounded(option: Option, flag: str, value: float, path: str) -> float:
     if option.maximum is not None and value > option.maximum:
         raise UsageError(f"{flag} must be at most {option.maximum:g}", path)
     return value
-
-
-_shown = quoted
 
 
 def _arguments(command: Command, rest: list[str], values: dict[str, Any], path: str) -> None:
@@ -507,7 +504,7 @@ def _arguments(command: Command, rest: list[str], values: dict[str, Any], path: 
         elif argument.required:
             raise UsageError(f"missing argument {argument.metavar}", path)
     if rest:
-        raise UsageError(f"unexpected argument {_shown(rest[0])}", path)
+        raise UsageError(f"unexpected argument {quoted(rest[0])}", path)
 
 
 # --- help ---------------------------------------------------------------------------------------

@@ -45,7 +45,8 @@ from envdoctor.compat.versions import (
 )
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.record import record
-from envdoctor.yamlsource import Reader, shown
+from envdoctor.terminal import quoted
+from envdoctor.yamlsource import Reader
 
 SCHEMA_VERSION = 1
 _HEADER_KEYS = {"schema", "table", "description", "sources", "replace"}
@@ -196,7 +197,9 @@ class _Ctx(Reader):
         value = self.text(node, what)
         parsed = parse_driver(value)
         if parsed is None or len(parsed) < 2:
-            raise self.error(node, f"{what}: {shown(value)} is not a driver version like 580.65.06")
+            raise self.error(
+                node, f"{what}: {quoted(value)} is not a driver version like 580.65.06"
+            )
         return value
 
     def optional_driver(self, node: y.Map, key: str, what: str) -> str | None:
@@ -209,20 +212,20 @@ class _Ctx(Reader):
         ok = is_version(value) and value.count(".") >= 1 and (not full or value.count(".") <= 2)
         if not ok or parse_cuda(value) is None:
             raise self.error(
-                node, f"{what}: {shown(value)} is not a CUDA version like 12.8 or 12.8.1"
+                node, f"{what}: {quoted(value)} is not a CUDA version like 12.8 or 12.8.1"
             )
         return value
 
     def cc(self, node: y.Node, what: str) -> str:
         value = self.text(node, what)
         if parse_cc(value) is None:
-            raise self.error(node, f"{what}: {shown(value)} is not a compute capability like 9.0")
+            raise self.error(node, f"{what}: {quoted(value)} is not a compute capability like 9.0")
         return value
 
     def version(self, node: y.Node, what: str) -> str:
         value = self.text(node, what)
         if not is_version(value):
-            raise self.error(node, f"{what}: {shown(value)} is not a version like 2.11.0")
+            raise self.error(node, f"{what}: {quoted(value)} is not a version like 2.11.0")
         return value
 
     def interval(self, node: y.Node, what: str) -> str:
@@ -231,11 +234,11 @@ class _Ctx(Reader):
         try:
             spec = SpecifierSet(value)
         except InvalidSpecifier:
-            raise self.error(node, f"{what}: {shown(value)} is not a version specifier") from None
+            raise self.error(node, f"{what}: {quoted(value)} is not a version specifier") from None
         if _interval(spec) is None:
             raise self.error(
                 node,
-                f"{what}: {shown(value)} must be a range '>=A,<B' (or '==A') of plain versions",
+                f"{what}: {quoted(value)} must be a range '>=A,<B' (or '==A') of plain versions",
             )
         return value
 
@@ -259,7 +262,7 @@ class _Ctx(Reader):
             else:
                 raise self.error(
                     raw,
-                    f"{what}: source {shown(name)} is neither in this file's sources: nor a URL",
+                    f"{what}: source {quoted(name)} is neither in this file's sources: nor a URL",
                 )
         return tuple(out)
 

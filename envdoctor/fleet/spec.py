@@ -39,8 +39,8 @@ from envdoctor.model.record import record
 from envdoctor.model.units import plural, whole
 from envdoctor.model.views import driver_view, torch_not_probed
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
-from envdoctor.terminal import safe_line
-from envdoctor.yamlsource import Map, Node, Reader, Scalar, load, parse, plain_kind, shown
+from envdoctor.terminal import quoted, safe_line
+from envdoctor.yamlsource import Map, Node, Reader, Scalar, load, parse, plain_kind
 
 SPEC_SCHEMA_VERSION = 1
 SPEC_KIND = "envdoctor-spec"
@@ -182,14 +182,14 @@ class _SpecReader(Reader):
     def version(self, node: Node, what: str) -> str:
         text = self.text(node, what)  # the text as written: 2.10 stays "2.10", not 2.1
         if not _VERSION.fullmatch(text):
-            raise self.error(node, f"{what}: expected a version such as 12.4, got {shown(text)}")
+            raise self.error(node, f"{what}: expected a version such as 12.4, got {quoted(text)}")
         return text
 
     def branch(self, node: Node, what: str) -> str:
         text = self.text(node, what)
         if not _VERSION.fullmatch(text) or "." in text:
             raise self.error(
-                node, f"{what}: expected a major version such as 580, got {shown(text)}"
+                node, f"{what}: expected a major version such as 580, got {quoted(text)}"
             )
         return text
 
@@ -197,7 +197,7 @@ class _SpecReader(Reader):
         text = self.text(node, what)
         if len(text) > 64 or not _TORCH_VERSION.fullmatch(text):
             raise self.error(
-                node, f"{what}: expected a version such as 2.11.0+cu130 or 2.11, got {shown(text)}"
+                node, f"{what}: expected a version such as 2.11.0+cu130 or 2.11, got {quoted(text)}"
             )
         return text
 
