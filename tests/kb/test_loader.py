@@ -21,8 +21,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # find messages that carry no other trigger: OOM fragments, CTranslate2's cuDNN loader,
 # numeric-only codes, GradScaler's source line, dlopen's versioned-symbol message and NVML's
 # error string printed by other tools, nvidia-smi's "No devices were found". Two more for the
-# container layer (issue 14): CDI and Docker's "could not select device driver".
-MAX_TRIGGERS = 17
+# container layer (issue 14): CDI and Docker's "could not select device driver". One for the
+# misses of the second held-out round: "undefined symbol" on a line of its own.
+MAX_TRIGGERS = 18
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
