@@ -97,3 +97,37 @@ def test_real_healthy_logs_have_no_signature() -> None:
         explanation = run(log)
         assert explanation.causes == (), (name, [c.id for c in explanation.causes])
         assert explanation.exit_code == 0
+
+
+# torchvision's warning when its image extension does not load: benign where torchvision.io is
+# not used, and printed by runs that go on. Verbatim, from
+# https://github.com/NixOS/nixpkgs/issues/162286 (a comment of 2022-08-21),
+# https://github.com/casperg92/MaSIF_colab/issues/7 and https://github.com/xuelunshen/gim/issues/5
+TORCHVISION_IMAGE_WARNINGS = (
+    ">>> import torchvision\n"
+    "/home/octopus/workdir/lib/python3.10/site-packages/torchvision/io/image.py:13: UserWarning:"
+    " Failed to load image Python extension: /home/octopus/workdir/lib/python3.10/site-packages/"
+    "torchvision/image.so: undefined symbol: _ZN3c105ErrorC2ENS_14SourceLocationESs\n"
+    '  warn(f"Failed to load image Python extension: {e}")\n',
+    "/usr/local/lib/python3.9/dist-packages/torchvision/io/image.py:13: UserWarning: Failed to load"
+    " image Python extension: '/usr/local/lib/python3.9/dist-packages/torchvision/image.so:"
+    " undefined symbol: _ZN3c104impl8GPUTrace13gpuTraceStateE'If you don't plan on using image"
+    " functionality from `torchvision.io`, you can ignore this warning. Otherwise, there might be"
+    " something wrong with your environment. Did you have `libjpeg` or `libpng` installed before"
+    " building `torchvision` from source?\n"
+    "  warn(\n",
+    "/home/yuanweizhong/anaconda3/envs/gim/lib/python3.8/site-packages/torchvision/io/image.py:11:"
+    " UserWarning: Failed to load image Python extension: libc10_cuda.so: cannot open shared object"
+    " file: No such file or directory\n"
+    '  warn(f"Failed to load image Python extension: {e}")\n',
+)
+
+
+def test_torchvision_image_extension_warning_is_not_a_cause() -> None:
+    """An `x.so: undefined symbol` line of its own is a failed import (libs.undefined-symbol);
+    the same text inside torchvision's warning is not."""
+    for warning in TORCHVISION_IMAGE_WARNINGS:
+        explanation = run(warning)
+        assert explanation.causes == (), [c.id for c in explanation.causes]
+    bare = "/opt/x/lib/python3.10/site-packages/ext.so: undefined symbol: _ZN3c105ErrorC2E\n"
+    assert [c.id for c in run(bare).causes] == ["libs.undefined-symbol"]
