@@ -136,7 +136,7 @@ def _pump_and_wait(
     interrupts = 0
     while True:
         try:
-            returncode = proc.wait()
+            returncode = _wait(proc)
             break
         except KeyboardInterrupt:
             # only off the main thread, where no forwarder is installed: the child got the
@@ -155,6 +155,58 @@ def _pump_and_wait(
     if failures:
         raise failures[0]
     return returncode
+
+
+WAIT_POLL_MS = 200
+"""Where no pidfd can be opened: how often the wait looks whether the child has exited."""
+
+
+def _wait(proc: subprocess.Popen[bytes]) -> int:
+    """``proc.wait()`` that a signal wakes whichever thread the kernel gave it to.
+
+    Python runs signal handlers in the main thread only. A signal the kernel delivers to a pump
+    thread does not interrupt the main thread's ``waitpid``: the forwarder would hold it until
+    the child exited on its own (a ``docker stop`` waited out its grace period). So the main
+    thread waits in ``poll`` on Python's wakeup fd, which every signal writes to, and on a pidfd
+    of the child (every ``WAIT_POLL_MS`` where there is none)."""
+    if threading.current_thread() is not threading.main_thread():
+        return proc.wait()
+    wake_read, wake_write = os.pipe()
+    pidfd = -1
+    try:
+        os.set_blocking(wake_read, False)
+        os.set_blocking(wake_write, False)
+        previous = signal.set_wakeup_fd(wake_write, warn_on_full_buffer=False)
+        try:
+            poller = select.poll()
+            poller.register(wake_read, select.POLLIN)
+            pidfd = _pidfd(proc.pid)
+            if pidfd >= 0:
+                poller.register(pidfd, select.POLLIN)
+            while (code := proc.poll()) is None:
+                poller.poll(None if pidfd >= 0 else WAIT_POLL_MS)
+                with contextlib.suppress(BlockingIOError):
+                    os.read(wake_read, 512)  # the handlers run once this frame goes on
+            return code
+        finally:
+            signal.set_wakeup_fd(previous)
+    finally:
+        for fd in (wake_read, wake_write, pidfd):
+            if fd >= 0:
+                os.close(fd)
+
+
+def _pidfd(pid: int) -> int:
+    """A pidfd of ``pid`` (readable once it exits), or -1: Linux before 5.3, or a seccomp
+    profile that refuses pidfd_open."""
+    opener = getattr(os, "pidfd_open", None)
+    if opener is None:
+        return -1
+    try:
+        fd: int = opener(pid)
+    except OSError:
+        return -1
+    return fd
 
 
 FORWARDED = tuple(

@@ -22,7 +22,11 @@ import pytest
 from envdoctor.platform.system import MAX_OUTPUT_BYTES, SystemHost
 from tests.hostile.child import envdoctor
 
-MEMORY_LIMIT = 256 << 20  # far below what collecting the flood would take
+# Far below what collecting the flood would take (the cap is 4 MiB a stream; `yes` prints ~1 GB a
+# second), and above what check's address space needs: ~180-200 MiB, plus 64 MiB for each malloc
+# arena glibc opens when threads allocate at once. At 256 MiB, check ended in MemoryError in one
+# whole-suite run on a busy machine (2026-11-24); run alone at 184 MiB, in 2 runs of 4.
+MEMORY_LIMIT = 512 << 20
 
 
 def interpreter(tmp_path: Path, body: str) -> Path:

@@ -385,6 +385,33 @@ def test_a_signal_sent_to_envdoctor_reaches_the_command(name: str) -> None:
     assert b"internal error" not in stderr and b"Traceback" not in stderr
 
 
+# tgkill(2), to hand a signal to one thread of envdoctor as the kernel may (Python has no call)
+TGKILL = {"x86_64": 234, "aarch64": 131}.get(os.uname().machine)
+
+
+@pytest.mark.skipif(
+    TGKILL is None, reason="tgkill's syscall number is known for x86_64 and aarch64"
+)
+def test_a_signal_the_kernel_hands_to_a_pump_thread_still_reaches_the_command() -> None:
+    """The kernel delivers a signal sent to a process to any thread that does not block it.
+    Given to one of envdoctor's output pumps, it used to wait until the command exited by
+    itself: the main thread, blocked in waitpid, ran no handler (a rare timeout of the test
+    above; `docker stop` would have waited out its grace period)."""
+    import ctypes  # noqa: TID251 (tgkill, to signal one thread of another process: os has no call)
+
+    libc = ctypes.CDLL(None, use_errno=True)
+    with _envdoctor_run(sys.executable, "-c", TRAPPING, "USR1") as proc:
+        _read_until(proc, b"ready")
+        threads = [int(t) for t in os.listdir(f"/proc/{proc.pid}/task") if int(t) != proc.pid]
+        assert threads, "envdoctor run pumps the output in threads of its own"
+        assert libc.syscall(TGKILL, proc.pid, threads[0], signal.SIGUSR1) == 0
+        stdout, stderr = proc.communicate(timeout=TIMEOUT)
+
+    assert proc.returncode == 3, stderr.decode()
+    assert b"got USR1\n" in stdout
+    assert b"not interrupted" not in stdout
+
+
 def test_docker_stop_ends_the_command_and_exits_143_as_a_shell_would() -> None:
     with _envdoctor_run(sys.executable, "-c", SLEEPING) as proc:
         child = _child_pid(_read_until(proc, b"ready"))
