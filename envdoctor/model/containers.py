@@ -16,6 +16,9 @@ CDI_DIRS = ("/etc/cdi", "/var/run/cdi")
 """Where CDI specs are looked for when nothing configures it (container-device-interface)."""
 DEFAULT_CDI_SPEC = f"{CDI_DIRS[0]}/nvidia.yaml"
 """Where envdoctor's fixes have ``nvidia-ctk cdi generate`` write the NVIDIA spec."""
+NVIDIA_KIND = "nvidia.com/gpu"
+"""The CDI kind of NVIDIA's GPUs (``--device nvidia.com/gpu=all``), and the toolkit's default
+``default-kind`` (nvidia-container-toolkit api/config/v1)."""
 SHM_ENOUGH = 1 << 30
 """A shared-memory mount this large is enough for DataLoader workers and NCCL (NVIDIA runs its containers with
 --shm-size=1g at least); Docker's default is 64 MiB."""
@@ -26,13 +29,16 @@ class ToolkitConfig:
     """/etc/nvidia-container-runtime/config.toml, the keys that change a container's GPU access.
 
     ``mode`` is ``nvidia-container-runtime.mode`` ("auto" when unset, as the toolkit defaults);
-    ``no_cgroups`` is ``nvidia-container-cli.no-cgroups`` (rootless engines need it on).
+    ``no_cgroups`` is ``nvidia-container-cli.no-cgroups`` (rootless engines need it on);
+    ``default_kind`` the CDI kind the runtime asks for in cdi mode (``modes.cdi.default-kind``:
+    ``NVIDIA_VISIBLE_DEVICES=all`` becomes ``<default-kind>=all``).
     """
 
     path: str
     mode: str
     no_cgroups: bool
     spec_dirs: tuple[str, ...] = CDI_DIRS
+    default_kind: str = NVIDIA_KIND
 
 
 @record
@@ -59,8 +65,8 @@ class EngineConfig:
     """One engine's configuration, reduced to what GPU containers depend on.
 
     ``runtimes`` are the names registered; ``nvidia_runtimes`` those that run an NVIDIA
-    Container Runtime binary; ``default_runtime`` is "" when the engine's own default (runc)
-    applies; ``cdi`` whether the engine resolves CDI devices (Docker ``features.cdi``,
+    Container Runtime binary; ``default_runtime`` is "" when the engine's own default applies
+    (containerd: runc; CRI-O: crun since 1.31, runc before); ``cdi`` whether the engine resolves CDI devices (Docker ``features.cdi``,
     containerd ``enable_cdi``); ``cgroup_driver`` Docker's ``native.cgroupdriver`` exec-opt.
     """
 
@@ -73,6 +79,10 @@ class EngineConfig:
     version: int = 0
     files: tuple[str, ...] = ()
     """Every file read (containerd: the main config and the drop-ins it imports)."""
+    merge: str = ""
+    """How containerd's imported files were merged: "section" (containerd 1.x, config version
+    2: a plugin named in an imported file replaces that plugin's whole table) or "key" (2.x,
+    config version 3: tables merge key by key); "" where nothing was imported."""
 
 
 @record

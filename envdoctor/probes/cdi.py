@@ -16,6 +16,7 @@ from envdoctor.inputfile import MAX_YAML_BYTES
 from envdoctor.model.containers import CdiSpec
 from envdoctor.model.probed import Absent, Found, Probed, why_missing
 from envdoctor.platform.host import Host
+from envdoctor.probes.engine_config import is_kind
 
 SPEC_SUFFIXES = (".yaml", ".yml", ".json")
 MAX_SPECS = 64
@@ -24,7 +25,6 @@ MAX_SPEC_BYTES = MAX_YAML_BYTES
 MAX_EDITS = 4096  # paths checked per spec: a real spec for 8 GPUs has a few hundred
 MAX_MISSING = 16
 # pattern strings, compiled by re on first use (most machines have no CDI spec to read)
-_KIND = r"[A-Za-z0-9][A-Za-z0-9.-]*/[A-Za-z0-9][A-Za-z0-9_.-]*"
 _HOST_DRIVER = r"--host-driver-version=(\d+\.\d+(?:\.\d+)?)"
 _DRIVER_LIB = r"/lib(?:cuda|nvidia-ml)\.so\.(\d+\.\d+(?:\.\d+)?)$"
 
@@ -88,7 +88,7 @@ def parse_spec(data: bytes, path: str) -> dict[str, Any]:
 
 def check_spec(host: Host, path: str, doc: dict[str, Any]) -> CdiSpec:
     kind = doc.get("kind")
-    if not isinstance(kind, str) or not re.fullmatch(_KIND, kind):
+    if not isinstance(kind, str) or not is_kind(kind):
         return _broken(path, f"kind {kind!r} is not vendor/class (e.g. nvidia.com/gpu)")
     if not isinstance(doc.get("cdiVersion"), str):
         return _broken(path, "no cdiVersion")

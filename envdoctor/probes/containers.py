@@ -37,6 +37,7 @@ from envdoctor.probes.engine_config import (
     containerd_version,
     crio_config,
     docker_config,
+    merge_import,
     merge_tables,
     parse_toml,
     toolkit_config,
@@ -235,13 +236,15 @@ def _containerd(host: Host) -> Probed[EngineConfig]:
     try:
         data = _read_toml(host, CONTAINERD_CONFIG)
         files = [CONTAINERD_CONFIG]
-        if containerd_version(data) >= 2:
+        version = containerd_version(data)
+        if version >= 2:
             for pattern in containerd_imports(data):
                 for path in _glob(host, pattern, base="/etc/containerd"):
                     if path not in files and len(files) <= MAX_DROP_INS:
-                        data = merge_tables(data, _read_toml(host, path))
+                        data = merge_import(data, _read_toml(host, path), version)
                         files.append(path)
-        return Found(containerd_config(data, tuple(files)))
+        merge = ("key" if version >= 3 else "section") if len(files) > 1 else ""
+        return Found(containerd_config(data, tuple(files), merge=merge))
     except ConfigError as exc:
         return ProbeFailed(str(exc))
 

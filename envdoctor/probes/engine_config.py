@@ -19,7 +19,7 @@ import sys
 from collections.abc import Mapping
 from typing import Any
 
-from envdoctor.model.containers import CDI_DIRS, EngineConfig, ToolkitConfig
+from envdoctor.model.containers import CDI_DIRS, NVIDIA_KIND, EngineConfig, ToolkitConfig
 
 # containerd's CRI plugin, by config version (containerd 1.x writes version 2, 2.x version 3;
 # a file without ``version`` is version 1). Source: nvidia-container-toolkit
@@ -127,7 +127,8 @@ def containerd_imports(data: Mapping[str, Any]) -> tuple[str, ...]:
 
 
 def merge_tables(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:
-    """containerd's merge of an imported file: tables merge key by key, values replace."""
+    """Tables merge key by key, other values replace: containerd 2.x's merge of an imported
+    file (config version 3), and CRI-O's of its drop-ins."""
     out = dict(base)
     for key, value in over.items():
         if isinstance(value, dict) and isinstance(out.get(key), dict):
@@ -137,7 +138,25 @@ def merge_tables(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def containerd_config(data: Mapping[str, Any], files: tuple[str, ...]) -> EngineConfig:
+def merge_import(base: dict[str, Any], over: Mapping[str, Any], version: int) -> dict[str, Any]:
+    """containerd's merge of an imported file into its config. containerd 1.x (config version
+    2) replaces the whole table of every plugin the imported file names ("Replace entire
+    sections instead of merging map's values", mergeConfig in its server/config), which is why
+    nvidia-ctk's drop-in repeats the whole CRI section; 2.x (version 3) merges key by key."""
+    if version >= 3:
+        return merge_tables(base, over)
+    plugins = over.get("plugins")
+    out = merge_tables(base, {k: v for k, v in over.items() if k != "plugins"})
+    if isinstance(plugins, dict):
+        merged = dict(out["plugins"]) if isinstance(out.get("plugins"), dict) else {}
+        merged.update(plugins)
+        out["plugins"] = merged
+    return out
+
+
+def containerd_config(
+    data: Mapping[str, Any], files: tuple[str, ...], *, merge: str = ""
+) -> EngineConfig:
     """The (merged) containerd config: the CRI plugin's ``containerd.runtimes``,
     ``containerd.default_runtime_name`` and ``enable_cdi``. Without a ``default_runtime_name``
     containerd runs ``runc``; a version 1 ``default_runtime`` table counts as that name."""
@@ -169,6 +188,7 @@ def containerd_config(data: Mapping[str, Any], files: tuple[str, ...]) -> Engine
         cdi=cdi,
         version=version,
         files=files,
+        merge=merge,
     )
 
 
@@ -178,7 +198,8 @@ def containerd_config(data: Mapping[str, Any], files: tuple[str, ...]) -> Engine
 def crio_config(data: Mapping[str, Any], files: tuple[str, ...]) -> EngineConfig:
     """``[crio.runtime] default_runtime`` and ``[crio.runtime.runtimes.NAME] runtime_path``
     (what ``nvidia-ctk runtime configure --runtime=crio`` writes to crio.conf.d/99-nvidia.toml).
-    CRI-O resolves CDI devices itself."""
+    Unset, CRI-O's own default applies ("": crun since CRI-O 1.31, runc before). CRI-O
+    resolves CDI devices itself."""
     runtime = _table(data, "crio", "runtime")
     runtimes = _table(runtime, "runtimes")
     names = tuple(sorted(runtimes)[:MAX_RUNTIMES])
@@ -188,7 +209,7 @@ def crio_config(data: Mapping[str, Any], files: tuple[str, ...]) -> EngineConfig
         path=files[0] if files else "",
         runtimes=names,
         nvidia_runtimes=nvidia,
-        default_runtime=default if isinstance(default, str) and default else "runc",
+        default_runtime=default if isinstance(default, str) else "",
         cdi=True,
         files=files,
     )
@@ -199,12 +220,14 @@ def crio_config(data: Mapping[str, Any], files: tuple[str, ...]) -> EngineConfig
 
 def toolkit_config(text: str, path: str) -> ToolkitConfig:
     """``[nvidia-container-runtime] mode`` ("auto" by default; "legacy", "cdi", "csv",
-    "jit-cdi"), ``[nvidia-container-runtime.modes.cdi] spec-dirs`` and
+    "jit-cdi"), ``[nvidia-container-runtime.modes.cdi] spec-dirs`` and ``default-kind``, and
     ``[nvidia-container-cli] no-cgroups`` (api/config/v1 of nvidia-container-toolkit)."""
     data = parse_toml(text, path)
     runtime = _table(data, "nvidia-container-runtime")
     mode = runtime.get("mode", "auto")
-    dirs = _table(runtime, "modes", "cdi").get("spec-dirs")
+    cdi = _table(runtime, "modes", "cdi")
+    kind = cdi.get("default-kind")
+    dirs = cdi.get("spec-dirs")
     spec_dirs = (
         tuple(str(d) for d in dirs if isinstance(d, str))[:8]
         if isinstance(dirs, list)
@@ -215,4 +238,24 @@ def toolkit_config(text: str, path: str) -> ToolkitConfig:
         mode=mode if isinstance(mode, str) else "auto",
         no_cgroups=_table(data, "nvidia-container-cli").get("no-cgroups") is True,
         spec_dirs=spec_dirs,
+        default_kind=kind if isinstance(kind, str) and is_kind(kind) else NVIDIA_KIND,
+    )
+
+
+_KIND_CHARS = frozenset("abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-_")
+
+
+def is_kind(kind: str) -> bool:
+    """``vendor/class`` as CDI allows it: letters, digits, '.', '-' and '_', each part starting
+    with a letter or digit (container-device-interface's parser)."""
+    vendor, slash, cls = kind.partition("/")
+    return bool(
+        slash
+        and vendor[:1].isascii()
+        and vendor[:1].isalnum()
+        and cls[:1].isascii()
+        and cls[:1].isalnum()
+        and set(vendor) <= _KIND_CHARS
+        and set(cls) <= _KIND_CHARS
+        and len(kind) <= 255
     )

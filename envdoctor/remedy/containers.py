@@ -10,9 +10,10 @@ from __future__ import annotations
 from collections.abc import Iterator
 
 from envdoctor.engine import Report
-from envdoctor.model.containers import DEFAULT_CDI_SPEC
+from envdoctor.model.containers import NVIDIA_KIND
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.remedy.model import Action, Note, RunCommand
+from envdoctor.rules import container_cdi as cdi
 from envdoctor.rules import container_host as host
 from envdoctor.rules import container_inside as inside
 
@@ -38,6 +39,8 @@ RUN_NOTES = {
     "docker-ce), then sudo nvidia-ctk runtime configure --runtime=docker",
     host.CONFIG_INVALID: "Fix the configuration file named in the finding (its parse error is in "
     "the evidence); `nvidia-ctk runtime configure` rewrites the engine's",
+    cdi.CDI_CONFLICT: "Keep one NVIDIA CDI spec per spec directory: remove the others named in "
+    "the finding (envdoctor does not delete a spec it did not write)",
 }
 
 
@@ -61,15 +64,17 @@ def _argv(action: Action) -> tuple[str, ...]:
 def _steps(finding: Finding) -> list[tuple[str, Action]]:
     code = finding.code
     if code == host.TOOLKIT_MISSING:
-        return [
-            (
-                "Install the NVIDIA Container Toolkit (NVIDIA's package repository must be set up)",
-                Note(host.INSTALL_TOOLKIT),
-            ),
-            *_configure("docker"),
-        ]
+        install = (
+            "Install the NVIDIA Container Toolkit (NVIDIA's package repository must be set up)",
+            Note(host.INSTALL_TOOLKIT),
+        )
+        if finding.subject == "podman":  # Podman reads CDI specs; nvidia-ctk cannot configure it
+            return [install, _generate(cdi.spec_path_for(NVIDIA_KIND), NVIDIA_KIND)]
+        return [install, *_configure(finding.subject or "docker")]
     if code in (host.NO_GPU_RUNTIME, host.DEFAULT_RUNTIME):
         return _configure(finding.subject or "containerd", default=True)
+    if code == host.GPUS_REFUSED:
+        return _configure("docker", default=True)
     if code == host.ROOTLESS:
         return [
             (
@@ -77,16 +82,21 @@ def _steps(finding: Finding) -> list[tuple[str, Action]]:
                 RunCommand(host.NO_CGROUPS_ARGV),
             )
         ]
-    if code in (host.CDI_MISSING, host.CDI_STALE):
-        path = finding.subject if code == host.CDI_STALE else DEFAULT_CDI_SPEC
-        return [
-            (
-                f"Generate the NVIDIA CDI spec for the installed driver into {path}",
-                RunCommand(host.cdi_generate_argv(path)),
-            )
-        ]
+    if code == cdi.CDI_MISSING:
+        kind = finding.subject or NVIDIA_KIND
+        return [_generate(cdi.spec_path_for(kind), kind)]
+    if code == cdi.CDI_STALE:
+        kind = dict(finding.evidence).get("kind") or NVIDIA_KIND
+        return [_generate(finding.subject, kind)]
     note = RUN_NOTES.get(code)
     return [(f"{code}: where the container is started", Note(note))] if note else []
+
+
+def _generate(path: str, kind: str) -> tuple[str, Action]:
+    return (
+        f"Generate the NVIDIA CDI spec ({kind}) for the installed driver into {path}",
+        RunCommand(cdi.cdi_generate_argv(path, kind)),
+    )
 
 
 def _configure(engine: str, *, default: bool = False) -> list[tuple[str, Action]]:

@@ -17,6 +17,7 @@ if TYPE_CHECKING:
 def core_rules() -> tuple[Rule, ...]:
     """Rules over facts alone (driver, devices, GPUs, torch, environment, libraries)."""
     from envdoctor.rules import (
+        container_cdi,
         container_host,
         container_inside,
         devices,
@@ -34,6 +35,7 @@ def core_rules() -> tuple[Rule, ...]:
         *machine.RULES,
         *container_inside.RULES,
         *container_host.RULES,
+        *container_cdi.RULES,
         *driver.RULES,
         *devices.RULES,
         *gpu.RULES,

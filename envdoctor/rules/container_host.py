@@ -2,25 +2,27 @@
 
 The NVIDIA Container Toolkit, Docker/containerd/CRI-O configured for it (and as the default
 runtime on a Kubernetes node, which the NVIDIA device plugin needs), Docker not a snap,
-rootless Docker with ``no-cgroups``, and CDI specs that match the driver that is loaded.
-These judge the host only: inside a container the files describe the container's own image.
+rootless Docker with ``no-cgroups``, Docker's ``--gpus`` where the toolkit runs in a mode its
+hook refuses. CDI specs are judged in ``container_cdi``. These judge the host only: inside a
+container the files describe the container's own image.
 """
 
 from __future__ import annotations
 
 from envdoctor.model.containers import (
     DEFAULT_CDI_SPEC,
-    CdiSpec,
+    NVIDIA_KIND,
     ContainerHostFacts,
     EngineConfig,
     EngineFacts,
+    ToolkitConfig,
 )
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Found, ProbeFailed, why_missing
-from envdoctor.model.units import plural
-from envdoctor.model.views import MachineKind
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
+from envdoctor.rules.container_cdi import cdi_generate_argv, resolvable
+from envdoctor.rules.container_common import host_side, sudo
 
 TOOLKIT_MISSING = "container.toolkit-missing"
 DOCKER_SNAP = "container.docker-snap"
@@ -28,9 +30,7 @@ NO_GPU_RUNTIME = "container.no-gpu-runtime"
 DEFAULT_RUNTIME = "container.default-runtime"
 ROOTLESS = "container.rootless-cgroups"
 CONFIG_INVALID = "container.config-invalid"
-CDI_MISSING = "container.cdi-missing"
-CDI_STALE = "container.cdi-stale"
-NVIDIA_KIND = "nvidia.com/gpu"
+GPUS_REFUSED = "container.gpus-flag-refused"
 # Which engine a kubelet talks to (CRI): nvidia-ctk's --runtime name for each.
 CRI_ENGINES = ("containerd", "cri-o")
 CTK_RUNTIME = {"docker": "docker", "containerd": "containerd", "cri-o": "crio"}
@@ -41,20 +41,13 @@ INSTALL_TOOLKIT = (
 )
 
 
-def _host(ctx: RuleContext) -> tuple[ContainerHostFacts | None, str]:
-    """The host-side facts where they apply, else why not."""
-    if ctx.machine.containers:
-        return None, "in a container: the host's engines are judged on the host"
-    if ctx.facts.host.wsl:
-        return None, "WSL: Docker Desktop gives containers the GPU"
-    if ctx.machine.kind is not MachineKind.GPU:
-        return None, f"{ctx.machine.why_no_gpu()}: no GPU to give containers"
-    facts = ctx.facts.containers.host
-    if not isinstance(facts, Found):
-        return None, f"the container layer was not read ({why_missing(facts)})"
-    if not facts.value.engines:
-        return None, "no container engine (Docker, containerd, CRI-O, Podman) is installed"
-    return facts.value, ""
+# The toolkit's modes in which its hook refuses to be run by Docker's --gpus ("auto" resolves to
+# legacy for the hook on a discrete-GPU host): cmd/nvidia-container-runtime-hook/main.go
+HOOK_REFUSES = ("cdi", "jit-cdi", "csv")
+HOOK_REFUSAL = (
+    "invoking the NVIDIA Container Runtime Hook directly (e.g. specifying the docker --gpus flag) "
+    "is not supported"
+)
 
 
 def configure_argv(engine: str, *, default: bool = False) -> tuple[tuple[str, ...], ...]:
@@ -77,18 +70,9 @@ NO_CGROUPS_ARGV = ("nvidia-ctk", "config", "--set", "nvidia-container-cli.no-cgr
 """Turns on the toolkit's no-cgroups (rootless engines need it)."""
 
 
-def cdi_generate_argv(path: str) -> tuple[str, ...]:
-    """Writes the NVIDIA CDI spec for the installed driver to ``path``."""
-    return ("nvidia-ctk", "cdi", "generate", f"--output={path}")
-
-
 def configure_steps(engine: str, *, default: bool = False) -> tuple[str, ...]:
     """``configure_argv`` as steps for a person to run."""
-    return tuple(_sudo(argv) for argv in configure_argv(engine, default=default))
-
-
-def _sudo(argv: tuple[str, ...]) -> str:
-    return "sudo " + " ".join(argv)
+    return tuple(sudo(argv) for argv in configure_argv(engine, default=default))
 
 
 def _engines(facts: ContainerHostFacts) -> str:
@@ -99,7 +83,7 @@ def _engines(facts: ContainerHostFacts) -> str:
 
 
 def _toolkit(ctx: RuleContext) -> Evaluation:
-    facts, why = _host(ctx)
+    facts, why = host_side(ctx)
     if facts is None:
         yield not_applicable(why)
         return
@@ -109,12 +93,33 @@ def _toolkit(ctx: RuleContext) -> Evaluation:
         shown = ", ".join(name for name, _ in toolkit.programs)
         yield passed(f"found {shown}" + (f" (version {version})" if version else ""))
         return
+    engine = toolkit_engine(facts)
+    if engine == "podman":
+        # nvidia-ctk configures Docker, containerd and CRI-O only; Podman reads CDI specs
+        symptom = (
+            "`podman run --device nvidia.com/gpu=all` fails with 'unresolvable CDI devices "
+            "nvidia.com/gpu=all' (no CDI spec without the toolkit)"
+        )
+        steps: tuple[str, ...] = (
+            sudo(cdi_generate_argv(DEFAULT_CDI_SPEC)),
+            "podman run --rm --device nvidia.com/gpu=all ubuntu nvidia-smi -L   # lists the GPUs",
+        )
+    elif engine == "docker":
+        symptom = (
+            '`docker run --gpus all` fails with \'could not select device driver "" with '
+            "capabilities: [[gpu]]'"
+        )
+        steps = (
+            *configure_steps(engine),
+            "docker run --rm --gpus all ubuntu nvidia-smi   # must list the GPUs",
+        )
+    else:
+        symptom = f"{engine} gives GPU containers and pods no GPU"
+        steps = configure_steps(engine)
     yield Finding(
         code=TOOLKIT_MISSING,
         severity=Severity.WARNING,
-        title="Container engines are installed but the NVIDIA Container Toolkit is not: "
-        '`docker run --gpus all` fails with \'could not select device driver "" with '
-        "capabilities: [[gpu]]'",
+        title=f"Container engines are installed but the NVIDIA Container Toolkit is not: {symptom}",
         evidence=(
             ("container engines", _engines(facts)),
             (
@@ -124,17 +129,21 @@ def _toolkit(ctx: RuleContext) -> Evaluation:
             ),
         ),
         remediation=Remediation(
-            summary="Install the NVIDIA Container Toolkit and register it with the engine",
-            steps=(
-                INSTALL_TOOLKIT,
-                *configure_steps(
-                    facts.engines[0].name if facts.engines[0].name in CTK_RUNTIME else "docker"
-                ),
-                "docker run --rm --gpus all ubuntu nvidia-smi   # must list the GPUs",
-            ),
+            summary=f"Install the NVIDIA Container Toolkit and set {engine} up with it",
+            steps=(INSTALL_TOOLKIT, *steps),
             needs_root=True,
         ),
+        subject=engine,
     )
+
+
+def toolkit_engine(facts: ContainerHostFacts) -> str:
+    """The engine the toolkit is set up for first: Docker, else a CRI engine, else Podman."""
+    names = [e.name for e in facts.engines]
+    for name in ("docker", *CRI_ENGINES, "podman"):
+        if name in names:
+            return name
+    return names[0]
 
 
 def _docker(facts: ContainerHostFacts) -> EngineFacts | None:
@@ -142,7 +151,7 @@ def _docker(facts: ContainerHostFacts) -> EngineFacts | None:
 
 
 def _snap(ctx: RuleContext) -> Evaluation:
-    facts, why = _host(ctx)
+    facts, why = host_side(ctx)
     docker = _docker(facts) if facts else None
     if facts is None or docker is None:
         yield not_applicable(why or "Docker is not installed")
@@ -169,7 +178,7 @@ def _snap(ctx: RuleContext) -> Evaluation:
 
 
 def _rootless(ctx: RuleContext) -> Evaluation:
-    facts, why = _host(ctx)
+    facts, why = host_side(ctx)
     docker = _docker(facts) if facts else None
     if facts is None or docker is None or not docker.rootless:
         yield not_applicable(why or "rootless Docker is not in use")
@@ -178,8 +187,14 @@ def _rootless(ctx: RuleContext) -> Evaluation:
     if not isinstance(config, Found):
         yield unknown(f"the toolkit's config.toml: {why_missing(config)}")
         return
-    if config.value.no_cgroups or config.value.mode in ("cdi", "jit-cdi"):
+    if config.value.no_cgroups:
         yield passed(f"rootless Docker with no-cgroups = true ({config.value.path})")
+        return
+    if config.value.mode in ("cdi", "jit-cdi"):
+        yield passed(
+            f'rootless Docker with the toolkit in mode = "{config.value.mode}" '
+            f"({config.value.path}): devices come from CDI, no cgroup is written"
+        )
         return
     yield Finding(
         code=ROOTLESS,
@@ -193,7 +208,7 @@ def _rootless(ctx: RuleContext) -> Evaluation:
         remediation=Remediation(
             summary="Turn on no-cgroups in the toolkit's config",
             steps=(
-                _sudo(NO_CGROUPS_ARGV),
+                sudo(NO_CGROUPS_ARGV),
                 "systemctl --user restart docker",
             ),
             needs_root=True,
@@ -210,7 +225,7 @@ def _cri(facts: ContainerHostFacts) -> list[EngineFacts]:
 
 def _runtime(ctx: RuleContext) -> Evaluation:
     """On a Kubernetes node, the CRI engine must know an nvidia runtime (or resolve CDI)."""
-    facts, why = _host(ctx)
+    facts, why = host_side(ctx)
     if facts is None:
         yield not_applicable(why)
         return
@@ -221,23 +236,27 @@ def _runtime(ctx: RuleContext) -> Evaluation:
     if not engines:
         yield unknown("no containerd or CRI-O configuration could be read")
         return
-    lacking = [e for e in engines if not _nvidia(e)]
+    ways = {e.name: _gpu_ways(e, facts) for e in engines}
+    lacking = [e for e in engines if not ways[e.name]]
     if not lacking:
-        yield passed(
-            "; ".join(f"{e.name} knows {' and '.join(_config(e).nvidia_runtimes)}" for e in engines)
-        )
+        yield passed("; ".join(f"{e.name} {' and '.join(ways[e.name])}" for e in engines))
         return
     for engine in lacking:
         config = _config(engine)
+        evidence = [
+            (f"{engine.name} config", ", ".join(config.files) or why_missing(engine.config)),
+            ("runtimes", ", ".join(config.runtimes) or "none registered (runc)"),
+        ]
+        if config.cdi:
+            evidence.append(("CDI", "on, but no NVIDIA CDI spec resolves (container.cdi-*)"))
+        if config.merge == "section":
+            evidence.append(("drop-ins", _SECTION_MERGE))
         yield Finding(
             code=NO_GPU_RUNTIME,
             severity=Severity.WARNING,
             title=f"This Kubernetes node's {engine.name} has no nvidia runtime: GPU pods get "
             "no GPU and the NVIDIA device plugin cannot load NVML",
-            evidence=(
-                (f"{engine.name} config", ", ".join(config.files) or why_missing(engine.config)),
-                ("runtimes", ", ".join(config.runtimes) or "none registered (runc)"),
-            ),
+            evidence=tuple(evidence),
             remediation=Remediation(
                 summary=f"Register the NVIDIA Container Runtime with {engine.name}",
                 steps=configure_steps(engine.name, default=True),
@@ -247,32 +266,67 @@ def _runtime(ctx: RuleContext) -> Evaluation:
         )
 
 
+_SECTION_MERGE = (
+    "containerd 1.x (config version 2) takes a plugin's whole table from the last file that "
+    "names it: a drop-in naming the CRI plugin replaces what config.toml set there"
+)
+
+
+def _gpu_ways(engine: EngineFacts, facts: ContainerHostFacts) -> list[str]:
+    """How an engine can give a pod the GPU: its nvidia runtimes, and CDI where it resolves
+    CDI devices and an NVIDIA spec is there to resolve them from."""
+    config = _config(engine)
+    ways = []
+    if config.nvidia_runtimes:
+        ways.append(f"knows {', '.join(config.nvidia_runtimes)}")
+    specs = resolvable(facts) if config.cdi else []
+    if specs:
+        ways.append(f"resolves CDI devices ({', '.join(s.path for s in specs)})")
+    return ways
+
+
 def _default(ctx: RuleContext) -> Evaluation:
-    facts, why = _host(ctx)
+    facts, why = host_side(ctx)
     if facts is None or not facts.kubelet:
         yield not_applicable(why or "not a Kubernetes node")
         return
-    engines = [e for e in _cri(facts) if isinstance(e.config, Found) and _nvidia(e)]
+    engines = [e for e in _cri(facts) if isinstance(e.config, Found) and _config(e).nvidia_runtimes]
     if not engines:
-        yield not_applicable("no nvidia runtime to make the default (see container.no-gpu-runtime)")
+        yield not_applicable("no nvidia runtime to make the default (see container.runtime)")
         return
-    wrong = [e for e in engines if _config(e).default_runtime not in _config(e).nvidia_runtimes]
+    wrong = []
+    fine = []
+    for engine in engines:
+        config = _config(engine)
+        if config.default_runtime in config.nvidia_runtimes:
+            fine.append(f"{engine.name} runs {config.default_runtime} by default")
+        elif config.cdi and _cdi_runtime(config):
+            # the toolkit's installer (the GPU Operator) registers nvidia-cdi beside nvidia and
+            # leaves runc the default: its operands use the RuntimeClass, GPU pods get CDI devices
+            fine.append(
+                f"{engine.name} resolves CDI devices and registers "
+                f"{', '.join(config.nvidia_runtimes)} (the GPU Operator's layout: runc stays "
+                "the default, GPU pods get their devices through CDI)"
+            )
+        else:
+            wrong.append(engine)
     if not wrong:
-        yield passed(
-            "; ".join(f"{e.name} runs {_config(e).default_runtime} by default" for e in engines)
-        )
+        yield passed("; ".join(fine))
         return
     for engine in wrong:
         config = _config(engine)
+        default = _default_name(engine, config)
+        unless = "unless every GPU pod sets runtimeClassName: nvidia" + (
+            " (or the device plugin hands devices over through CDI)" if config.cdi else ""
+        )
         yield Finding(
             code=DEFAULT_RUNTIME,
             severity=Severity.WARNING,
-            title=f"{engine.name}'s default runtime is {config.default_runtime}, not nvidia: the "
-            "NVIDIA device plugin fails with 'could not load NVML library' unless every GPU pod "
-            "sets runtimeClassName: nvidia",
+            title=f"{engine.name}'s default runtime is {default}, not nvidia: the NVIDIA device "
+            f"plugin fails with 'could not load NVML library' {unless}",
             evidence=(
                 (f"{engine.name} config", ", ".join(config.files)),
-                ("default runtime", config.default_runtime),
+                ("default runtime", default),
                 ("nvidia runtimes", ", ".join(config.nvidia_runtimes)),
             ),
             remediation=Remediation(
@@ -288,27 +342,89 @@ def _default(ctx: RuleContext) -> Evaluation:
         )
 
 
+def _cdi_runtime(config: EngineConfig) -> bool:
+    return any(name.endswith("-cdi") for name in config.nvidia_runtimes)
+
+
+def _default_name(engine: EngineFacts, config: EngineConfig) -> str:
+    if config.default_runtime:
+        return config.default_runtime
+    return "CRI-O's own (crun since CRI-O 1.31, runc before)" if engine.name == "cri-o" else "runc"
+
+
 def _defaults(engine: EngineFacts) -> bool:
-    """No config file: the engine runs its defaults (runc), which is itself a fact."""
+    """No config file: the engine runs its defaults, which is itself a fact."""
     return not isinstance(engine.config, Found | ProbeFailed)
 
 
 def _config(engine: EngineFacts) -> EngineConfig:
     if isinstance(engine.config, Found):
         return engine.config.value
-    return EngineConfig(path="", runtimes=(), nvidia_runtimes=(), default_runtime="runc", cdi=False)
+    # no config file: containerd runs runc and resolves no CDI (1.x), CRI-O its own runtime
+    return EngineConfig(path="", runtimes=(), nvidia_runtimes=(), default_runtime="", cdi=False)
 
 
-def _nvidia(engine: EngineFacts) -> bool:
-    config = _config(engine)
-    return bool(config.nvidia_runtimes) or config.cdi
+# --- Docker's --gpus and the toolkit's mode -----------------------------------------------------
+
+
+def _gpus_flag(ctx: RuleContext) -> Evaluation:
+    facts, why = host_side(ctx)
+    docker = _docker(facts) if facts else None
+    if facts is None or docker is None:
+        yield not_applicable(why or "Docker is not installed")
+        return
+    config = facts.toolkit.config
+    if not isinstance(config, Found):
+        yield not_applicable(f"the toolkit's config.toml: {why_missing(config)}")
+        return
+    mode = config.value.mode
+    if mode not in HOOK_REFUSES:
+        yield passed(f'the toolkit runs in mode = "{mode}": its hook serves docker run --gpus')
+        return
+    engine = docker.config.value if isinstance(docker.config, Found) else None
+    if engine is not None and engine.default_runtime in engine.nvidia_runtimes:
+        yield passed(
+            f'the toolkit runs in mode = "{mode}" and Docker\'s default runtime is '
+            f"{engine.default_runtime}, which serves --gpus"
+        )
+        return
+    yield _gpus_finding(docker, config.value, engine)
+
+
+def _gpus_finding(
+    docker: EngineFacts, toolkit: ToolkitConfig, engine: EngineConfig | None
+) -> Finding:
+    return Finding(
+        code=GPUS_REFUSED,
+        severity=Severity.WARNING,
+        title=f'The toolkit runs in mode = "{toolkit.mode}", where its hook refuses Docker\'s '
+        f"--gpus: `docker run --gpus all` fails with '{HOOK_REFUSAL}'",
+        evidence=(
+            (toolkit.path, f'mode = "{toolkit.mode}"'),
+            ("docker", docker.program),
+            (
+                "Docker's default runtime",
+                (engine.default_runtime or "runc") if engine else why_missing(docker.config),
+            ),
+        ),
+        remediation=Remediation(
+            summary="Run GPU containers through the NVIDIA Container Runtime",
+            steps=(
+                *configure_steps("docker", default=True),
+                "or per container: docker run --runtime=nvidia -e NVIDIA_VISIBLE_DEVICES=all …",
+                f"or, Docker >= 25 with CDI: docker run --device {NVIDIA_KIND}=all …",
+            ),
+            needs_root=True,
+        ),
+        subject="docker",
+    )
 
 
 # --- files that do not parse --------------------------------------------------------------------
 
 
 def _invalid(ctx: RuleContext) -> Evaluation:
-    facts, why = _host(ctx)
+    facts, why = host_side(ctx)
     if facts is None:
         yield not_applicable(why)
         return
@@ -337,134 +453,6 @@ def _invalid(ctx: RuleContext) -> Evaluation:
                 needs_root=True,
             ),
             subject=what,
-        )
-
-
-# --- CDI ------------------------------------------------------------------------------------
-
-
-def _nvidia_specs(facts: ContainerHostFacts) -> list[CdiSpec]:
-    specs = facts.cdi_specs.value if isinstance(facts.cdi_specs, Found) else ()
-    return [s for s in specs if s.kind == NVIDIA_KIND]
-
-
-def cdi_wanted(facts: ContainerHostFacts) -> str:
-    """Who resolves nvidia.com/gpu CDI devices here ("" when nobody is set up to)."""
-    config = facts.toolkit.config
-    if isinstance(config, Found) and config.value.mode == "cdi":
-        return f'{config.value.path}: mode = "cdi"'
-    podman = next((e for e in facts.engines if e.name == "podman"), None)
-    if podman is not None:
-        return f"podman ({podman.program}) gives GPUs only through CDI"
-    return ""
-
-
-def _cdi_missing(ctx: RuleContext) -> Evaluation:
-    facts, why = _host(ctx)
-    if facts is None:
-        yield not_applicable(why)
-        return
-    if not isinstance(facts.cdi_specs, Found):
-        yield unknown(f"the CDI spec directories: {why_missing(facts.cdi_specs)}")
-        return
-    wanted = cdi_wanted(facts)
-    specs = _nvidia_specs(facts)
-    if specs:
-        yield passed(f"{NVIDIA_KIND} CDI specs in {', '.join(s.path for s in specs)}")
-        return
-    if not wanted:
-        yield not_applicable("no engine here is set up to resolve CDI devices")
-        return
-    mode_cdi = "mode" in wanted
-    yield Finding(
-        code=CDI_MISSING,
-        severity=Severity.ERROR if mode_cdi else Severity.WARNING,
-        title=f"No CDI spec for {NVIDIA_KIND}: containers fail with 'unresolvable CDI devices "
-        f"{NVIDIA_KIND}=all'",
-        evidence=(
-            ("resolved through CDI by", wanted),
-            ("specs found", ", ".join(s.path for s in facts.cdi_specs.value) or "none"),
-        ),
-        remediation=Remediation(
-            summary="Generate the NVIDIA CDI spec",
-            steps=(
-                _sudo(cdi_generate_argv(DEFAULT_CDI_SPEC)),
-                "nvidia-ctk cdi list   # nvidia.com/gpu=0 … and nvidia.com/gpu=all",
-            ),
-            needs_root=True,
-        ),
-    )
-
-
-def _cdi_stale(ctx: RuleContext) -> Evaluation:
-    facts, why = _host(ctx)
-    if facts is None:
-        yield not_applicable(why)
-        return
-    specs = _nvidia_specs(facts)
-    broken = [
-        s for s in (facts.cdi_specs.value if isinstance(facts.cdi_specs, Found) else ()) if s.error
-    ]
-    if not specs and not broken:
-        yield not_applicable(f"no {NVIDIA_KIND} CDI spec here")
-        return
-    driver = ctx.machine.driver
-    current = driver.version  # the installed driver, else the loaded module
-    found = False
-    for spec in specs:
-        stale = bool(current and spec.driver_version and spec.driver_version != current)
-        if not stale and not spec.missing:
-            continue
-        found = True
-        evidence = [("spec", spec.path), ("generated for driver", spec.driver_version or "unknown")]
-        evidence.append(
-            ("driver here", f"{current or 'unknown'} ({driver.version_source or 'n/a'})")
-        )
-        evidence.extend(("missing on the host", m) for m in spec.missing)
-        yield Finding(
-            code=CDI_STALE,
-            severity=Severity.ERROR,
-            title=f"The CDI spec {spec.path} is stale: it names "
-            + (
-                f"driver {spec.driver_version}, not {current}"
-                if stale
-                else f"{len(spec.missing)} path(s) that no longer exist"
-            )
-            + " (regenerate it after every driver change)",
-            evidence=tuple(evidence),
-            remediation=Remediation(
-                summary="Regenerate the CDI spec for the driver that is installed now",
-                steps=(
-                    _sudo(cdi_generate_argv(spec.path)),
-                    "toolkit >= 1.18: sudo systemctl enable --now nvidia-cdi-refresh.path "
-                    "(regenerates the spec when the driver changes)",
-                ),
-                needs_root=True,
-            ),
-            subject=spec.path,
-        )
-    for spec in broken:
-        found = True
-        yield Finding(
-            code=CDI_STALE,
-            severity=Severity.WARNING,
-            title=f"The CDI spec {spec.path} cannot be used: {spec.error}",
-            evidence=(("spec", spec.path), ("problem", spec.error)),
-            remediation=Remediation(
-                summary="Remove or regenerate the broken spec",
-                steps=(f"{_sudo(cdi_generate_argv(spec.path))}   # or remove it",),
-                needs_root=True,
-            ),
-            subject=spec.path,
-        )
-    if not found:
-        yield passed(
-            f"{plural(len(specs), f'{NVIDIA_KIND} spec')} "
-            + (
-                f"names driver {current} and every path it mounts exists"
-                if len(specs) == 1
-                else f"name driver {current} and every path they mount exists"
-            )
         )
 
 
@@ -506,15 +494,9 @@ RULES = (
         _invalid,
     ),
     Rule(
-        "container.cdi-spec",
-        "An NVIDIA CDI spec exists where CDI gives containers the GPU",
-        (CDI_MISSING,),
-        _cdi_missing,
-    ),
-    Rule(
-        "container.cdi-current",
-        "The NVIDIA CDI specs match the driver and its files",
-        (CDI_STALE,),
-        _cdi_stale,
+        "container.gpus-flag",
+        "Docker's --gpus works with the toolkit's mode",
+        (GPUS_REFUSED,),
+        _gpus_flag,
     ),
 )

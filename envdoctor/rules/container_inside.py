@@ -23,7 +23,7 @@ from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.model.units import whole
 from envdoctor.model.views import MachineKind, MachineView, nvml_system
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
-from envdoctor.rules.container_host import cdi_generate_argv
+from envdoctor.rules.container_cdi import cdi_generate_argv
 
 CGROUP_DENIED = "container.cgroup-denied"
 CAPABILITIES = "container.driver-capabilities"

@@ -32,7 +32,7 @@ UNHEALTHY |= {"nodes_root_only", "nouveau_builtin", "driver_module_not_loaded"}
 UNHEALTHY |= {"xid_reboot_required", "fabric_manager_stopped"}
 UNHEALTHY |= {"container_cgroup_denied", "container_require_cuda", "container_libs_missing"}
 UNHEALTHY |= {"container_capabilities", "container_image_driver", "host_cdi_stale"}
-UNHEALTHY |= {"host_cdi_missing"}
+UNHEALTHY |= {"host_cdi_missing", "host_cdi_conflict"}
 
 
 def invoke(scenario: str, *args: str, **overrides: object):  # type: ignore[no-untyped-def]  # click's Result

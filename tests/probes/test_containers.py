@@ -21,7 +21,7 @@ from envdoctor.probes import collect_facts
 from envdoctor.probes.engine_config import ConfigError, docker_config, parse_toml, toolkit_config
 from envdoctor.rules.container_inside import judge_requirement
 from tests.conftest import PYTHON
-from tests.fakes.host import FakeHost
+from tests.fakes.host import FakeHost, load_scenario
 from tests.runner import invoke as cli_invoke
 
 # scenario → (the one container code, its severity, a fix command or note that must be planned)
@@ -58,6 +58,33 @@ CASES = {
         "container.cdi-missing",
         "error",
         "cdi generate --output=/etc/cdi/nvidia.yaml",
+    ),
+    "host_cdi_conflict": ("container.cdi-conflict", "error", "Keep one NVIDIA CDI spec"),
+    "host_cdi_yml": (
+        "container.cdi-missing",
+        "warning",
+        "cdi generate --output=/etc/cdi/nvidia.yaml",
+    ),
+    "host_cdi_shadowed": ("container.cdi-stale", "warning", "--output=/etc/cdi/nvidia.yaml"),
+    "host_docker_cdi_mode": (
+        "container.gpus-flag-refused",
+        "warning",
+        "--runtime=docker --set-as-default",
+    ),
+    "host_k8s_dropin_replaces": (
+        "container.no-gpu-runtime",
+        "warning",
+        "--runtime=containerd --set-as-default",
+    ),
+    "host_k8s_containerd2_no_runtime": (
+        "container.no-gpu-runtime",
+        "warning",
+        "--runtime=containerd --set-as-default",
+    ),
+    "host_k8s_crio_no_runtime": (
+        "container.no-gpu-runtime",
+        "warning",
+        "--runtime=crio --set-as-default",
     ),
 }
 
@@ -218,6 +245,46 @@ def test_toolkit_config_defaults() -> None:
         False,
         ("/etc/cdi", "/var/run/cdi"),
     )
+    assert config.default_kind == "nvidia.com/gpu"
+
+
+@pytest.mark.parametrize(
+    ("value", "kind"),
+    [
+        ('"management.nvidia.com/gpu"', "management.nvidia.com/gpu"),
+        ('"example_vendor.com/gpu"', "example_vendor.com/gpu"),  # CDI allows "_" in a vendor
+        ('"no-class"', "nvidia.com/gpu"),  # not vendor/class: the toolkit's default stands
+        ('"/gpu"', "nvidia.com/gpu"),
+        ('"nvidia.com/gpu/extra"', "nvidia.com/gpu"),
+        ("42", "nvidia.com/gpu"),
+        ('"nvidia.com/gp\u00fc"', "nvidia.com/gpu"),  # not ASCII
+    ],
+)
+def test_the_toolkit_default_kind_is_read_or_its_default_kept(value: str, kind: str) -> None:
+    text = f"[nvidia-container-runtime.modes.cdi]\ndefault-kind = {value}\n"
+    assert toolkit_config(text, "config.toml").default_kind == kind
+
+
+@pytest.mark.parametrize(
+    ("version", "runtimes"), [(3, ("nvidia", "runsc")), (2, ("runsc",))], ids=["2.x", "1.x"]
+)
+def test_a_drop_in_merges_as_the_containerd_of_its_config_version_does(
+    version: int, runtimes: tuple[str, ...]
+) -> None:
+    """containerd 2.x (config version 3) merges an imported file's plugin tables into the
+    config's (its server/config mergeConfig replaces no plugin section); 1.x (version 2) takes
+    the whole table of each plugin the imported file names (checked against the real 1.6 above)."""
+    from envdoctor.probes.engine_config import CRI_PLUGIN, containerd_config, merge_import
+
+    plugin = CRI_PLUGIN[version]
+    nvidia = {"options": {"BinaryName": "/usr/bin/nvidia-container-runtime"}}
+    base: dict[str, Any] = {
+        "version": version,
+        "plugins": {plugin: {"containerd": {"runtimes": {"nvidia": nvidia}}}},
+    }
+    drop_in: dict[str, Any] = {"plugins": {plugin: {"containerd": {"runtimes": {"runsc": {}}}}}}
+    merged = containerd_config(merge_import(base, drop_in, version), ("config.toml",))
+    assert merged.runtimes == runtimes
 
 
 @pytest.mark.parametrize(
@@ -338,34 +405,48 @@ def test_containerd_default_config_parses_as_runc_only() -> None:
     assert "runc" in config.runtimes and config.nvidia_runtimes == ()
 
 
-def test_our_merge_of_drop_ins_is_what_containerd_reads(tmp_path: Path) -> None:
+@pytest.mark.parametrize(
+    ("scenario", "expected"),
+    [
+        # nvidia-ctk's drop-in repeats the whole CRI section: merged either way
+        ("host_k8s_default_runtime", (("nvidia",), "runc")),
+        # a drop-in naming the CRI plugin for one runtime: containerd 1.x takes the plugin's whole
+        # table from it, and the nvidia runtime of config.toml is gone
+        ("host_k8s_dropin_replaces", ((), "runc")),
+    ],
+)
+def test_our_merge_of_drop_ins_is_what_containerd_reads(
+    tmp_path: Path, scenario: str, expected: tuple[tuple[str, ...], str]
+) -> None:
     """The scenario's config and drop-in, merged by envdoctor and by `containerd config dump`."""
     from envdoctor.probes.containers import probe_container_host
     from envdoctor.probes.engine_config import containerd_config
-    from tests.fakes.host import load_scenario
 
-    files = load_scenario("host_k8s_default_runtime")["files"]
-    drop_in = tmp_path / "conf.d" / "99-nvidia.toml"
-    drop_in.parent.mkdir()
-    drop_in.write_text(files["/etc/containerd/conf.d/99-nvidia.toml"])
+    files = load_scenario(scenario)["files"]
+    drop_ins = tmp_path / "conf.d"
+    drop_ins.mkdir()
+    for path, text in files.items():
+        if path.startswith("/etc/containerd/conf.d/"):
+            (drop_ins / Path(path).name).write_text(text)
     main = tmp_path / "config.toml"
     main.write_text(
-        files["/etc/containerd/config.toml"].replace("/etc/containerd/conf.d", str(drop_in.parent))
+        files["/etc/containerd/config.toml"].replace("/etc/containerd/conf.d", str(drop_ins))
     )
     dumped = containerd_config(
         parse_toml(_containerd("--config", str(main), "config", "dump"), "dump"), ("dump",)
     )
-    ours = probe_container_host(
-        FakeHost.scenario("host_k8s_default_runtime"), deadline=Deadline(30), fast=True
-    )
+    if dumped.version >= 3:
+        pytest.skip("this containerd merges drop-ins key by key (2.x): the 1.x case needs 1.x")
+    ours = probe_container_host(FakeHost.scenario(scenario), deadline=Deadline(30), fast=True)
     (engine,) = [e for e in ours.engines if e.name == "containerd"]
     assert isinstance(engine.config, Found)
     mine = engine.config.value
-    assert (mine.default_runtime, mine.nvidia_runtimes) == (
-        dumped.default_runtime,
+    assert (mine.nvidia_runtimes, mine.default_runtime) == (
         dumped.nvidia_runtimes,
+        dumped.default_runtime,
     )
-    assert mine.nvidia_runtimes == ("nvidia",) and mine.default_runtime == "runc"
+    assert (mine.nvidia_runtimes, mine.default_runtime) == expected
+    assert mine.merge == "section"
 
 
 def test_a_cpu_machine_in_a_container_has_no_gpu_checks_left_undecided() -> None:
@@ -419,3 +500,97 @@ def test_the_shm_size_is_read_from_ascii_digits_only(options: str, small: bool) 
     codes = {f["code"] for f in report["findings"]}
     assert ("container.shm-small" in codes) is small
     assert report["exit_code"] in (0, 1)
+
+
+# --- what the host-side findings say and plan ----------------------------------------------
+
+
+def _finding(report: dict[str, Any], code: str) -> dict[str, Any]:
+    found: list[dict[str, Any]] = [f for f in report["findings"] if f["code"] == code]
+    assert len(found) == 1, [f["code"] for f in report["findings"]]
+    return found[0]
+
+
+def _reason(report: dict[str, Any], rule: str) -> str:
+    (check,) = [c for c in report["checks"] if c["name"] == rule]
+    return str(check["reason"])
+
+
+def test_rootless_docker_in_cdi_mode_passes_without_claiming_no_cgroups() -> None:
+    config = (
+        '[nvidia-container-cli]\nno-cgroups = false\n[nvidia-container-runtime]\nmode = "cdi"\n'
+    )
+    report = _check(
+        "host_docker_rootless", files={"/etc/nvidia-container-runtime/config.toml": config}
+    )
+    reason = _reason(report, "container.rootless")
+    assert "no-cgroups = true" not in reason and 'mode = "cdi"' in reason
+    # and Docker's --gpus is what breaks in that mode
+    assert "container.gpus-flag-refused" in {f["code"] for f in report["findings"]}
+
+
+def test_a_podman_host_without_the_toolkit_is_told_about_podman_not_docker() -> None:
+    report = _check("host_podman_no_toolkit")
+    steps = " ".join(_finding(report, "container.toolkit-missing")["remediation"]["steps"])
+    assert "cdi generate --output=/etc/cdi/nvidia.yaml" in steps and "podman run" in steps
+    assert "docker" not in steps
+    plan = json.loads(
+        _cli(FakeHost.scenario("host_podman_no_toolkit"), "fix", "--format", "json").output
+    )
+    commands = [" ".join(map(str, c)) for s in plan["steps"] for c in s["commands"]]
+    assert not any("runtime configure" in c or "docker" in c for c in commands), commands
+    assert any("cdi generate --output=/etc/cdi/nvidia.yaml" in c for c in commands), commands
+
+
+def test_a_yml_spec_is_named_as_never_read() -> None:
+    evidence = _evidence(_finding(_check("host_cdi_yml"), "container.cdi-missing"))
+    assert evidence["never read (CDI reads .yaml and .json only)"] == "/etc/cdi/nvidia.yml"
+
+
+def test_a_missing_spec_of_the_default_kind_is_generated_with_its_vendor_and_class() -> None:
+    report = _check(
+        "host_cdi_default_kind",
+        files={"/var/run/cdi/management.nvidia.com-gpu.yaml": None},
+    )
+    finding = _finding(report, "container.cdi-missing")
+    assert finding["severity"] == "error"
+    assert "management.nvidia.com/gpu=all" in finding["title"]
+    steps = " ".join(finding["remediation"]["steps"])
+    assert "--vendor=management.nvidia.com --class=gpu" in steps
+    host = FakeHost.scenario(
+        "host_cdi_default_kind", files={"/var/run/cdi/management.nvidia.com-gpu.yaml": None}
+    )
+    plan = json.loads(_cli(host, "fix", "--format", "json").output)
+    commands = [" ".join(map(str, c)) for s in plan["steps"] for c in s["commands"]]
+    assert any(
+        "--output=/etc/cdi/management.nvidia.com-gpu.yaml" in c and "--class=gpu" in c
+        for c in commands
+    ), commands
+
+
+def test_cri_o_without_a_default_runtime_is_not_said_to_run_runc() -> None:
+    drop_in = (
+        '[crio.runtime.runtimes.nvidia]\nruntime_path = "/usr/bin/nvidia-container-runtime"\n'
+        'runtime_type = "oci"\n'
+    )
+    report = _check(
+        "host_k8s_crio_no_runtime", files={"/etc/crio/crio.conf.d/99-nvidia.toml": drop_in}
+    )
+    assert "knows nvidia" in _reason(report, "container.runtime")
+    evidence = _evidence(_finding(report, "container.default-runtime"))
+    assert evidence["default runtime"].startswith("CRI-O's own (crun since CRI-O 1.31")
+
+
+def test_cdi_with_a_spec_that_resolves_gives_pods_the_gpu_without_an_nvidia_runtime() -> None:
+    spec = load_scenario("host_cdi_current")["files"]["/etc/cdi/nvidia.yaml"]
+    report = _check(
+        "host_k8s_containerd2_no_runtime",
+        files={
+            "/etc/cdi/nvidia.yaml": spec,
+            "/usr/bin/nvidia-cdi-hook": "",
+            "/lib/x86_64-linux-gnu/libcuda.so.580.159.04": "",
+            "/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04": "",
+        },
+    )
+    assert "resolves CDI devices (/etc/cdi/nvidia.yaml)" in _reason(report, "container.runtime")
+    assert not [f for f in report["findings"] if f["code"].startswith("container.")]

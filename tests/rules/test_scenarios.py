@@ -80,6 +80,17 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "host_docker_rootless": ("healthy", {"container.rootless-cgroups"}),
     "host_cdi_stale": ("unhealthy", {"container.cdi-stale"}),
     "host_cdi_missing": ("unhealthy", {"container.cdi-missing"}),
+    "host_cdi_current": ("healthy", set()),
+    "host_cdi_conflict": ("unhealthy", {"container.cdi-conflict"}),
+    "host_cdi_default_kind": ("healthy", set()),
+    "host_cdi_yml": ("healthy", {"container.cdi-missing"}),
+    "host_cdi_shadowed": ("healthy", {"container.cdi-stale"}),
+    "host_docker_cdi_mode": ("healthy", {"container.gpus-flag-refused"}),
+    "host_k8s_dropin_replaces": ("healthy", {"container.no-gpu-runtime"}),
+    "host_k8s_containerd2_no_runtime": ("healthy", {"container.no-gpu-runtime"}),
+    "host_k8s_crio_no_runtime": ("healthy", {"container.no-gpu-runtime"}),
+    "host_k8s_gpu_operator": ("healthy", set()),
+    "host_podman_no_toolkit": ("healthy", {"container.toolkit-missing", "container.cdi-missing"}),
 }
 
 

@@ -1,0 +1,366 @@
+"""On a GPU host: the CDI specs that give containers the GPU where CDI does (Podman, the
+toolkit's cdi mode, containerd and CRI-O with CDI on).
+
+What a CDI runtime resolves, as container-device-interface's cache does (pkg/cdi: spec-dirs.go,
+cache.go): every ``.json`` and ``.yaml`` file of each spec directory (a ``.yml`` one is never
+read); a device two directories define comes from the later directory; a device two specs of
+one directory define is dropped, so asking for it fails with "unresolvable CDI devices".
+"""
+
+from __future__ import annotations
+
+from envdoctor.model.containers import (
+    CDI_DIRS,
+    DEFAULT_CDI_SPEC,
+    NVIDIA_KIND,
+    CdiSpec,
+    ContainerHostFacts,
+)
+from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.outcome import not_applicable, passed, unknown
+from envdoctor.model.probed import Found, why_missing
+from envdoctor.model.record import record
+from envdoctor.model.units import plural
+from envdoctor.rules.base import Evaluation, Rule, RuleContext
+from envdoctor.rules.container_common import host_side, sudo
+
+CDI_MISSING = "container.cdi-missing"
+CDI_STALE = "container.cdi-stale"
+CDI_CONFLICT = "container.cdi-conflict"
+IGNORED_SUFFIX = ".yml"
+"""A spec file name CDI never reads (it reads ``.json`` and ``.yaml`` only)."""
+
+
+def cdi_generate_argv(path: str, kind: str = NVIDIA_KIND) -> tuple[str, ...]:
+    """Writes the NVIDIA CDI spec for the installed driver to ``path`` (of another kind than
+    nvidia.com/gpu with nvidia-ctk's ``--vendor`` and ``--class``)."""
+    argv: tuple[str, ...] = ("nvidia-ctk", "cdi", "generate", f"--output={path}")
+    if kind != NVIDIA_KIND:
+        vendor, _, cls = kind.partition("/")
+        argv = (*argv, f"--vendor={vendor}", f"--class={cls}")
+    return argv
+
+
+def spec_dirs(facts: ContainerHostFacts) -> tuple[str, ...]:
+    config = facts.toolkit.config
+    return config.value.spec_dirs if isinstance(config, Found) else CDI_DIRS
+
+
+def nvidia_kinds(facts: ContainerHostFacts) -> tuple[str, ...]:
+    """nvidia.com/gpu, and the kind the toolkit's runtime asks for in cdi mode."""
+    config = facts.toolkit.config
+    kind = config.value.default_kind if isinstance(config, Found) else NVIDIA_KIND
+    return (NVIDIA_KIND,) if kind == NVIDIA_KIND else (NVIDIA_KIND, kind)
+
+
+@record
+class Need:
+    """A kind something here asks CDI for: the toolkit's runtime in cdi mode (every GPU
+    container then fails without it), or Podman (only its --device requests do)."""
+
+    kind: str
+    who: str
+    runtime: bool
+
+
+def wanted(facts: ContainerHostFacts) -> list[Need]:
+    """Everything here that gives GPUs only through CDI, and the kind it asks for."""
+    out: list[Need] = []
+    config = facts.toolkit.config
+    if isinstance(config, Found) and config.value.mode == "cdi":
+        kind = config.value.default_kind
+        shown = "" if kind == NVIDIA_KIND else f', default-kind = "{kind}"'
+        out.append(Need(kind, f'{config.value.path}: mode = "cdi"{shown}', runtime=True))
+    podman = next((e for e in facts.engines if e.name == "podman"), None)
+    if podman is not None and all(n.kind != NVIDIA_KIND for n in out):
+        who = f"podman ({podman.program}) gives GPUs only through CDI"
+        out.append(Need(NVIDIA_KIND, who, runtime=False))
+    return out
+
+
+@record
+class Resolution:
+    """What a CDI runtime makes of the NVIDIA specs here.
+
+    ``read`` the specs it reads (parsed, of an NVIDIA kind, not ``.yml``); ``conflicts`` each
+    (kind, device, the specs of one directory that both define it); ``shadowed`` each spec all
+    of whose devices come from a spec of a later directory instead.
+    """
+
+    read: tuple[CdiSpec, ...]
+    conflicts: tuple[tuple[str, str, tuple[str, ...]], ...]
+    shadowed: dict[str, str]
+
+    def kinds(self) -> set[str]:
+        return {s.kind for s in self.read}
+
+
+def _directory(path: str) -> str:
+    return path.rpartition("/")[0] or "/"
+
+
+def resolve(facts: ContainerHostFacts) -> Resolution:
+    specs = facts.cdi_specs.value if isinstance(facts.cdi_specs, Found) else ()
+    kinds = nvidia_kinds(facts)
+    read = tuple(
+        s for s in specs if s.kind in kinds and not s.error and not s.path.endswith(IGNORED_SUFFIX)
+    )
+    dirs = [d.rstrip("/") or "/" for d in spec_dirs(facts)]
+
+    def priority(spec: CdiSpec) -> int:
+        directory = _directory(spec.path)
+        return dirs.index(directory) if directory in dirs else -1
+
+    owners: dict[tuple[str, str], list[CdiSpec]] = {}
+    for spec in read:
+        for device in spec.devices:
+            owners.setdefault((spec.kind, device), []).append(spec)
+    conflicts = []
+    winner: dict[tuple[str, str], CdiSpec] = {}
+    for key, defining in owners.items():
+        top = max(priority(s) for s in defining)
+        best = [s for s in defining if priority(s) == top]
+        winner[key] = best[0]
+        if len(best) > 1:
+            conflicts.append((*key, tuple(s.path for s in best)))
+    shadowed = {}
+    for spec in read:
+        others = {winner[(spec.kind, d)].path for d in spec.devices} - {spec.path}
+        if (
+            spec.devices
+            and len(others) == 1
+            and all(priority(winner[(spec.kind, d)]) > priority(spec) for d in spec.devices)
+        ):
+            shadowed[spec.path] = others.pop()
+    return Resolution(read=read, conflicts=tuple(sorted(conflicts)), shadowed=shadowed)
+
+
+def resolvable(facts: ContainerHostFacts) -> list[CdiSpec]:
+    """The NVIDIA specs a CDI-enabled engine resolves devices from (none if they conflict)."""
+    resolution = resolve(facts)
+    return [] if resolution.conflicts else list(resolution.read)
+
+
+# --- rules ---------------------------------------------------------------------------------------
+
+
+def _missing(ctx: RuleContext) -> Evaluation:
+    facts, why = host_side(ctx)
+    if facts is None:
+        yield not_applicable(why)
+        return
+    if not isinstance(facts.cdi_specs, Found):
+        yield unknown(f"the CDI spec directories: {why_missing(facts.cdi_specs)}")
+        return
+    resolution = resolve(facts)
+    needs = wanted(facts)
+    if not needs:
+        if resolution.read:
+            paths = ", ".join(s.path for s in resolution.read)
+            yield passed(f"NVIDIA CDI specs in {paths}")
+        else:
+            yield not_applicable("no engine here is set up to resolve CDI devices")
+        return
+    lacking = [n for n in needs if n.kind not in resolution.kinds()]
+    if not lacking:
+        shown = ", ".join(f"{s.kind} in {s.path}" for s in resolution.read)
+        yield passed(f"CDI specs: {shown}")
+        return
+    everything = facts.cdi_specs.value
+    for need in lacking:
+        kind = need.kind
+        path = spec_path_for(kind)
+        ignored = [s.path for s in everything if s.path.endswith(IGNORED_SUFFIX)]
+        found = ", ".join(f"{s.path} ({s.kind or s.error})" for s in everything)
+        evidence = [
+            ("resolved through CDI by", need.who),
+            ("kind", kind),
+            ("specs found", found or "none"),
+        ]
+        if ignored:
+            evidence.append(("never read (CDI reads .yaml and .json only)", ", ".join(ignored)))
+        yield Finding(
+            code=CDI_MISSING,
+            severity=Severity.ERROR if need.runtime else Severity.WARNING,
+            title=f"No CDI spec for {kind}: containers fail with 'unresolvable CDI devices "
+            f"{kind}=all'",
+            evidence=tuple(evidence),
+            remediation=Remediation(
+                summary="Generate the NVIDIA CDI spec",
+                steps=(
+                    sudo(cdi_generate_argv(path, kind)),
+                    *(f"sudo rm {p}   # CDI never reads a .yml file" for p in ignored),
+                    f"nvidia-ctk cdi list   # {kind}=0 … and {kind}=all",
+                ),
+                needs_root=True,
+            ),
+            subject=kind,
+        )
+
+
+def spec_path_for(kind: str) -> str:
+    """Where envdoctor's fixes write the spec of a kind: /etc/cdi/nvidia.yaml for
+    nvidia.com/gpu, /etc/cdi/<vendor>-<class>.yaml for another."""
+    return (
+        DEFAULT_CDI_SPEC if kind == NVIDIA_KIND else f"{CDI_DIRS[0]}/{kind.replace('/', '-')}.yaml"
+    )
+
+
+def _stale(ctx: RuleContext) -> Evaluation:
+    facts, why = host_side(ctx)
+    if facts is None:
+        yield not_applicable(why)
+        return
+    resolution = resolve(facts)
+    everything = facts.cdi_specs.value if isinstance(facts.cdi_specs, Found) else ()
+    broken = [s for s in everything if s.error]
+    if not resolution.read and not broken:
+        yield not_applicable("no NVIDIA CDI spec here")
+        return
+    driver = ctx.machine.driver
+    current = driver.version  # the installed driver, else the loaded module
+    found = False
+    for spec in resolution.read:
+        stale = bool(current and spec.driver_version and spec.driver_version != current)
+        if not stale and not spec.missing:
+            continue
+        found = True
+        yield _stale_finding(spec, current, driver.version_source, resolution.shadowed)
+    for spec in broken:
+        found = True
+        yield Finding(
+            code=CDI_STALE,
+            severity=Severity.WARNING,
+            title=f"The CDI spec {spec.path} cannot be used: {spec.error}",
+            evidence=(("spec", spec.path), ("problem", spec.error)),
+            remediation=Remediation(
+                summary="Remove or regenerate the broken spec",
+                steps=(f"{sudo(cdi_generate_argv(spec.path))}   # or remove it",),
+                needs_root=True,
+            ),
+            subject=spec.path,
+        )
+    if not found:
+        count = len(resolution.read)
+        yield passed(
+            f"{plural(count, 'NVIDIA CDI spec')} "
+            + (
+                f"names driver {current} and every path it mounts exists"
+                if count == 1
+                else f"name driver {current} and every path they mount exists"
+            )
+        )
+
+
+def _stale_finding(
+    spec: CdiSpec, current: str | None, source: str, shadowed: dict[str, str]
+) -> Finding:
+    stale = bool(current and spec.driver_version and spec.driver_version != current)
+    evidence = [("spec", spec.path), ("kind", spec.kind)]
+    evidence.append(("generated for driver", spec.driver_version or "unknown"))
+    evidence.append(("driver here", f"{current or 'unknown'} ({source or 'n/a'})"))
+    evidence.extend(("missing on the host", m) for m in spec.missing)
+    what = (
+        f"driver {spec.driver_version}, not {current}"
+        if stale
+        else f"{len(spec.missing)} path(s) that no longer exist"
+    )
+    over = shadowed.get(spec.path)
+    if over:
+        # CDI takes every device of this spec from a later directory's spec: it is dead weight,
+        # not the cause of a failure (until that other spec goes)
+        evidence.append(("its devices come from", over))
+        return Finding(
+            code=CDI_STALE,
+            severity=Severity.WARNING,
+            title=f"The CDI spec {spec.path} is stale ({what}) but unused: CDI takes its "
+            f"devices from {over}",
+            evidence=tuple(evidence),
+            remediation=Remediation(
+                summary="Remove the stale spec (or regenerate it)",
+                steps=(f"sudo rm {spec.path}   # or: {sudo(cdi_generate_argv(spec.path))}",),
+                needs_root=True,
+            ),
+            subject=spec.path,
+        )
+    return Finding(
+        code=CDI_STALE,
+        severity=Severity.ERROR,
+        title=f"The CDI spec {spec.path} is stale: it names {what} (regenerate it after every "
+        "driver change)",
+        evidence=tuple(evidence),
+        remediation=Remediation(
+            summary="Regenerate the CDI spec for the driver that is installed now",
+            steps=(
+                sudo(cdi_generate_argv(spec.path, spec.kind)),
+                "toolkit >= 1.18: sudo systemctl enable --now nvidia-cdi-refresh.path "
+                "(regenerates the spec when the driver changes)",
+            ),
+            needs_root=True,
+        ),
+        subject=spec.path,
+    )
+
+
+def _conflict(ctx: RuleContext) -> Evaluation:
+    facts, why = host_side(ctx)
+    if facts is None:
+        yield not_applicable(why)
+        return
+    resolution = resolve(facts)
+    if len(resolution.read) < 2:
+        yield not_applicable(f"{plural(len(resolution.read), 'NVIDIA CDI spec')}: nothing to clash")
+        return
+    if not resolution.conflicts:
+        yield passed(f"no device is defined twice in one directory ({len(resolution.read)} specs)")
+        return
+    by_specs: dict[tuple[str, ...], list[str]] = {}
+    for kind, device, paths in resolution.conflicts:
+        by_specs.setdefault(paths, []).append(f"{kind}={device}")
+    for paths, devices in by_specs.items():
+        shown = ", ".join(devices[:8]) + (
+            f" and {len(devices) - 8} more" if len(devices) > 8 else ""
+        )
+        example = next((d for d in devices if d.endswith("=all")), devices[0])
+        yield Finding(
+            code=CDI_CONFLICT,
+            severity=Severity.ERROR,
+            title=f"{' and '.join(paths)} define the same CDI devices in one directory: CDI drops "
+            f"every such device, so asking for one fails with 'unresolvable CDI devices "
+            f"{example}'",
+            evidence=(
+                ("specs", ", ".join(paths)),
+                ("devices both define", shown),
+            ),
+            remediation=Remediation(
+                summary="Keep one NVIDIA spec per directory: remove the others",
+                steps=(
+                    *(f"sudo rm {p}" for p in paths[1:]),
+                    "nvidia-ctk cdi list   # every device listed once",
+                ),
+                needs_root=True,
+            ),
+            subject=paths[0],
+        )
+
+
+RULES = (
+    Rule(
+        "container.cdi-spec",
+        "An NVIDIA CDI spec exists where CDI gives containers the GPU",
+        (CDI_MISSING,),
+        _missing,
+    ),
+    Rule(
+        "container.cdi-current",
+        "The NVIDIA CDI specs match the driver and its files",
+        (CDI_STALE,),
+        _stale,
+    ),
+    Rule(
+        "container.cdi-unique",
+        "No CDI device is defined by two specs of one directory",
+        (CDI_CONFLICT,),
+        _conflict,
+    ),
+)
