@@ -307,6 +307,26 @@ def _holds_str(op: str, have: str, want: str) -> bool:
     return (have == want) if op == "=" else (have != want) if op == "!=" else False
 
 
+LEGACY = "CUDA_VERSION (a legacy image: no NVIDIA_REQUIRE_CUDA)"
+
+
+def requirements(variables: dict[str, str]) -> dict[str, str]:
+    """What the toolkit hands nvidia-container-cli as requirements: every NVIDIA_REQUIRE_*
+    but NVIDIA_REQUIRE_JETPACK*, and for a legacy image (CUDA_VERSION set, NVIDIA_REQUIRE_CUDA
+    not) ``cuda>=MAJOR.MINOR`` of CUDA_VERSION (internal/config/image/cuda_image.go)."""
+    wanted = {
+        k: v
+        for k, v in variables.items()
+        if k.startswith("NVIDIA_REQUIRE_") and not k.startswith("NVIDIA_REQUIRE_JETPACK")
+    }
+    legacy = variables.get("CUDA_VERSION", "")
+    if legacy and not variables.get("NVIDIA_REQUIRE_CUDA"):
+        parts = legacy.strip().removeprefix("v").split(".")
+        if len(parts) >= 2 and whole(parts[0]) is not None and whole(parts[1]) is not None:
+            wanted[LEGACY] = f"cuda>={whole(parts[0])}.{whole(parts[1])}"
+    return wanted
+
+
 def _require(ctx: RuleContext) -> Evaluation:
     where = _scope(ctx)
     inside = _inside(ctx)
@@ -314,9 +334,9 @@ def _require(ctx: RuleContext) -> Evaluation:
         yield not_applicable(where or "the container facts were not read")
         return
     variables = dict(inside.require)
-    wanted = {k: v for k, v in variables.items() if k.startswith("NVIDIA_REQUIRE_")}
+    wanted = requirements(variables)
     if not wanted:
-        yield not_applicable("the image sets no NVIDIA_REQUIRE_* variable")
+        yield not_applicable("the image sets no NVIDIA_REQUIRE_* variable (nor CUDA_VERSION)")
         return
     if variables.get("NVIDIA_DISABLE_REQUIRE", "").strip().lower() in ("1", "true", "t"):
         yield not_applicable("NVIDIA_DISABLE_REQUIRE is set: the requirement is not checked")

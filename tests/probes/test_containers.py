@@ -207,6 +207,22 @@ def test_requirements_read_as_libnvidia_container_reads_them(
     assert judge_requirement(requirement, props) is met
 
 
+@pytest.mark.parametrize(
+    ("cuda_version", "unmet"),
+    [("13.1.0", True), ("13.0.2", False), ("v13.1", True), ("thirteen", False)],
+)
+def test_a_legacy_image_is_held_to_its_cuda_version(cuda_version: str, unmet: bool) -> None:
+    """An image with CUDA_VERSION and no NVIDIA_REQUIRE_CUDA: the toolkit requires
+    cuda>=MAJOR.MINOR of it (internal/config/image/cuda_image.go, IsLegacy)."""
+    report = _check(
+        "container_require_cuda", env={"NVIDIA_REQUIRE_CUDA": None, "CUDA_VERSION": cuda_version}
+    )
+    found = [f for f in report["findings"] if f["code"] == "container.require-cuda-unmet"]
+    assert bool(found) is unmet
+    if unmet:
+        assert "cuda>=13.1" in _evidence(found[0]).values()
+
+
 def test_disable_require_turns_the_check_off() -> None:
     report = _check("container_require_cuda", env={"NVIDIA_DISABLE_REQUIRE": "true"})
     assert "container.require-cuda-unmet" not in {f["code"] for f in report["findings"]}
