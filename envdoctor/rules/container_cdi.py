@@ -206,12 +206,18 @@ def spec_path_for(kind: str) -> str:
     )
 
 
-def _stale(ctx: RuleContext) -> Evaluation:
+def _resolved(ctx: RuleContext) -> tuple[ContainerHostFacts, Resolution] | str:
+    """The host's facts and what CDI makes of its specs, or why CDI rules do not apply."""
     facts, why = host_side(ctx)
-    if facts is None:
-        yield not_applicable(why)
+    return why if facts is None else (facts, resolve(facts))
+
+
+def _stale(ctx: RuleContext) -> Evaluation:
+    side = _resolved(ctx)
+    if isinstance(side, str):
+        yield not_applicable(side)
         return
-    resolution = resolve(facts)
+    facts, resolution = side
     everything = facts.cdi_specs.value if isinstance(facts.cdi_specs, Found) else ()
     broken = [s for s in everything if s.error]
     if not resolution.read and not broken:
@@ -303,11 +309,11 @@ def _stale_finding(
 
 
 def _conflict(ctx: RuleContext) -> Evaluation:
-    facts, why = host_side(ctx)
-    if facts is None:
-        yield not_applicable(why)
+    side = _resolved(ctx)
+    if isinstance(side, str):
+        yield not_applicable(side)
         return
-    resolution = resolve(facts)
+    _, resolution = side
     if len(resolution.read) < 2:
         yield not_applicable(f"{plural(len(resolution.read), 'NVIDIA CDI spec')}: nothing to clash")
         return

@@ -150,12 +150,21 @@ def _docker(facts: ContainerHostFacts) -> EngineFacts | None:
     return next((e for e in facts.engines if e.name == "docker"), None)
 
 
-def _snap(ctx: RuleContext) -> Evaluation:
+def _docker_side(ctx: RuleContext) -> tuple[ContainerHostFacts, EngineFacts] | str:
+    """The host's facts and its Docker, or why a Docker rule does not apply."""
     facts, why = host_side(ctx)
     docker = _docker(facts) if facts else None
     if facts is None or docker is None:
-        yield not_applicable(why or "Docker is not installed")
+        return why or "Docker is not installed"
+    return facts, docker
+
+
+def _snap(ctx: RuleContext) -> Evaluation:
+    side = _docker_side(ctx)
+    if isinstance(side, str):
+        yield not_applicable(side)
         return
+    _, docker = side
     if not docker.snap:
         yield passed(f"Docker is not a snap ({docker.program})")
         return
@@ -178,11 +187,11 @@ def _snap(ctx: RuleContext) -> Evaluation:
 
 
 def _rootless(ctx: RuleContext) -> Evaluation:
-    facts, why = host_side(ctx)
-    docker = _docker(facts) if facts else None
-    if facts is None or docker is None or not docker.rootless:
-        yield not_applicable(why or "rootless Docker is not in use")
+    side = _docker_side(ctx)
+    if isinstance(side, str) or not side[1].rootless:
+        yield not_applicable(side if isinstance(side, str) else "rootless Docker is not in use")
         return
+    facts, docker = side
     config = facts.toolkit.config
     if not isinstance(config, Found):
         yield unknown(f"the toolkit's config.toml: {why_missing(config)}")
@@ -368,11 +377,11 @@ def _config(engine: EngineFacts) -> EngineConfig:
 
 
 def _gpus_flag(ctx: RuleContext) -> Evaluation:
-    facts, why = host_side(ctx)
-    docker = _docker(facts) if facts else None
-    if facts is None or docker is None:
-        yield not_applicable(why or "Docker is not installed")
+    side = _docker_side(ctx)
+    if isinstance(side, str):
+        yield not_applicable(side)
         return
+    facts, docker = side
     config = facts.toolkit.config
     if not isinstance(config, Found):
         yield not_applicable(f"the toolkit's config.toml: {why_missing(config)}")
