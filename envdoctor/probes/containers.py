@@ -8,6 +8,7 @@ toolkit's version commands are subprocesses, run by the full tier alone.
 
 from __future__ import annotations
 
+import posixpath
 import re
 from fnmatch import fnmatchcase
 from typing import Any
@@ -237,12 +238,21 @@ def _containerd(host: Host) -> Probed[EngineConfig]:
         data = _read_toml(host, CONTAINERD_CONFIG)
         files = [CONTAINERD_CONFIG]
         version = containerd_version(data)
-        if version >= 2:
-            for pattern in containerd_imports(data):
-                for path in _glob(host, pattern, base="/etc/containerd"):
+        # containerd reads each file's own imports after it, a relative path from that file's
+        # directory; containerd 1.x globs a relative pattern from its own working directory
+        # (the daemon's is /), 2.x from the file's (resolveImports in server/config)
+        pending = [(CONTAINERD_CONFIG, data)] if version >= 2 else []
+        while pending:
+            parent, parsed = pending.pop(0)
+            directory = parent.rpartition("/")[0] or "/"
+            for pattern in containerd_imports(parsed):
+                glob_base = directory if version >= 3 else "/"
+                for path in _glob(host, pattern, base=directory, glob_base=glob_base):
                     if path not in files and len(files) <= MAX_DROP_INS:
-                        data = merge_import(data, _read_toml(host, path), version)
+                        imported = _read_toml(host, path)
+                        data = merge_import(data, imported, version)
                         files.append(path)
+                        pending.append((path, imported))
         merge = ("key" if version >= 3 else "section") if len(files) > 1 else ""
         return Found(containerd_config(data, tuple(files), merge=merge))
     except ConfigError as exc:
@@ -268,10 +278,13 @@ def _crio(host: Host) -> Probed[EngineConfig]:
     return Found(crio_config(data, tuple(files)))
 
 
-def _glob(host: Host, pattern: str, *, base: str) -> list[str]:
-    """A containerd ``imports`` entry: a path, or a glob in its last component only."""
+def _glob(host: Host, pattern: str, *, base: str, glob_base: str | None = None) -> list[str]:
+    """A containerd ``imports`` entry: a path, or a glob in its last component only; a
+    relative path is taken from ``base``, a relative glob from ``glob_base`` (``base``)."""
     if not pattern.startswith("/"):
-        pattern = f"{base}/{pattern}"
+        globbing = any(c in pattern.rpartition("/")[2] for c in "*?[")
+        root = (glob_base or base) if globbing else base
+        pattern = posixpath.normpath(f"{root.rstrip('/')}/{pattern}")
     directory, _, name = pattern.rpartition("/")
     if not any(c in name for c in "*?["):
         return [pattern] if isinstance(host.stat(pattern), Found) else []

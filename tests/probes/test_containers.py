@@ -397,7 +397,7 @@ def test_toolkit_versions_are_read_by_the_full_tier_only() -> None:
 # --- the real containerd ----------------------------------------------------------------------
 
 
-def _containerd(*args: str) -> str:
+def _containerd(*args: str, cwd: str | None = None) -> str:
     import shutil
     import subprocess
 
@@ -406,7 +406,9 @@ def _containerd(*args: str) -> str:
     )
     if program is None:
         pytest.skip("containerd is not installed (scripts/install-test-tools installs it)")
-    done = subprocess.run([program, *args], capture_output=True, text=True, timeout=60, check=False)
+    done = subprocess.run(
+        [program, *args], capture_output=True, text=True, timeout=60, check=False, cwd=cwd
+    )
     if done.returncode != 0:
         pytest.skip(f"containerd {' '.join(args)} failed here: {done.stderr.strip()[:200]}")
     return done.stdout
@@ -463,6 +465,53 @@ def test_our_merge_of_drop_ins_is_what_containerd_reads(
     )
     assert (mine.nvidia_runtimes, mine.default_runtime) == expected
     assert mine.merge == "section"
+
+
+@pytest.mark.parametrize("relative_glob", [False, True], ids=["absolute glob", "relative glob"])
+def test_imports_of_imported_files_are_followed_as_containerd_follows_them(
+    tmp_path: Path, relative_glob: bool
+) -> None:
+    """containerd reads each file's own imports after it, a relative path from that file's
+    directory; containerd 1.x globs a relative pattern from its working directory (/ for the
+    daemon, so "conf.d/*.toml" finds nothing there)."""
+    from envdoctor.probes.containers import probe_container_host
+    from envdoctor.probes.engine_config import containerd_config
+
+    cri = '[plugins."io.containerd.grpc.v1.cri".containerd'
+    files = {
+        "conf.d/10-a.toml": 'version = 2\nimports = ["../extra/b.toml"]\n'
+        f'{cri}.runtimes.runsc]\nruntime_type = "io.containerd.runsc.v1"\n',
+        "extra/b.toml": f'version = 2\n{cri}]\ndefault_runtime_name = "nvidia"\n'
+        f'{cri}.runtimes.nvidia]\nruntime_type = "io.containerd.runc.v2"\n'
+        f'{cri}.runtimes.nvidia.options]\nBinaryName = "/usr/bin/nvidia-container-runtime"\n',
+    }
+
+    def main(root: str) -> str:
+        where = "conf.d" if relative_glob else f"{root}/conf.d"
+        return f'version = 2\nimports = ["{where}/*.toml"]\n'
+
+    for name, text in {**files, "config.toml": main(str(tmp_path))}.items():
+        (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
+        (tmp_path / name).write_text(text)
+    dump = _containerd("--config", str(tmp_path / "config.toml"), "config", "dump", cwd="/")
+    dumped = containerd_config(parse_toml(dump, "dump"), ("dump",))
+    host = FakeHost.scenario(
+        "host_k8s_default_runtime",
+        files={
+            "/etc/containerd/conf.d/99-nvidia.toml": None,
+            "/etc/containerd/config.toml": main("/etc/containerd"),
+            **{f"/etc/containerd/{name}": text for name, text in files.items()},
+        },
+    )
+    (engine,) = probe_container_host(host, deadline=Deadline(30), fast=True).engines
+    assert isinstance(engine.config, Found)
+    mine = engine.config.value
+    # (the dump adds containerd's built-in runc to what the files say: compare the nvidia part)
+    assert (mine.nvidia_runtimes, mine.default_runtime) == (
+        dumped.nvidia_runtimes,
+        dumped.default_runtime,
+    )
+    assert mine.default_runtime == ("runc" if relative_glob else "nvidia")
 
 
 def test_a_cpu_machine_in_a_container_has_no_gpu_checks_left_undecided() -> None:
