@@ -80,9 +80,12 @@ class EngineConfig:
     files: tuple[str, ...] = ()
     """Every file read (containerd: the main config and the drop-ins it imports)."""
     merge: str = ""
-    """How containerd's imported files were merged: "section" (containerd 1.x, config version
-    2: a plugin named in an imported file replaces that plugin's whole table) or "key" (2.x,
-    config version 3: tables merge key by key); "" where nothing was imported."""
+    """How containerd's imported files were merged: "section" (containerd 1.x: a plugin named in
+    an imported file replaces that plugin's whole table) or "key" (2.x: tables merge key by
+    key); "" where nothing was imported."""
+    release: str = ""
+    """containerd's own version from ``containerd --version`` ("" where not read: the probe
+    tier, which then goes by the config's version: 3 is containerd 2.x's)."""
 
 
 @record

@@ -171,7 +171,10 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
     of the child (every ``WAIT_POLL_MS`` where there is none)."""
     if threading.current_thread() is not threading.main_thread():
         return proc.wait()
-    wake_read, wake_write = os.pipe()
+    try:
+        wake_read, wake_write = os.pipe()
+    except OSError:  # out of descriptors (EMFILE): the plain wait still waits
+        return proc.wait()
     pidfd = -1
     try:
         os.set_blocking(wake_read, False)
@@ -222,8 +225,8 @@ _Handler = Callable[[int, FrameType | None], Any] | int | None
 class _Forwarder:
     """Handlers that pass the signals envdoctor receives on to the child while it runs.
 
-    Python runs them in the main thread, between bytecodes (``proc.wait()`` is resumed after
-    them), so they may do ordinary work. Off the main thread handlers cannot be set: nothing
+    Python runs them in the main thread, between bytecodes (``_wait`` goes on after them), so
+    they may do ordinary work. Off the main thread handlers cannot be set: nothing
     is forwarded there, as before."""
 
     def __init__(self) -> None:

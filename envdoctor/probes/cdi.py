@@ -32,13 +32,15 @@ _DRIVER_LIB = r"/lib(?:cuda|nvidia-ml)\.so\.(\d+\.\d+(?:\.\d+)?)$"
 def probe_specs(host: Host, dirs: tuple[str, ...]) -> Probed[tuple[CdiSpec, ...]]:
     """Every spec file in ``dirs`` (a missing directory holds none), parsed and checked."""
     specs: list[CdiSpec] = []
-    for directory in dirs:
+    # a directory listed twice is read once (its files are the same; the rules give it the
+    # priority of its later place, as CDI's cache does)
+    for directory in dict.fromkeys(d.rstrip("/") or "/" for d in dirs):
         listing = host.list_dir(directory)
         if isinstance(listing, Absent):
             continue
         if not isinstance(listing, Found):
             return listing  # unreadable: the specs there are unknown, not absent
-        for name in listing.value:
+        for name in sorted(listing.value):
             if name.endswith(SPEC_SUFFIXES) and len(specs) < MAX_SPECS:
                 specs.append(read_spec(host, f"{directory.rstrip('/')}/{name}"))
     return Found(tuple(specs))
@@ -57,8 +59,8 @@ def read_spec(host: Host, path: str) -> CdiSpec:
     return check_spec(host, path, data)
 
 
-def _broken(path: str, error: str) -> CdiSpec:
-    return CdiSpec(path=path, kind="", devices=(), driver_version="", missing=(), error=error)
+def _broken(path: str, error: str, kind: str = "") -> CdiSpec:
+    return CdiSpec(path=path, kind=kind, devices=(), driver_version="", missing=(), error=error)
 
 
 def parse_spec(data: bytes, path: str) -> dict[str, Any]:
@@ -91,16 +93,23 @@ def check_spec(host: Host, path: str, doc: dict[str, Any]) -> CdiSpec:
     if not isinstance(kind, str) or not is_kind(kind):
         return _broken(path, f"kind {kind!r} is not vendor/class (e.g. nvidia.com/gpu)")
     if not isinstance(doc.get("cdiVersion"), str):
-        return _broken(path, "no cdiVersion")
+        return _broken(path, "no cdiVersion", kind)
     devices = doc.get("devices")
     if not isinstance(devices, list) or not devices:
-        return _broken(path, "no devices")
+        return _broken(path, "no devices", kind)
     names: list[str] = []
     edits: list[Any] = [doc.get("containerEdits")]
     for device in devices[:MAX_EDITS]:
         if not isinstance(device, dict) or not isinstance(device.get("name"), str):
-            return _broken(path, "a device without a name")
-        names.append(device["name"])
+            return _broken(path, "a device without a name", kind)
+        name = device["name"]
+        # CDI refuses the whole spec for either (its validation: "invalid spec, multiple
+        # device", "invalid device, empty device edits")
+        if name in names:
+            return _broken(path, f"device {name!r} is defined twice: CDI refuses the spec", kind)
+        if not _edits(device.get("containerEdits")):
+            return _broken(path, f"device {name!r} has no container edits: CDI refuses it", kind)
+        names.append(name)
         edits.append(device.get("containerEdits"))
     paths, driver = _edit_paths(edits)
     missing: list[str] = []
@@ -150,6 +159,11 @@ def _edit_paths(edits: list[Any]) -> tuple[list[str], str]:
                 if found:
                     driver = found.group(1)
     return out, driver
+
+
+def _edits(value: Any) -> bool:
+    """Does a device's ``containerEdits`` change anything (env, nodes, mounts, hooks …)?"""
+    return isinstance(value, dict) and any(value.get(key) for key in value)
 
 
 def _items(value: Any) -> list[dict[str, Any]]:

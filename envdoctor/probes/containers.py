@@ -28,6 +28,7 @@ from envdoctor.model.containers import (
 )
 from envdoctor.model.facts import HostFacts, KernelFacts, NvmlSystem
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
+from envdoctor.model.units import whole
 from envdoctor.model.views import GPU_NODE
 from envdoctor.platform.host import CommandResult, Deadline, Host
 from envdoctor.probes.cdi import probe_specs
@@ -73,6 +74,11 @@ OPEN_TIMEOUT = 0.5
 _CTK_VERSION = re.compile(r"version\s+v?(\d+\.\d+\.\d+\S*)", re.IGNORECASE)
 _CLI_VERSION = re.compile(r"^(?:cli-)?version:\s*v?(\S+)", re.MULTILINE)
 _LIB_VERSION = re.compile(r"^lib-version:\s*v?(\S+)", re.MULTILINE)
+# "containerd github.com/containerd/containerd 1.6.20~ds1 …", "containerd containerd.io 1.7.27
+# …", "containerd github.com/containerd/containerd/v2 v2.1.4 …"
+_CONTAINERD_VERSION = re.compile(
+    r"^containerd \S+ v?(\d{1,4}\.\d{1,4}(?:\.\d{1,6})?)", re.MULTILINE
+)
 _SHM_SIZE = r"(?:^|,)size=([0-9]{1,18})([kmg]?)(?:,|$)"  # compiled on first use (in a container)
 REQUIRE_PREFIX = "NVIDIA_REQUIRE_"
 REQUIRE_OTHERS = ("NVIDIA_DISABLE_REQUIRE", "CUDA_VERSION")
@@ -107,7 +113,11 @@ def probe_container_host(host: Host, *, deadline: Deadline, fast: bool) -> Conta
         dirs = toolkit.config.value.spec_dirs or dirs
     return ContainerHostFacts(
         toolkit=toolkit,
-        engines=tuple(e for e in (_engine(host, name, paths) for name, paths in ENGINES) if e),
+        engines=tuple(
+            e
+            for e in (_engine(host, name, paths, deadline, fast=fast) for name, paths in ENGINES)
+            if e
+        ),
         cdi_specs=probe_specs(host, dirs),
         kubelet=_is_dir(host, KUBELET_DIR),
     )
@@ -181,14 +191,17 @@ def _toolkit_config(host: Host) -> Probed[ToolkitConfig]:
         return ProbeFailed(str(exc))
 
 
-def _engine(host: Host, name: str, paths: tuple[str, ...]) -> EngineFacts | None:
+def _engine(
+    host: Host, name: str, paths: tuple[str, ...], deadline: Deadline, *, fast: bool
+) -> EngineFacts | None:
     program = next((p for p in paths if isinstance(host.stat(p), Found)), None)
     if program is None:
         return None
     if name == "docker":
         return _docker(host, program)
     if name == "containerd":
-        return EngineFacts(name, program, _containerd(host))
+        release = None if fast else _containerd_release(host, program, deadline)
+        return EngineFacts(name, program, _containerd(host, release))
     if name == "cri-o":
         return EngineFacts(name, program, _crio(host))
     return EngineFacts(name, program, Absent("podman gives containers GPUs through CDI specs"))
@@ -230,14 +243,24 @@ def _read_toml(host: Host, path: str) -> dict[str, Any]:
     return parse_toml(text.value, path)
 
 
-def _containerd(host: Host) -> Probed[EngineConfig]:
-    """config.toml merged with the drop-ins it imports, as containerd merges them."""
+def _containerd_release(host: Host, program: str, deadline: Deadline) -> str | None:
+    """containerd's own version ("1.6.20", "2.1.4") from ``containerd --version``, or None."""
+    (found,) = _versions(host, program, deadline, _CONTAINERD_VERSION)
+    return found.value if isinstance(found, Found) else None
+
+
+def _containerd(host: Host, release: str | None = None) -> Probed[EngineConfig]:
+    """config.toml merged with the drop-ins it imports, as containerd merges them: as 2.x does
+    where ``containerd --version`` says 2 or later, or (unread: the probe tier) where the config
+    is version 3; else as 1.x does. containerd 2.x reads version 2 files too."""
     if isinstance(host.stat(CONTAINERD_CONFIG), Absent):
         return Absent(f"{CONTAINERD_CONFIG} does not exist: containerd's defaults apply (runc)")
     try:
         data = _read_toml(host, CONTAINERD_CONFIG)
         files = [CONTAINERD_CONFIG]
         version = containerd_version(data)
+        major = whole(release.split(".")[0]) if release else None
+        two = major >= 2 if major is not None else version >= 3
         # containerd reads each file's own imports after it, a relative path from that file's
         # directory; containerd 1.x globs a relative pattern from its own working directory
         # (the daemon's is /), 2.x from the file's (resolveImports in server/config)
@@ -246,15 +269,15 @@ def _containerd(host: Host) -> Probed[EngineConfig]:
             parent, parsed = pending.pop(0)
             directory = parent.rpartition("/")[0] or "/"
             for pattern in containerd_imports(parsed):
-                glob_base = directory if version >= 3 else "/"
+                glob_base = directory if two else "/"
                 for path in _glob(host, pattern, base=directory, glob_base=glob_base):
                     if path not in files and len(files) <= MAX_DROP_INS:
                         imported = _read_toml(host, path)
-                        data = merge_import(data, imported, version)
+                        data = merge_import(data, imported, by_key=two)
                         files.append(path)
                         pending.append((path, imported))
-        merge = ("key" if version >= 3 else "section") if len(files) > 1 else ""
-        return Found(containerd_config(data, tuple(files), merge=merge))
+        merge = ("key" if two else "section") if len(files) > 1 else ""
+        return Found(containerd_config(data, tuple(files), merge=merge, release=release or ""))
     except ConfigError as exc:
         return ProbeFailed(str(exc))
 
@@ -282,11 +305,11 @@ def _glob(host: Host, pattern: str, *, base: str, glob_base: str | None = None) 
     """A containerd ``imports`` entry: a path, or a glob in its last component only; a
     relative path is taken from ``base``, a relative glob from ``glob_base`` (``base``)."""
     if not pattern.startswith("/"):
-        globbing = any(c in pattern.rpartition("/")[2] for c in "*?[")
+        globbing = "*" in pattern.rpartition("/")[2]
         root = (glob_base or base) if globbing else base
         pattern = posixpath.normpath(f"{root.rstrip('/')}/{pattern}")
     directory, _, name = pattern.rpartition("/")
-    if not any(c in name for c in "*?["):
+    if "*" not in name:  # containerd globs a pattern with "*" only
         return [pattern] if isinstance(host.stat(pattern), Found) else []
     listing = host.list_dir(directory or "/")
     names = listing.value if isinstance(listing, Found) else ()

@@ -138,12 +138,12 @@ def merge_tables(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def merge_import(base: dict[str, Any], over: Mapping[str, Any], version: int) -> dict[str, Any]:
-    """containerd's merge of an imported file into its config. containerd 1.x (config version
-    2) replaces the whole table of every plugin the imported file names ("Replace entire
-    sections instead of merging map's values", mergeConfig in its server/config), which is why
-    nvidia-ctk's drop-in repeats the whole CRI section; 2.x (version 3) merges key by key."""
-    if version >= 3:
+def merge_import(base: dict[str, Any], over: Mapping[str, Any], *, by_key: bool) -> dict[str, Any]:
+    """containerd's merge of an imported file into its config. containerd 1.x replaces the
+    whole table of every plugin the imported file names ("Replace entire sections instead of
+    merging map's values", mergeConfig in its server/config), which is why nvidia-ctk's drop-in
+    repeats the whole CRI section; 2.x merges key by key (``by_key``)."""
+    if by_key:
         return merge_tables(base, over)
     plugins = over.get("plugins")
     out = merge_tables(base, {k: v for k, v in over.items() if k != "plugins"})
@@ -155,7 +155,7 @@ def merge_import(base: dict[str, Any], over: Mapping[str, Any], version: int) ->
 
 
 def containerd_config(
-    data: Mapping[str, Any], files: tuple[str, ...], *, merge: str = ""
+    data: Mapping[str, Any], files: tuple[str, ...], *, merge: str = "", release: str = ""
 ) -> EngineConfig:
     """The (merged) containerd config: the CRI plugin's ``containerd.runtimes``,
     ``containerd.default_runtime_name`` and ``enable_cdi``. Without a ``default_runtime_name``
@@ -189,6 +189,7 @@ def containerd_config(
         version=version,
         files=files,
         merge=merge,
+        release=release,
     )
 
 

@@ -86,8 +86,8 @@ def _steps(finding: Finding) -> list[tuple[str, Action]]:
         kind = finding.subject or NVIDIA_KIND
         return [_generate(cdi.spec_path_for(kind), kind)]
     if code == cdi.CDI_STALE:
-        kind = dict(finding.evidence).get("kind") or NVIDIA_KIND
-        return [_generate(finding.subject, kind)]
+        kind = dict(finding.evidence).get("kind", "")
+        return [_generate(finding.subject, kind if "/" in kind else NVIDIA_KIND)]
     note = RUN_NOTES.get(code)
     return [(f"{code}: where the container is started", Note(note))] if note else []
 

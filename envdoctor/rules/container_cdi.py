@@ -9,6 +9,8 @@ one directory define is dropped, so asking for it fails with "unresolvable CDI d
 
 from __future__ import annotations
 
+import shlex
+
 from envdoctor.model.containers import (
     CDI_DIRS,
     DEFAULT_CDI_SPEC,
@@ -83,13 +85,15 @@ class Resolution:
     """What a CDI runtime makes of the NVIDIA specs here.
 
     ``read`` the specs it reads (parsed, of an NVIDIA kind, not ``.yml``); ``conflicts`` each
-    (kind, device, the specs of one directory that both define it); ``shadowed`` each spec all
-    of whose devices come from a spec of a later directory instead.
+    (kind, device, the specs of one directory that both define it), which CDI drops whatever a
+    later directory defines; ``shadowed`` each spec all of whose devices come from one spec of a
+    later directory instead.
     """
 
     read: tuple[CdiSpec, ...]
     conflicts: tuple[tuple[str, str, tuple[str, ...]], ...]
     shadowed: dict[str, str]
+    resolving: tuple[str, ...] = ()  # the specs at least one device resolves from
 
     def kinds(self) -> set[str]:
         return {s.kind for s in self.read}
@@ -99,46 +103,55 @@ def _directory(path: str) -> str:
     return path.rpartition("/")[0] or "/"
 
 
+def priorities(dirs: tuple[str, ...]) -> dict[str, int]:
+    """Each spec directory's priority: its place in the list (CDI's cache scans them in order;
+    a directory listed twice is scanned twice, and its later place is the one that counts)."""
+    return {d.rstrip("/") or "/": i for i, d in enumerate(dirs)}
+
+
 def resolve(facts: ContainerHostFacts) -> Resolution:
+    """CDI's cache over the NVIDIA specs (container-device-interface pkg/cdi/cache.go,
+    refresh): the directories in order, each one's files in name order; a device of a later
+    directory replaces an earlier one's, one two specs of a directory define is a conflict, and
+    every device that was ever in conflict is dropped at the end."""
     specs = facts.cdi_specs.value if isinstance(facts.cdi_specs, Found) else ()
     kinds = nvidia_kinds(facts)
     read = tuple(
         s for s in specs if s.kind in kinds and not s.error and not s.path.endswith(IGNORED_SUFFIX)
     )
-    dirs = [d.rstrip("/") or "/" for d in spec_dirs(facts)]
+    rank = priorities(spec_dirs(facts))
 
     def priority(spec: CdiSpec) -> int:
-        directory = _directory(spec.path)
-        return dirs.index(directory) if directory in dirs else -1
+        return rank.get(_directory(spec.path), -1)
 
-    owners: dict[tuple[str, str], list[CdiSpec]] = {}
-    for spec in read:
+    devices: dict[tuple[str, str], CdiSpec] = {}
+    clashes: dict[tuple[str, str], list[str]] = {}
+    for spec in sorted(read, key=lambda s: (priority(s), s.path)):
         for device in spec.devices:
-            owners.setdefault((spec.kind, device), []).append(spec)
-    conflicts = []
-    winner: dict[tuple[str, str], CdiSpec] = {}
-    for key, defining in owners.items():
-        top = max(priority(s) for s in defining)
-        best = [s for s in defining if priority(s) == top]
-        winner[key] = best[0]
-        if len(best) > 1:
-            conflicts.append((*key, tuple(s.path for s in best)))
+            key = (spec.kind, device)
+            other = devices.get(key)
+            if other is not None and priority(other) == priority(spec):
+                clashes.setdefault(key, [other.path])
+                if spec.path not in clashes[key]:
+                    clashes[key].append(spec.path)
+                continue
+            devices[key] = spec
+    conflicts = tuple(sorted((*key, tuple(paths)) for key, paths in clashes.items()))
     shadowed = {}
     for spec in read:
-        others = {winner[(spec.kind, d)].path for d in spec.devices} - {spec.path}
-        if (
-            spec.devices
-            and len(others) == 1
-            and all(priority(winner[(spec.kind, d)]) > priority(spec) for d in spec.devices)
-        ):
-            shadowed[spec.path] = others.pop()
-    return Resolution(read=read, conflicts=tuple(sorted(conflicts)), shadowed=shadowed)
+        winners = {devices[(spec.kind, d)].path for d in spec.devices} - {spec.path}
+        if len(winners) == 1 and all(devices[(spec.kind, d)] is not spec for d in spec.devices):
+            shadowed[spec.path] = winners.pop()
+    live = {spec.path for key, spec in devices.items() if key not in clashes}
+    return Resolution(
+        read=read, conflicts=conflicts, shadowed=shadowed, resolving=tuple(sorted(live))
+    )
 
 
 def resolvable(facts: ContainerHostFacts) -> list[CdiSpec]:
-    """The NVIDIA specs a CDI-enabled engine resolves devices from (none if they conflict)."""
+    """The NVIDIA specs a CDI-enabled engine resolves at least one device from."""
     resolution = resolve(facts)
-    return [] if resolution.conflicts else list(resolution.read)
+    return [s for s in resolution.read if s.path in resolution.resolving]
 
 
 # --- rules ---------------------------------------------------------------------------------------
@@ -159,7 +172,10 @@ def _missing(ctx: RuleContext) -> Evaluation:
             paths = ", ".join(s.path for s in resolution.read)
             yield passed(f"NVIDIA CDI specs in {paths}")
         else:
-            yield not_applicable("no engine here is set up to resolve CDI devices")
+            yield not_applicable(
+                "nothing here gives GPUs through CDI alone (the toolkit is not in cdi mode, "
+                "no Podman)"
+            )
         return
     lacking = [n for n in needs if n.kind not in resolution.kinds()]
     if not lacking:
@@ -189,7 +205,7 @@ def _missing(ctx: RuleContext) -> Evaluation:
                 summary="Generate the NVIDIA CDI spec",
                 steps=(
                     sudo(cdi_generate_argv(path, kind)),
-                    *(f"sudo rm {p}   # CDI never reads a .yml file" for p in ignored),
+                    *(f"sudo rm {shlex.quote(p)}   # CDI never reads a .yml file" for p in ignored),
                     f"nvidia-ctk cdi list   # {kind}=0 … and {kind}=all",
                 ),
                 needs_root=True,
@@ -219,7 +235,13 @@ def _stale(ctx: RuleContext) -> Evaluation:
         return
     facts, resolution = side
     everything = facts.cdi_specs.value if isinstance(facts.cdi_specs, Found) else ()
-    broken = [s for s in everything if s.error]
+    kinds = nvidia_kinds(facts)
+    # a spec CDI never reads (.yml) or of another vendor is not NVIDIA's to regenerate
+    broken = [
+        s
+        for s in everything
+        if s.error and not s.path.endswith(IGNORED_SUFFIX) and (not s.kind or s.kind in kinds)
+    ]
     if not resolution.read and not broken:
         yield not_applicable("no NVIDIA CDI spec here")
         return
@@ -238,10 +260,17 @@ def _stale(ctx: RuleContext) -> Evaluation:
             code=CDI_STALE,
             severity=Severity.WARNING,
             title=f"The CDI spec {spec.path} cannot be used: {spec.error}",
-            evidence=(("spec", spec.path), ("problem", spec.error)),
+            evidence=(
+                ("spec", spec.path),
+                ("kind", spec.kind or "unknown"),
+                ("problem", spec.error),
+            ),
             remediation=Remediation(
                 summary="Remove or regenerate the broken spec",
-                steps=(f"{sudo(cdi_generate_argv(spec.path))}   # or remove it",),
+                steps=(
+                    f"{sudo(cdi_generate_argv(spec.path, spec.kind or NVIDIA_KIND))}   # or "
+                    f"remove it: sudo rm {shlex.quote(spec.path)}",
+                ),
                 needs_root=True,
             ),
             subject=spec.path,
@@ -284,7 +313,10 @@ def _stale_finding(
             evidence=tuple(evidence),
             remediation=Remediation(
                 summary="Remove the stale spec (or regenerate it)",
-                steps=(f"sudo rm {spec.path}   # or: {sudo(cdi_generate_argv(spec.path))}",),
+                steps=(
+                    f"sudo rm {shlex.quote(spec.path)}   # or: "
+                    + sudo(cdi_generate_argv(spec.path, spec.kind)),
+                ),
                 needs_root=True,
             ),
             subject=spec.path,
@@ -323,7 +355,9 @@ def _conflict(ctx: RuleContext) -> Evaluation:
     by_specs: dict[tuple[str, ...], list[str]] = {}
     for kind, device, paths in resolution.conflicts:
         by_specs.setdefault(paths, []).append(f"{kind}={device}")
-    for paths, devices in by_specs.items():
+    for clashing, devices in by_specs.items():
+        # keep the spec at the name nvidia-ctk and nvidia-cdi-refresh write (nvidia.yaml)
+        paths = tuple(sorted(clashing, key=lambda p: p.rpartition("/")[2] != "nvidia.yaml"))
         shown = ", ".join(devices[:8]) + (
             f" and {len(devices) - 8} more" if len(devices) > 8 else ""
         )
@@ -339,9 +373,9 @@ def _conflict(ctx: RuleContext) -> Evaluation:
                 ("devices both define", shown),
             ),
             remediation=Remediation(
-                summary="Keep one NVIDIA spec per directory: remove the others",
+                summary=f"Keep one NVIDIA spec per directory ({paths[0]}): remove the others",
                 steps=(
-                    *(f"sudo rm {p}" for p in paths[1:]),
+                    *(f"sudo rm {shlex.quote(p)}" for p in paths[1:]),
                     "nvidia-ctk cdi list   # every device listed once",
                 ),
                 needs_root=True,

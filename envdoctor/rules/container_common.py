@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import shlex
+
 from envdoctor.model.containers import ContainerHostFacts
 from envdoctor.model.probed import Found, why_missing
 from envdoctor.model.views import MachineKind
@@ -25,4 +27,6 @@ def host_side(ctx: RuleContext) -> tuple[ContainerHostFacts | None, str]:
 
 
 def sudo(argv: tuple[str, ...]) -> str:
-    return "sudo " + " ".join(argv)
+    """A command for a person to run as root, quoted for a POSIX shell (paths come from the
+    machine: a spec named "a b.yaml" stays one argument)."""
+    return "sudo " + shlex.join(argv)

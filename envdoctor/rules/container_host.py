@@ -41,9 +41,12 @@ INSTALL_TOOLKIT = (
 )
 
 
-# The toolkit's modes in which its hook refuses to be run by Docker's --gpus ("auto" resolves to
-# legacy for the hook on a discrete-GPU host): cmd/nvidia-container-runtime-hook/main.go
-HOOK_REFUSES = ("cdi", "jit-cdi", "csv")
+# The toolkit's modes in which its hook serves Docker's --gpus; it refuses in any other ("auto"
+# resolves to legacy for the hook on a discrete-GPU host): cmd/nvidia-container-runtime-hook
+HOOK_SERVES = ("legacy", "auto")
+HOOK = "nvidia-container-runtime-hook"
+"""Docker's --gpus runs this hook where it is on PATH (moby daemon/devices_nvidia_linux.go);
+where only nvidia-cdi-hook is, Docker asks CDI for the devices instead."""
 HOOK_REFUSAL = (
     "invoking the NVIDIA Container Runtime Hook directly (e.g. specifying the docker --gpus flag) "
     "is not supported"
@@ -257,7 +260,7 @@ def _runtime(ctx: RuleContext) -> Evaluation:
             ("runtimes", ", ".join(config.runtimes) or "none registered (runc)"),
         ]
         if config.cdi:
-            evidence.append(("CDI", "on, but no NVIDIA CDI spec resolves (container.cdi-*)"))
+            evidence.append(("CDI", "on, but no NVIDIA CDI spec here to resolve GPU devices from"))
         if config.merge == "section":
             evidence.append(("drop-ins", _SECTION_MERGE))
         yield Finding(
@@ -276,8 +279,8 @@ def _runtime(ctx: RuleContext) -> Evaluation:
 
 
 _SECTION_MERGE = (
-    "containerd 1.x (config version 2) takes a plugin's whole table from the last file that "
-    "names it: a drop-in naming the CRI plugin replaces what config.toml set there"
+    "containerd 1.x takes a plugin's whole table from the last file that names it: a drop-in "
+    "naming the CRI plugin replaces what config.toml set there"
 )
 
 
@@ -387,8 +390,11 @@ def _gpus_flag(ctx: RuleContext) -> Evaluation:
         yield not_applicable(f"the toolkit's config.toml: {why_missing(config)}")
         return
     mode = config.value.mode
-    if mode not in HOOK_REFUSES:
+    if mode in HOOK_SERVES:
         yield passed(f'the toolkit runs in mode = "{mode}": its hook serves docker run --gpus')
+        return
+    if HOOK not in dict(facts.toolkit.programs):
+        yield passed(f"no {HOOK}: Docker's --gpus asks CDI for the devices, not the hook")
         return
     engine = docker.config.value if isinstance(docker.config, Found) else None
     if engine is not None and engine.default_runtime in engine.nvidia_runtimes:

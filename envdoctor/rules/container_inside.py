@@ -321,9 +321,11 @@ def requirements(variables: dict[str, str]) -> dict[str, str]:
     }
     legacy = variables.get("CUDA_VERSION", "")
     if legacy and not variables.get("NVIDIA_REQUIRE_CUDA"):
-        parts = legacy.strip().removeprefix("v").split(".")
-        if len(parts) >= 2 and whole(parts[0]) is not None and whole(parts[1]) is not None:
-            wanted[LEGACY] = f"cuda>={whole(parts[0])}.{whole(parts[1])}"
+        # Go's semver, as the toolkit reads it: "12" is 12.0, "12.4.1-rc1" 12.4, "12.4.1.2" no
+        # version (the toolkit then refuses to start the container; nothing to judge here)
+        found = re.fullmatch(r"v?(\d{1,9})(?:\.(\d{1,9})(?:\.\d{1,9})?)?(?:[-+][\w.-]*)?", legacy)
+        if found:
+            wanted[LEGACY] = f"cuda>={int(found[1])}.{int(found[2] or 0)}"
     return wanted
 
 

@@ -5,6 +5,8 @@ from __future__ import annotations
 import random
 from pathlib import Path
 
+import pytest
+
 from tests.kb.helpers import run
 
 HEALTHY = """\
@@ -129,5 +131,31 @@ def test_torchvision_image_extension_warning_is_not_a_cause() -> None:
     for warning in TORCHVISION_IMAGE_WARNINGS:
         explanation = run(warning)
         assert explanation.causes == (), [c.id for c in explanation.causes]
-    bare = "/opt/x/lib/python3.10/site-packages/ext.so: undefined symbol: _ZN3c105ErrorC2E\n"
+    bare = "/opt/x/site-packages/ext.cpython-310-x86_64-linux-gnu.so: undefined symbol: _ZN3c105E\n"
     assert [c.id for c in run(bare).causes] == ["libs.undefined-symbol"]
+
+
+# Warnings of runs that go on, verbatim: bitsandbytes' CPU library fallback
+# (https://github.com/bitsandbytes-foundation/bitsandbytes/issues/779), and NCCL skipping an
+# InfiniBand device it cannot open (https://github.com/zai-org/ImageReward/issues/65).
+GOING_ON = (
+    "/home/studio-lab-user/.conda/envs/default/lib/python3.9/site-packages/bitsandbytes/"
+    "cextension.py:34: UserWarning: The installed version of bitsandbytes was compiled without "
+    "GPU support. 8-bit optimizers, 8-bit multiplication, and GPU quantization are unavailable.\n"
+    '  warn("The installed version of bitsandbytes was compiled without GPU support. "\n'
+    "/home/studio-lab-user/.conda/envs/default/lib/python3.9/site-packages/bitsandbytes/"
+    "libbitsandbytes_cpu.so: undefined symbol: cadam32bit_grad_fp32\n",
+    "65826-86bd789679-2dxbs:80744:80744 [1] misc/ibvwrap.cc:212 NCCL WARN Call to "
+    "ibv_open_device failed\n"
+    "\n"
+    "65826-86bd789679-2dxbs:80746:80746 [3] transport/net_ib.cc:149 NCCL WARN NET/IB : Unable "
+    "to open device mlx5_59\n"
+    "65826-86bd789679-2dxbs:80746:80746 [3] NCCL INFO NET/IB : Using [0]mlx5_1:1/RoCE "
+    "[1]mlx5_18:1/RoCE ; OOB eth0:33.117.221.247<0>\n"
+    "65826-86bd789679-2dxbs:80746:80746 [3] NCCL INFO Using network IB\n",
+)
+
+
+@pytest.mark.parametrize("log", GOING_ON, ids=["bitsandbytes-cpu", "nccl-ib-device-skipped"])
+def test_warnings_of_runs_that_go_on_are_not_causes(log: str) -> None:
+    assert run(log).causes == ()

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import os
 import signal
 import subprocess
 import sys
@@ -18,8 +19,19 @@ def test_the_wait_returns_the_exit_status_with_or_without_a_pidfd(
     pidfd: bool, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     """Where pidfd_open is refused (Linux < 5.3, a seccomp profile), the wait still ends when
-    the command does, within a poll interval."""
-    if not pidfd:
+    the command does, within a poll interval; where it works, the wait used it."""
+    opened: list[int] = []
+    real = passthrough._pidfd
+    if pidfd:
+        if not hasattr(os, "pidfd_open"):
+            pytest.skip("this Python has no os.pidfd_open")
+
+        def spy(pid: int) -> int:
+            opened.append(real(pid))
+            return opened[-1]
+
+        monkeypatch.setattr(passthrough, "_pidfd", spy)
+    else:
         monkeypatch.setattr(passthrough, "_pidfd", lambda pid: -1)
     proc = subprocess.Popen(
         [sys.executable, "-c", "import time; time.sleep(0.3); raise SystemExit(7)"]
@@ -27,6 +39,10 @@ def test_the_wait_returns_the_exit_status_with_or_without_a_pidfd(
     start = time.monotonic()
     assert passthrough._wait(proc) == 7
     assert time.monotonic() - start < 0.3 + 2 * passthrough.WAIT_POLL_MS / 1000 + 1.0
+    if pidfd:
+        if opened == [-1]:
+            pytest.skip("pidfd_open is refused here (an old kernel or a seccomp profile)")
+        assert len(opened) == 1 and opened[0] >= 0  # the wait used the child's pidfd
 
 
 def test_a_signal_to_another_thread_runs_its_handler_during_the_wait() -> None:

@@ -209,18 +209,26 @@ def test_requirements_read_as_libnvidia_container_reads_them(
 
 @pytest.mark.parametrize(
     ("cuda_version", "unmet"),
-    [("13.1.0", True), ("13.0.2", False), ("v13.1", True), ("thirteen", False)],
+    [
+        ("13.1.0", "cuda>=13.1"),
+        ("13.0.2", None),  # the driver runs CUDA 13.0
+        ("v13.1", "cuda>=13.1"),
+        ("14", "cuda>=14.0"),  # Go's semver reads "14" as 14.0
+        ("13.1.0-rc1", "cuda>=13.1"),
+        ("13.1.0.1", None),  # no semver: the toolkit refuses the container, nothing to judge
+        ("thirteen", None),
+    ],
 )
-def test_a_legacy_image_is_held_to_its_cuda_version(cuda_version: str, unmet: bool) -> None:
+def test_a_legacy_image_is_held_to_its_cuda_version(cuda_version: str, unmet: str | None) -> None:
     """An image with CUDA_VERSION and no NVIDIA_REQUIRE_CUDA: the toolkit requires
     cuda>=MAJOR.MINOR of it (internal/config/image/cuda_image.go, IsLegacy)."""
     report = _check(
         "container_require_cuda", env={"NVIDIA_REQUIRE_CUDA": None, "CUDA_VERSION": cuda_version}
     )
     found = [f for f in report["findings"] if f["code"] == "container.require-cuda-unmet"]
-    assert bool(found) is unmet
-    if unmet:
-        assert "cuda>=13.1" in _evidence(found[0]).values()
+    assert [v for f in found for v in _evidence(f).values() if v.startswith("cuda>=")] == (
+        [unmet] if unmet else []
+    )
 
 
 def test_disable_require_turns_the_check_off() -> None:
@@ -299,7 +307,7 @@ def test_a_drop_in_merges_as_the_containerd_of_its_config_version_does(
         "plugins": {plugin: {"containerd": {"runtimes": {"nvidia": nvidia}}}},
     }
     drop_in: dict[str, Any] = {"plugins": {plugin: {"containerd": {"runtimes": {"runsc": {}}}}}}
-    merged = containerd_config(merge_import(base, drop_in, version), ("config.toml",))
+    merged = containerd_config(merge_import(base, drop_in, by_key=version >= 3), ("config.toml",))
     assert merged.runtimes == runtimes
 
 
@@ -453,9 +461,9 @@ def test_our_merge_of_drop_ins_is_what_containerd_reads(
     dumped = containerd_config(
         parse_toml(_containerd("--config", str(main), "config", "dump"), "dump"), ("dump",)
     )
-    if dumped.version >= 3:
-        pytest.skip("this containerd merges drop-ins key by key (2.x): the 1.x case needs 1.x")
-    ours = probe_container_host(FakeHost.scenario(scenario), deadline=Deadline(30), fast=True)
+    # envdoctor asks the same containerd its version, as the full tier does
+    host = FakeHost.scenario(scenario, commands=_real_release())
+    ours = probe_container_host(host, deadline=Deadline(30), fast=False)
     (engine,) = [e for e in ours.engines if e.name == "containerd"]
     assert isinstance(engine.config, Found)
     mine = engine.config.value
@@ -463,8 +471,15 @@ def test_our_merge_of_drop_ins_is_what_containerd_reads(
         dumped.nvidia_runtimes,
         dumped.default_runtime,
     )
-    assert (mine.nvidia_runtimes, mine.default_runtime) == expected
-    assert mine.merge == "section"
+    assert mine.release  # read from the real containerd
+    if mine.release.startswith("1."):  # 2.x merges key by key: the scenario's 1.x outcome
+        assert (mine.nvidia_runtimes, mine.default_runtime) == expected
+        assert mine.merge == "section"
+
+
+def _real_release() -> list[dict[str, Any]]:
+    """The installed containerd's `--version`, as a scenario command."""
+    return [{"argv": ["containerd", "--version"], "stdout": _containerd("--version")}]
 
 
 @pytest.mark.parametrize("relative_glob", [False, True], ids=["absolute glob", "relative glob"])
@@ -502,8 +517,9 @@ def test_imports_of_imported_files_are_followed_as_containerd_follows_them(
             "/etc/containerd/config.toml": main("/etc/containerd"),
             **{f"/etc/containerd/{name}": text for name, text in files.items()},
         },
+        commands=_real_release(),
     )
-    (engine,) = probe_container_host(host, deadline=Deadline(30), fast=True).engines
+    (engine,) = probe_container_host(host, deadline=Deadline(30), fast=False).engines
     assert isinstance(engine.config, Found)
     mine = engine.config.value
     # (the dump adds containerd's built-in runc to what the files say: compare the nvidia part)
@@ -511,7 +527,9 @@ def test_imports_of_imported_files_are_followed_as_containerd_follows_them(
         dumped.nvidia_runtimes,
         dumped.default_runtime,
     )
-    assert mine.default_runtime == ("runc" if relative_glob else "nvidia")
+    assert mine.release  # read from the real containerd
+    if mine.release.startswith("1."):  # 2.x globs a relative pattern from the file's directory
+        assert mine.default_runtime == ("runc" if relative_glob else "nvidia")
 
 
 def test_a_cpu_machine_in_a_container_has_no_gpu_checks_left_undecided() -> None:
@@ -659,3 +677,101 @@ def test_cdi_with_a_spec_that_resolves_gives_pods_the_gpu_without_an_nvidia_runt
     )
     assert "resolves CDI devices (/etc/cdi/nvidia.yaml)" in _reason(report, "container.runtime")
     assert not [f for f in report["findings"] if f["code"].startswith("container.")]
+
+
+# --- CDI as its cache resolves specs (container-device-interface pkg/cdi/cache.go) ----------
+
+
+def _codes(report: dict[str, Any]) -> list[str]:
+    return sorted(f["code"] for f in report["findings"] if f["code"].startswith("container."))
+
+
+def test_a_conflict_drops_the_device_even_where_a_later_directory_defines_it() -> None:
+    """CDI keeps a device that was ever in conflict in its conflict set, and deletes it at the
+    end, whatever a later directory's spec says: the host is not healthy."""
+    current = load_scenario("host_cdi_current")["files"]["/etc/cdi/nvidia.yaml"]
+    report = _check("host_cdi_conflict", files={"/var/run/cdi/nvidia.yaml": current})
+    assert _codes(report) == ["container.cdi-conflict"]
+    assert report["status"] == "unhealthy"
+    assert "no device is defined twice" not in _reason(report, "container.cdi-unique")
+
+
+def test_a_directory_listed_twice_is_one_directory() -> None:
+    config = (
+        '[nvidia-container-runtime]\nmode = "cdi"\n[nvidia-container-runtime.modes.cdi]\n'
+        'spec-dirs = ["/etc/cdi", "/var/run/cdi", "/etc/cdi/"]\n'
+    )
+    report = _check("host_cdi_current", files={"/etc/nvidia-container-runtime/config.toml": config})
+    assert _codes(report) == [] and report["status"] == "healthy"
+
+
+@pytest.mark.parametrize(
+    ("devices", "problem"),
+    [
+        (
+            '[{name: "0", containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}}, '
+            '{name: "0", containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}}]',
+            "device '0' is defined twice",
+        ),
+        ("[{name: all}]", "device 'all' has no container edits"),
+    ],
+)
+def test_a_spec_cdi_refuses_is_broken_not_a_conflict(devices: str, problem: str) -> None:
+    spec = f"cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices: {devices}\n"
+    report = _check("host_cdi_current", files={"/etc/cdi/other.yaml": spec})
+    assert _codes(report) == ["container.cdi-stale"]
+    finding = _finding(report, "container.cdi-stale")
+    assert finding["severity"] == "warning" and problem in finding["title"]
+
+
+def test_a_broken_yml_or_foreign_spec_is_not_regenerated_as_nvidia_s() -> None:
+    foreign = "cdiVersion: 0.5.0\nkind: vendor.example/fpga\ndevices: []\n"
+    report = _check(
+        "host_cdi_yml",
+        files={"/etc/cdi/nvidia.yml": "not: [valid", "/etc/cdi/fpga.yaml": foreign},
+    )
+    assert _codes(report) == ["container.cdi-missing"]
+
+
+def test_docker_without_the_legacy_hook_asks_cdi_and_is_not_refused() -> None:
+    report = _check(
+        "host_docker_cdi_mode",
+        files={"/usr/bin/nvidia-container-runtime-hook": None},
+    )
+    assert _codes(report) == []
+    assert "asks CDI" in _reason(report, "container.gpus-flag")
+
+
+def test_a_spec_path_with_a_space_stays_one_argument_in_the_steps() -> None:
+    spec = load_scenario("host_cdi_current")["files"]["/etc/cdi/nvidia.yaml"]
+    report = _check("host_cdi_current", files={"/etc/cdi/nvidia copy.yaml": spec})
+    steps = _finding(report, "container.cdi-conflict")["remediation"]["steps"]
+    # the spec at nvidia-ctk's own name is the one kept
+    assert "sudo rm '/etc/cdi/nvidia copy.yaml'" in steps, steps
+
+
+@pytest.mark.parametrize(
+    ("version", "codes"),
+    [
+        (
+            "containerd github.com/containerd/containerd 1.6.20~ds1 1.6.20~ds1-1+deb12u3\n",
+            ["container.no-gpu-runtime"],
+        ),
+        # containerd 2.x reads a version 2 config too, and merges its drop-ins key by key
+        (
+            "containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c0e811c\n",
+            [],
+        ),
+        (None, ["container.no-gpu-runtime"]),  # unread: the config's version (2) decides
+    ],
+    ids=["1.6", "2.1", "unread"],
+)
+def test_drop_ins_merge_as_the_running_containerd_merges_them(
+    version: str | None, codes: list[str]
+) -> None:
+    commands = [{"argv": ["containerd", "--version"], "stdout": version}] if version else []
+    report = _check("host_k8s_dropin_replaces", commands=commands)
+    assert _codes(report) == codes
+    host = FakeHost.scenario("host_k8s_dropin_replaces", commands=commands)
+    _cli(host, "probe")
+    assert host.ran == []  # the probe tier asks containerd nothing
