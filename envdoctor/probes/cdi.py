@@ -9,6 +9,7 @@ a driver upgrade those paths are gone and every CDI device of the spec fails to 
 
 from __future__ import annotations
 
+import posixpath
 import re
 from typing import Any
 
@@ -24,6 +25,8 @@ MAX_SPECS = 64
 MAX_SPEC_BYTES = MAX_YAML_BYTES
 MAX_EDITS = 4096  # paths checked per spec: a real spec for 8 GPUs has a few hundred
 MAX_MISSING = 16
+# CDI's ValidateDeviceName: letters and digits at both ends, and "_", "-", ".", ":" between
+_DEVICE_NAME = r"[A-Za-z0-9](?:[A-Za-z0-9_.:-]*[A-Za-z0-9])?"
 # pattern strings, compiled by re on first use (most machines have no CDI spec to read)
 _HOST_DRIVER = r"--host-driver-version=(\d+\.\d+(?:\.\d+)?)"
 _DRIVER_LIB = r"/lib(?:cuda|nvidia-ml)\.so\.(\d+\.\d+(?:\.\d+)?)$"
@@ -34,7 +37,7 @@ def probe_specs(host: Host, dirs: tuple[str, ...]) -> Probed[tuple[CdiSpec, ...]
     specs: list[CdiSpec] = []
     # a directory listed twice is read once (its files are the same; the rules give it the
     # priority of its later place, as CDI's cache does)
-    for directory in dict.fromkeys(d.rstrip("/") or "/" for d in dirs):
+    for directory in dict.fromkeys(posixpath.normpath(d) for d in dirs):
         listing = host.list_dir(directory)
         if isinstance(listing, Absent):
             continue
@@ -103,8 +106,12 @@ def check_spec(host: Host, path: str, doc: dict[str, Any]) -> CdiSpec:
         if not isinstance(device, dict) or not isinstance(device.get("name"), str):
             return _broken(path, "a device without a name", kind)
         name = device["name"]
-        # CDI refuses the whole spec for either (its validation: "invalid spec, multiple
-        # device", "invalid device, empty device edits")
+        # CDI refuses the whole spec for any of these (its validation: ValidateDeviceName,
+        # "invalid spec, multiple device", "invalid device, empty device edits")
+        if not re.fullmatch(_DEVICE_NAME, name):
+            return _broken(
+                path, f"device name {name[:64]!r} is invalid: CDI refuses the spec", kind
+            )
         if name in names:
             return _broken(path, f"device {name!r} is defined twice: CDI refuses the spec", kind)
         if not _edits(device.get("containerEdits")):

@@ -143,6 +143,8 @@ def merge_import(base: dict[str, Any], over: Mapping[str, Any], *, by_key: bool)
     whole table of every plugin the imported file names ("Replace entire sections instead of
     merging map's values", mergeConfig in its server/config), which is why nvidia-ctk's drop-in
     repeats the whole CRI section; 2.x merges key by key (``by_key``)."""
+    # the root config's version stands (2.x migrates an imported file to it before merging)
+    over = {k: v for k, v in over.items() if k != "version"}
     if by_key:
         return merge_tables(base, over)
     plugins = over.get("plugins")
@@ -178,7 +180,9 @@ def containerd_config(
         binary = _table(legacy, "options").get("Runtime") or legacy.get("runtime_engine")
         default = "nvidia" if legacy and _is_nvidia("", binary) else "runc"
     cdi = plugin.get("enable_cdi") is True
-    if version == 3:  # containerd 2.x: CDI is on unless switched off
+    major = release.split(".")[0]
+    if version == 3 or (major.isdigit() and int(major) >= 2):
+        # containerd 2.x (which reads a version 2 file as version 3): CDI on unless switched off
         cdi = plugin.get("enable_cdi", True) is not False
     return EngineConfig(
         path=files[0] if files else "",

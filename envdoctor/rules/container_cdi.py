@@ -9,6 +9,7 @@ one directory define is dropped, so asking for it fails with "unresolvable CDI d
 
 from __future__ import annotations
 
+import posixpath
 import shlex
 
 from envdoctor.model.containers import (
@@ -106,7 +107,7 @@ def _directory(path: str) -> str:
 def priorities(dirs: tuple[str, ...]) -> dict[str, int]:
     """Each spec directory's priority: its place in the list (CDI's cache scans them in order;
     a directory listed twice is scanned twice, and its later place is the one that counts)."""
-    return {d.rstrip("/") or "/": i for i, d in enumerate(dirs)}
+    return {posixpath.normpath(d): i for i, d in enumerate(dirs)}
 
 
 def resolve(facts: ContainerHostFacts) -> Resolution:
@@ -139,8 +140,10 @@ def resolve(facts: ContainerHostFacts) -> Resolution:
     conflicts = tuple(sorted((*key, tuple(paths)) for key, paths in clashes.items()))
     shadowed = {}
     for spec in read:
-        winners = {devices[(spec.kind, d)].path for d in spec.devices} - {spec.path}
-        if len(winners) == 1 and all(devices[(spec.kind, d)] is not spec for d in spec.devices):
+        keys = [(spec.kind, d) for d in spec.devices]
+        winners = {devices[k].path for k in keys}
+        later = all(k not in clashes and priority(devices[k]) > priority(spec) for k in keys)
+        if later and len(winners) == 1:
             shadowed[spec.path] = winners.pop()
     live = {spec.path for key, spec in devices.items() if key not in clashes}
     return Resolution(
@@ -346,6 +349,12 @@ def _conflict(ctx: RuleContext) -> Evaluation:
         yield not_applicable(side)
         return
     _, resolution = side
+    current = ctx.machine.driver.version
+    stale = {
+        s.path
+        for s in resolution.read
+        if s.missing or (current and s.driver_version and s.driver_version != current)
+    }
     if len(resolution.read) < 2:
         yield not_applicable(f"{plural(len(resolution.read), 'NVIDIA CDI spec')}: nothing to clash")
         return
@@ -356,8 +365,11 @@ def _conflict(ctx: RuleContext) -> Evaluation:
     for kind, device, paths in resolution.conflicts:
         by_specs.setdefault(paths, []).append(f"{kind}={device}")
     for clashing, devices in by_specs.items():
-        # keep the spec at the name nvidia-ctk and nvidia-cdi-refresh write (nvidia.yaml)
-        paths = tuple(sorted(clashing, key=lambda p: p.rpartition("/")[2] != "nvidia.yaml"))
+        # keep a current spec, the one at the name nvidia-ctk and nvidia-cdi-refresh write
+        # (nvidia.yaml) first
+        paths = tuple(
+            sorted(clashing, key=lambda p: (p in stale, p.rpartition("/")[2] != "nvidia.yaml"))
+        )
         shown = ", ".join(devices[:8]) + (
             f" and {len(devices) - 8} more" if len(devices) > 8 else ""
         )

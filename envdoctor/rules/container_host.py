@@ -46,7 +46,9 @@ INSTALL_TOOLKIT = (
 HOOK_SERVES = ("legacy", "auto")
 HOOK = "nvidia-container-runtime-hook"
 """Docker's --gpus runs this hook where it is on PATH (moby daemon/devices_nvidia_linux.go);
-where only nvidia-cdi-hook is, Docker asks CDI for the devices instead."""
+where only nvidia-cdi-hook is, Docker asks CDI for the devices instead; with neither, Docker has
+no nvidia device driver at all."""
+HOOKS = (HOOK, "nvidia-cdi-hook")
 HOOK_REFUSAL = (
     "invoking the NVIDIA Container Runtime Hook directly (e.g. specifying the docker --gpus flag) "
     "is not supported"
@@ -91,7 +93,8 @@ def _toolkit(ctx: RuleContext) -> Evaluation:
         yield not_applicable(why)
         return
     toolkit = facts.toolkit
-    if toolkit.installed:
+    hookless = _docker(facts) is not None and not set(HOOKS) & set(dict(toolkit.programs))
+    if toolkit.installed and not hookless:
         version = toolkit.ctk_version.value if isinstance(toolkit.ctk_version, Found) else None
         shown = ", ".join(name for name, _ in toolkit.programs)
         yield passed(f"found {shown}" + (f" (version {version})" if version else ""))
@@ -119,17 +122,24 @@ def _toolkit(ctx: RuleContext) -> Evaluation:
     else:
         symptom = f"{engine} gives GPU containers and pods no GPU"
         steps = configure_steps(engine)
+    found = ", ".join(name for name, _ in toolkit.programs)
+    what = (
+        f"{found}, but neither hook Docker uses ({' nor '.join(HOOKS)})"
+        if toolkit.installed
+        else "none of nvidia-container-runtime-hook, nvidia-ctk, nvidia-container-cli"
+    )
     yield Finding(
         code=TOOLKIT_MISSING,
         severity=Severity.WARNING,
-        title=f"Container engines are installed but the NVIDIA Container Toolkit is not: {symptom}",
+        title=(
+            "Docker finds no NVIDIA hook, so it has no GPU device driver"
+            if toolkit.installed
+            else "Container engines are installed but the NVIDIA Container Toolkit is not"
+        )
+        + f": {symptom}",
         evidence=(
             ("container engines", _engines(facts)),
-            (
-                "NVIDIA Container Toolkit",
-                "none of nvidia-container-runtime-hook, nvidia-ctk, "
-                "nvidia-container-cli in /usr/bin, /usr/local/bin",
-            ),
+            ("NVIDIA Container Toolkit", f"{what} in /usr/bin, /usr/local/bin"),
         ),
         remediation=Remediation(
             summary=f"Install the NVIDIA Container Toolkit and set {engine} up with it",
@@ -242,7 +252,7 @@ def _runtime(ctx: RuleContext) -> Evaluation:
         yield not_applicable(why)
         return
     if not facts.kubelet:
-        yield not_applicable("not a Kubernetes node: Docker's --gpus needs only the toolkit's hook")
+        yield not_applicable("not a Kubernetes node (a CRI engine's runtimes matter to pods)")
         return
     engines = [e for e in _cri(facts) if isinstance(e.config, Found) or _defaults(e)]
     if not engines:
@@ -393,8 +403,12 @@ def _gpus_flag(ctx: RuleContext) -> Evaluation:
     if mode in HOOK_SERVES:
         yield passed(f'the toolkit runs in mode = "{mode}": its hook serves docker run --gpus')
         return
-    if HOOK not in dict(facts.toolkit.programs):
-        yield passed(f"no {HOOK}: Docker's --gpus asks CDI for the devices, not the hook")
+    programs = dict(facts.toolkit.programs)
+    if HOOK not in programs:
+        if "nvidia-cdi-hook" in programs:
+            yield passed(f"no {HOOK}: Docker's --gpus asks CDI for the devices, not the hook")
+        else:
+            yield not_applicable("Docker finds no NVIDIA hook at all (see container.toolkit)")
         return
     engine = docker.config.value if isinstance(docker.config, Found) else None
     if engine is not None and engine.default_runtime in engine.nvidia_runtimes:

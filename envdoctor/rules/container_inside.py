@@ -321,9 +321,13 @@ def requirements(variables: dict[str, str]) -> dict[str, str]:
     }
     legacy = variables.get("CUDA_VERSION", "")
     if legacy and not variables.get("NVIDIA_REQUIRE_CUDA"):
-        # Go's semver, as the toolkit reads it: "12" is 12.0, "12.4.1-rc1" 12.4, "12.4.1.2" no
-        # version (the toolkit then refuses to start the container; nothing to judge here)
-        found = re.fullmatch(r"v?(\d{1,9})(?:\.(\d{1,9})(?:\.\d{1,9})?)?(?:[-+][\w.-]*)?", legacy)
+        # Go's semver, as the toolkit reads it: "12" is 12.0, "12.4.1-rc1" 12.4; "12.4.1.2",
+        # "12.4-rc1" and "12.04" are no version (the toolkit then refuses to start the
+        # container; nothing to judge here)
+        number = r"(0|[1-9]\d{0,8})"
+        found = re.fullmatch(
+            rf"v?{number}(?:\.{number}(?:\.{number}(?:[-+][0-9A-Za-z.-]+)?)?)?", legacy
+        )
         if found:
             wanted[LEGACY] = f"cuda>={int(found[1])}.{int(found[2] or 0)}"
     return wanted

@@ -775,3 +775,59 @@ def test_drop_ins_merge_as_the_running_containerd_merges_them(
     host = FakeHost.scenario("host_k8s_dropin_replaces", commands=commands)
     _cli(host, "probe")
     assert host.ran == []  # the probe tier asks containerd nothing
+
+
+def test_a_conflict_with_a_stale_spec_keeps_the_current_one_and_the_stale_one_is_an_error() -> None:
+    """A stale spec that clashes with a current one in its directory is not "unused": CDI drops
+    the devices. The fix removes the stale one, and nothing says CDI takes devices from either."""
+    stale = load_scenario("host_cdi_stale")["files"]["/etc/cdi/nvidia.yaml"]
+    report = _check(
+        "host_cdi_conflict",
+        files={
+            "/etc/cdi/nvidia.yaml": stale,
+            "/usr/lib/x86_64-linux-gnu/libcuda.so.550.54.14": "",
+            "/usr/lib/x86_64-linux-gnu/libnvidia-ml.so.550.54.14": "",
+        },
+    )
+    conflict = _finding(report, "container.cdi-conflict")
+    assert conflict["remediation"]["steps"][0] == "sudo rm /etc/cdi/nvidia.yaml"
+    stale_finding = _finding(report, "container.cdi-stale")
+    assert stale_finding["severity"] == "error" and "unused" not in stale_finding["title"]
+
+
+def test_a_device_name_cdi_refuses_makes_the_spec_broken_not_a_conflict() -> None:
+    spec = (
+        "cdiVersion: 0.5.0\nkind: nvidia.com/gpu\ndevices:\n"
+        '  - {name: "0", containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}}\n'
+        '  - {name: "gpu 0", containerEdits: {deviceNodes: [{path: /dev/nvidia0}]}}\n'
+    )
+    report = _check("host_cdi_current", files={"/etc/cdi/extra.yaml": spec})
+    assert _codes(report) == ["container.cdi-stale"]
+    assert "device name 'gpu 0' is invalid" in _finding(report, "container.cdi-stale")["title"]
+
+
+def test_containerd_2_has_cdi_on_for_a_version_2_config_too() -> None:
+    spec = load_scenario("host_cdi_current")["files"]["/etc/cdi/nvidia.yaml"]
+    files = {
+        "/etc/cdi/nvidia.yaml": spec,
+        "/usr/bin/nvidia-cdi-hook": "",
+        "/lib/x86_64-linux-gnu/libcuda.so.580.159.04": "",
+        "/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04": "",
+    }
+    release = "containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c\n"
+    commands = [{"argv": ["containerd", "--version"], "stdout": release}]
+    report = _check("host_k8s_no_runtime", files=files, commands=commands)
+    assert "resolves CDI devices" in _reason(report, "container.runtime")
+    assert _codes(report) == []
+    # containerd 1.x (unread, version 2 config) has CDI off unless enable_cdi says so
+    assert _codes(_check("host_k8s_no_runtime", files=files)) == ["container.no-gpu-runtime"]
+
+
+def test_docker_with_no_nvidia_hook_at_all_is_told_so() -> None:
+    report = _check(
+        "host_docker_cdi_mode",
+        files={"/usr/bin/nvidia-container-runtime-hook": None, "/usr/bin/nvidia-cdi-hook": None},
+    )
+    finding = _finding(report, "container.toolkit-missing")
+    assert finding["title"].startswith("Docker finds no NVIDIA hook")
+    assert "gpus-flag-refused" not in " ".join(_codes(report))
