@@ -216,6 +216,8 @@ def test_requirements_read_as_libnvidia_container_reads_them(
         ("14", "cuda>=14.0"),  # Go's semver reads "14" as 14.0
         ("13.1.0-rc1", "cuda>=13.1"),
         ("13.1.0.1", None),  # no semver: the toolkit refuses the container, nothing to judge
+        ("13.1-rc1", None),  # a prerelease needs major.minor.patch
+        ("13.01", None),  # no leading zeros
         ("thirteen", None),
     ],
 )
