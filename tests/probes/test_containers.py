@@ -666,17 +666,19 @@ def test_cri_o_without_a_default_runtime_is_not_said_to_run_runc() -> None:
     assert evidence["default runtime"].startswith("CRI-O's own (crun since CRI-O 1.31")
 
 
-def test_cdi_with_a_spec_that_resolves_gives_pods_the_gpu_without_an_nvidia_runtime() -> None:
+def _current_spec_files() -> dict[str, str]:
+    """host_cdi_current's spec, with the hook and libraries it names, to add to a scenario."""
     spec = load_scenario("host_cdi_current")["files"]["/etc/cdi/nvidia.yaml"]
-    report = _check(
-        "host_k8s_containerd2_no_runtime",
-        files={
-            "/etc/cdi/nvidia.yaml": spec,
-            "/usr/bin/nvidia-cdi-hook": "",
-            "/lib/x86_64-linux-gnu/libcuda.so.580.159.04": "",
-            "/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04": "",
-        },
-    )
+    return {
+        "/etc/cdi/nvidia.yaml": spec,
+        "/usr/bin/nvidia-cdi-hook": "",
+        "/lib/x86_64-linux-gnu/libcuda.so.580.159.04": "",
+        "/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04": "",
+    }
+
+
+def test_cdi_with_a_spec_that_resolves_gives_pods_the_gpu_without_an_nvidia_runtime() -> None:
+    report = _check("host_k8s_containerd2_no_runtime", files=_current_spec_files())
     assert "resolves CDI devices (/etc/cdi/nvidia.yaml)" in _reason(report, "container.runtime")
     assert not [f for f in report["findings"] if f["code"].startswith("container.")]
 
@@ -809,13 +811,7 @@ def test_a_device_name_cdi_refuses_makes_the_spec_broken_not_a_conflict() -> Non
 
 
 def test_containerd_2_has_cdi_on_for_a_version_2_config_too() -> None:
-    spec = load_scenario("host_cdi_current")["files"]["/etc/cdi/nvidia.yaml"]
-    files = {
-        "/etc/cdi/nvidia.yaml": spec,
-        "/usr/bin/nvidia-cdi-hook": "",
-        "/lib/x86_64-linux-gnu/libcuda.so.580.159.04": "",
-        "/lib/x86_64-linux-gnu/libnvidia-ml.so.580.159.04": "",
-    }
+    files = _current_spec_files()
     release = "containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc236c\n"
     commands = [{"argv": ["containerd", "--version"], "stdout": release}]
     report = _check("host_k8s_no_runtime", files=files, commands=commands)
