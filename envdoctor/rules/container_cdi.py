@@ -93,7 +93,7 @@ class Resolution:
 
     read: tuple[CdiSpec, ...]
     conflicts: tuple[tuple[str, str, tuple[str, ...]], ...]
-    shadowed: dict[str, str]
+    shadowed: tuple[tuple[str, str], ...]  # (the spec, the one its devices come from)
     resolving: tuple[str, ...] = ()  # the specs at least one device resolves from
 
     def kinds(self) -> set[str]:
@@ -138,16 +138,16 @@ def resolve(facts: ContainerHostFacts) -> Resolution:
                 continue
             devices[key] = spec
     conflicts = tuple(sorted((*key, tuple(paths)) for key, paths in clashes.items()))
-    shadowed = {}
+    shadowed = []
     for spec in read:
         keys = [(spec.kind, d) for d in spec.devices]
         winners = {devices[k].path for k in keys}
         later = all(k not in clashes and priority(devices[k]) > priority(spec) for k in keys)
         if later and len(winners) == 1:
-            shadowed[spec.path] = winners.pop()
+            shadowed.append((spec.path, winners.pop()))
     live = {spec.path for key, spec in devices.items() if key not in clashes}
     return Resolution(
-        read=read, conflicts=conflicts, shadowed=shadowed, resolving=tuple(sorted(live))
+        read=read, conflicts=conflicts, shadowed=tuple(shadowed), resolving=tuple(sorted(live))
     )
 
 
@@ -256,7 +256,7 @@ def _stale(ctx: RuleContext) -> Evaluation:
         if not stale and not spec.missing:
             continue
         found = True
-        yield _stale_finding(spec, current, driver.version_source, resolution.shadowed)
+        yield _stale_finding(spec, current, driver.version_source, dict(resolution.shadowed))
     for spec in broken:
         found = True
         yield Finding(
