@@ -19,6 +19,23 @@ DEFAULT_CDI_SPEC = f"{CDI_DIRS[0]}/nvidia.yaml"
 NVIDIA_KIND = "nvidia.com/gpu"
 """The CDI kind of NVIDIA's GPUs (``--device nvidia.com/gpu=all``), and the toolkit's default
 ``default-kind`` (nvidia-container-toolkit api/config/v1)."""
+
+
+def clean_dir(path: str) -> str:
+    """A spec directory as Go's filepath.Clean spells it (CDI cleans its spec-dirs so): one
+    leading slash, no "." or ".." parts, no trailing slash."""
+    parts: list[str] = []
+    for part in path.split("/"):
+        if part == "..":
+            if parts:
+                parts.pop()
+        elif part and part != ".":
+            parts.append(part)
+    if path.startswith("/"):
+        return "/" + "/".join(parts)
+    return "/".join(parts) or "."
+
+
 SHM_ENOUGH = 1 << 30
 """A shared-memory mount this large is enough for DataLoader workers and NCCL (NVIDIA runs its containers with
 --shm-size=1g at least); Docker's default is 64 MiB."""

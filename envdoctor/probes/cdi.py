@@ -9,12 +9,11 @@ a driver upgrade those paths are gone and every CDI device of the spec fails to 
 
 from __future__ import annotations
 
-import posixpath
 import re
 from typing import Any
 
 from envdoctor.inputfile import MAX_YAML_BYTES
-from envdoctor.model.containers import CdiSpec
+from envdoctor.model.containers import CdiSpec, clean_dir
 from envdoctor.model.probed import Absent, Found, Probed, why_missing
 from envdoctor.platform.host import Host
 from envdoctor.probes.engine_config import is_kind
@@ -37,7 +36,7 @@ def probe_specs(host: Host, dirs: tuple[str, ...]) -> Probed[tuple[CdiSpec, ...]
     specs: list[CdiSpec] = []
     # a directory listed twice is read once (its files are the same; the rules give it the
     # priority of its later place, as CDI's cache does)
-    for directory in dict.fromkeys(posixpath.normpath(d) for d in dirs):
+    for directory in dict.fromkeys(clean_dir(d) for d in dirs):
         listing = host.list_dir(directory)
         if isinstance(listing, Absent):
             continue

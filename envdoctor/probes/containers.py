@@ -273,7 +273,7 @@ def _containerd(host: Host, release: str | None = None) -> Probed[EngineConfig]:
                 for path in _glob(host, pattern, base=directory, glob_base=glob_base):
                     if path not in files and len(files) <= MAX_DROP_INS:
                         imported = _read_toml(host, path)
-                        data = merge_import(data, imported, by_key=two)
+                        data = merge_import(data, imported, by_key=two, path=path)
                         files.append(path)
                         pending.append((path, imported))
         merge = ("key" if two else "section") if len(files) > 1 else ""

@@ -86,10 +86,15 @@ def _steps(finding: Finding) -> list[tuple[str, Action]]:
         kind = finding.subject or NVIDIA_KIND
         return [_generate(cdi.spec_path_for(kind), kind)]
     if code == cdi.CDI_STALE:
-        kind = dict(finding.evidence).get("kind", "")
+        evidence = dict(finding.evidence)
+        served = [f"{label} {evidence[label]}" for label in cdi.SERVED_BY if label in evidence]
+        if served:  # another spec serves its devices: remove it, do not make a second one
+            note = f"Remove {finding.subject} ({served[0]}); envdoctor does not delete specs"
+            return [(f"{code}: {finding.subject}", Note(note))]
+        kind = evidence.get("kind", "")
         return [_generate(finding.subject, kind if "/" in kind else NVIDIA_KIND)]
-    note = RUN_NOTES.get(code)
-    return [(f"{code}: where the container is started", Note(note))] if note else []
+    run_note = RUN_NOTES.get(code)
+    return [(f"{code}: where the container is started", Note(run_note))] if run_note else []
 
 
 def _generate(path: str, kind: str) -> tuple[str, Action]:

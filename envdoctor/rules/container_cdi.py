@@ -9,7 +9,6 @@ one directory define is dropped, so asking for it fails with "unresolvable CDI d
 
 from __future__ import annotations
 
-import posixpath
 import shlex
 
 from envdoctor.model.containers import (
@@ -18,6 +17,7 @@ from envdoctor.model.containers import (
     NVIDIA_KIND,
     CdiSpec,
     ContainerHostFacts,
+    clean_dir,
 )
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
@@ -32,6 +32,10 @@ CDI_STALE = "container.cdi-stale"
 CDI_CONFLICT = "container.cdi-conflict"
 IGNORED_SUFFIX = ".yml"
 """A spec file name CDI never reads (it reads ``.json`` and ``.yaml`` only)."""
+SERVED_BY = ("its devices come from", "it clashes with", "another spec serves its kind")
+"""Evidence labels of a stale or broken spec that another spec serves (or would, once this one
+is gone): such a spec is removed, not regenerated (a second spec of the kind beside the one that
+works would clash with it). ``envdoctor fix`` reads them (remedy/containers.py)."""
 
 
 def cdi_generate_argv(path: str, kind: str = NVIDIA_KIND) -> tuple[str, ...]:
@@ -107,7 +111,7 @@ def _directory(path: str) -> str:
 def priorities(dirs: tuple[str, ...]) -> dict[str, int]:
     """Each spec directory's priority: its place in the list (CDI's cache scans them in order;
     a directory listed twice is scanned twice, and its later place is the one that counts)."""
-    return {posixpath.normpath(d): i for i, d in enumerate(dirs)}
+    return {clean_dir(d): i for i, d in enumerate(dirs)}
 
 
 def resolve(facts: ContainerHostFacts) -> Resolution:
@@ -183,7 +187,9 @@ def _missing(ctx: RuleContext) -> Evaluation:
     lacking = [n for n in needs if n.kind not in resolution.kinds()]
     if not lacking:
         shown = ", ".join(f"{s.kind} in {s.path}" for s in resolution.read)
-        yield passed(f"CDI specs: {shown}")
+        dropped = [s.path for s in resolution.read if s.path not in resolution.resolving]
+        clash = f" (no device of {', '.join(dropped)} resolves: container.cdi-unique)"
+        yield passed(f"CDI specs: {shown}" + (clash if dropped else ""))
         return
     everything = facts.cdi_specs.value
     for need in lacking:
@@ -250,34 +256,27 @@ def _stale(ctx: RuleContext) -> Evaluation:
         return
     driver = ctx.machine.driver
     current = driver.version  # the installed driver, else the loaded module
+    fresh = {
+        s.path
+        for s in resolution.read
+        if not s.missing and not (current and s.driver_version and s.driver_version != current)
+    }
+    # the current specs each stale one clashes with (the one container.cdi-unique keeps)
+    clashing = {
+        path: [p for p in paths if p != path and p in fresh]
+        for _, _, paths in resolution.conflicts
+        for path in paths
+    }
     found = False
     for spec in resolution.read:
         stale = bool(current and spec.driver_version and spec.driver_version != current)
         if not stale and not spec.missing:
             continue
         found = True
-        yield _stale_finding(spec, current, driver.version_source, dict(resolution.shadowed))
+        yield _stale_finding(spec, current, driver.version_source, resolution, clashing)
     for spec in broken:
         found = True
-        yield Finding(
-            code=CDI_STALE,
-            severity=Severity.WARNING,
-            title=f"The CDI spec {spec.path} cannot be used: {spec.error}",
-            evidence=(
-                ("spec", spec.path),
-                ("kind", spec.kind or "unknown"),
-                ("problem", spec.error),
-            ),
-            remediation=Remediation(
-                summary="Remove or regenerate the broken spec",
-                steps=(
-                    f"{sudo(cdi_generate_argv(spec.path, spec.kind or NVIDIA_KIND))}   # or "
-                    f"remove it: sudo rm {shlex.quote(spec.path)}",
-                ),
-                needs_root=True,
-            ),
-            subject=spec.path,
-        )
+        yield _broken_finding(spec, resolution)
     if not found:
         count = len(resolution.read)
         yield passed(
@@ -290,8 +289,38 @@ def _stale(ctx: RuleContext) -> Evaluation:
         )
 
 
+def _broken_finding(spec: CdiSpec, resolution: Resolution) -> Finding:
+    kind = spec.kind or NVIDIA_KIND
+    evidence = [("spec", spec.path), ("kind", spec.kind or "unknown"), ("problem", spec.error)]
+    serving = [s.path for s in resolution.read if s.kind == kind and s.path in resolution.resolving]
+    if serving:
+        evidence.append((SERVED_BY[2], ", ".join(serving)))
+        steps: tuple[str, ...] = (f"sudo rm {shlex.quote(spec.path)}",)
+    else:
+        steps = (
+            f"{sudo(cdi_generate_argv(spec.path, kind))}   # or remove it: "
+            f"sudo rm {shlex.quote(spec.path)}",
+        )
+    return Finding(
+        code=CDI_STALE,
+        severity=Severity.WARNING,
+        title=f"The CDI spec {spec.path} cannot be used: {spec.error}",
+        evidence=tuple(evidence),
+        remediation=Remediation(
+            summary="Remove the broken spec" + ("" if serving else " (or regenerate it)"),
+            steps=steps,
+            needs_root=True,
+        ),
+        subject=spec.path,
+    )
+
+
 def _stale_finding(
-    spec: CdiSpec, current: str | None, source: str, shadowed: dict[str, str]
+    spec: CdiSpec,
+    current: str | None,
+    source: str,
+    resolution: Resolution,
+    clashing: dict[str, list[str]],
 ) -> Finding:
     stale = bool(current and spec.driver_version and spec.driver_version != current)
     evidence = [("spec", spec.path), ("kind", spec.kind)]
@@ -303,11 +332,28 @@ def _stale_finding(
         if stale
         else f"{len(spec.missing)} path(s) that no longer exist"
     )
-    over = shadowed.get(spec.path)
+    if clashing.get(spec.path):
+        # a current spec of the same directory defines these devices too: the conflict's fix
+        # removes this one (container.cdi-unique), so this finding says the same
+        evidence.append((SERVED_BY[1], ", ".join(clashing[spec.path])))
+        return Finding(
+            code=CDI_STALE,
+            severity=Severity.ERROR,
+            title=f"The CDI spec {spec.path} is stale ({what}) and clashes with "
+            f"{', '.join(clashing[spec.path])} in its directory: remove it",
+            evidence=tuple(evidence),
+            remediation=Remediation(
+                summary="Remove the stale spec",
+                steps=(f"sudo rm {shlex.quote(spec.path)}",),
+                needs_root=True,
+            ),
+            subject=spec.path,
+        )
+    over = dict(resolution.shadowed).get(spec.path)
     if over:
         # CDI takes every device of this spec from a later directory's spec: it is dead weight,
         # not the cause of a failure (until that other spec goes)
-        evidence.append(("its devices come from", over))
+        evidence.append((SERVED_BY[0], over))
         return Finding(
             code=CDI_STALE,
             severity=Severity.WARNING,

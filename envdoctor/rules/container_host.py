@@ -139,7 +139,7 @@ def _toolkit(ctx: RuleContext) -> Evaluation:
         + f": {symptom}",
         evidence=(
             ("container engines", _engines(facts)),
-            ("NVIDIA Container Toolkit", f"{what} in /usr/bin, /usr/local/bin"),
+            ("NVIDIA Container Toolkit", f"{what} in the usual program directories"),
         ),
         remediation=Remediation(
             summary=f"Install the NVIDIA Container Toolkit and set {engine} up with it",
@@ -400,15 +400,15 @@ def _gpus_flag(ctx: RuleContext) -> Evaluation:
         yield not_applicable(f"the toolkit's config.toml: {why_missing(config)}")
         return
     mode = config.value.mode
-    if mode in HOOK_SERVES:
-        yield passed(f'the toolkit runs in mode = "{mode}": its hook serves docker run --gpus')
-        return
     programs = dict(facts.toolkit.programs)
     if HOOK not in programs:
         if "nvidia-cdi-hook" in programs:
             yield passed(f"no {HOOK}: Docker's --gpus asks CDI for the devices, not the hook")
         else:
             yield not_applicable("Docker finds no NVIDIA hook at all (see container.toolkit)")
+        return
+    if mode in HOOK_SERVES:
+        yield passed(f'the toolkit runs in mode = "{mode}": its hook serves docker run --gpus')
         return
     engine = docker.config.value if isinstance(docker.config, Found) else None
     if engine is not None and engine.default_runtime in engine.nvidia_runtimes:

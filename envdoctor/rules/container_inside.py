@@ -308,6 +308,15 @@ def _holds_str(op: str, have: str, want: str) -> bool:
 
 
 LEGACY = "CUDA_VERSION (a legacy image: no NVIDIA_REQUIRE_CUDA)"
+# Go's semver (golang.org/x/mod/semver), as the toolkit reads CUDA_VERSION: "12" is 12.0; a
+# prerelease or build only after major.minor.patch; no leading zeros in a number or a numeric
+# prerelease identifier. Anything else is no version: the toolkit then refuses the container.
+_NUMBER = r"(?:0|[1-9]\d{0,19})"
+_PRE = r"(?:0|[1-9]\d*|\d*[A-Za-z-][0-9A-Za-z-]*)"
+_SEMVER = (
+    rf"v?({_NUMBER})(?:\.({_NUMBER})(?:\.{_NUMBER}"
+    rf"(?:-{_PRE}(?:\.{_PRE})*)?(?:\+[0-9A-Za-z-]+(?:\.[0-9A-Za-z-]+)*)?)?)?"
+)
 
 
 def requirements(variables: dict[str, str]) -> dict[str, str]:
@@ -321,14 +330,9 @@ def requirements(variables: dict[str, str]) -> dict[str, str]:
     }
     legacy = variables.get("CUDA_VERSION", "")
     if legacy and not variables.get("NVIDIA_REQUIRE_CUDA"):
-        # Go's semver, as the toolkit reads it: "12" is 12.0, "12.4.1-rc1" 12.4; "12.4.1.2",
-        # "12.4-rc1" and "12.04" are no version (the toolkit then refuses to start the
-        # container; nothing to judge here)
-        number = r"(0|[1-9]\d{0,8})"
-        found = re.fullmatch(
-            rf"v?{number}(?:\.{number}(?:\.{number}(?:[-+][0-9A-Za-z.-]+)?)?)?", legacy
-        )
-        if found:
+        found = re.fullmatch(_SEMVER, legacy) if len(legacy) <= 128 else None
+        # major and minor as the toolkit parses them (ParseUint, 32 bits)
+        if found and max(int(found[1]), int(found[2] or 0)) < 1 << 32:
             wanted[LEGACY] = f"cuda>={int(found[1])}.{int(found[2] or 0)}"
     return wanted
 

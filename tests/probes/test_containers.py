@@ -65,7 +65,7 @@ CASES = {
         "warning",
         "cdi generate --output=/etc/cdi/nvidia.yaml",
     ),
-    "host_cdi_shadowed": ("container.cdi-stale", "warning", "--output=/etc/cdi/nvidia.yaml"),
+    "host_cdi_shadowed": ("container.cdi-stale", "warning", "Remove /etc/cdi/nvidia.yaml"),
     "host_docker_cdi_mode": (
         "container.gpus-flag-refused",
         "warning",
@@ -218,6 +218,9 @@ def test_requirements_read_as_libnvidia_container_reads_them(
         ("13.1.0.1", None),  # no semver: the toolkit refuses the container, nothing to judge
         ("13.1-rc1", None),  # a prerelease needs major.minor.patch
         ("13.01", None),  # no leading zeros
+        ("13.1.0-rc1+b1", "cuda>=13.1"),
+        ("13.1.0-01", None),  # nor in a numeric prerelease identifier
+        ("13.1.0-rc..1", None),
         ("thirteen", None),
     ],
 )
@@ -797,6 +800,9 @@ def test_a_conflict_with_a_stale_spec_keeps_the_current_one_and_the_stale_one_is
     assert conflict["remediation"]["steps"][0] == "sudo rm /etc/cdi/nvidia.yaml"
     stale_finding = _finding(report, "container.cdi-stale")
     assert stale_finding["severity"] == "error" and "unused" not in stale_finding["title"]
+    # both findings remove the stale one; nothing regenerates it into a second clash
+    assert stale_finding["remediation"]["steps"] == ["sudo rm /etc/cdi/nvidia.yaml"]
+    assert "no device of" in _reason(report, "container.cdi-spec")
 
 
 def test_a_device_name_cdi_refuses_makes_the_spec_broken_not_a_conflict() -> None:
@@ -807,7 +813,15 @@ def test_a_device_name_cdi_refuses_makes_the_spec_broken_not_a_conflict() -> Non
     )
     report = _check("host_cdi_current", files={"/etc/cdi/extra.yaml": spec})
     assert _codes(report) == ["container.cdi-stale"]
-    assert "device name 'gpu 0' is invalid" in _finding(report, "container.cdi-stale")["title"]
+    finding = _finding(report, "container.cdi-stale")
+    assert "device name 'gpu 0' is invalid" in finding["title"]
+    # nvidia.yaml serves the kind: the broken one is removed, not regenerated beside it (a
+    # second current spec would clash with the first and drop every device)
+    assert finding["remediation"]["steps"] == ["sudo rm /etc/cdi/extra.yaml"]
+    host = FakeHost.scenario("host_cdi_current", files={"/etc/cdi/extra.yaml": spec})
+    plan = json.loads(_cli(host, "fix", "--format", "json").output)
+    commands = [" ".join(map(str, c)) for s in plan["steps"] for c in s["commands"]]
+    assert not any("cdi generate" in c for c in commands), commands
 
 
 def test_containerd_2_has_cdi_on_for_a_version_2_config_too() -> None:
@@ -821,11 +835,58 @@ def test_containerd_2_has_cdi_on_for_a_version_2_config_too() -> None:
     assert _codes(_check("host_k8s_no_runtime", files=files)) == ["container.no-gpu-runtime"]
 
 
-def test_docker_with_no_nvidia_hook_at_all_is_told_so() -> None:
+@pytest.mark.parametrize("mode", ["cdi", "auto"])
+def test_docker_with_no_nvidia_hook_at_all_is_told_so(mode: str) -> None:
     report = _check(
         "host_docker_cdi_mode",
-        files={"/usr/bin/nvidia-container-runtime-hook": None, "/usr/bin/nvidia-cdi-hook": None},
+        files={
+            "/usr/bin/nvidia-container-runtime-hook": None,
+            "/usr/bin/nvidia-cdi-hook": None,
+            "/etc/nvidia-container-runtime/config.toml": f'[nvidia-container-runtime]\nmode = "{mode}"\n',
+        },
     )
     finding = _finding(report, "container.toolkit-missing")
     assert finding["title"].startswith("Docker finds no NVIDIA hook")
     assert "gpus-flag-refused" not in " ".join(_codes(report))
+    (check,) = [c for c in report["checks"] if c["name"] == "container.gpus-flag"]
+    assert check["outcome"] != "passed", check  # it said "its hook serves docker run --gpus"
+
+
+V2_NVIDIA_DROP_IN = """version = 2
+[plugins."io.containerd.grpc.v1.cri".containerd]
+default_runtime_name = "nvidia"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
+runtime_type = "io.containerd.runc.v2"
+[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
+BinaryName = "/usr/bin/nvidia-container-runtime"
+"""
+CONTAINERD_2 = [
+    {
+        "argv": ["containerd", "--version"],
+        "stdout": "containerd github.com/containerd/containerd/v2 v2.1.4 75cb2b7193e4e490e9fbdc\n",
+    }
+]
+
+
+def test_containerd_2_migrates_a_version_2_drop_in_under_a_version_3_root() -> None:
+    root = load_scenario("host_k8s_containerd2_no_runtime")["files"]["/etc/containerd/config.toml"]
+    files = {
+        "/etc/containerd/config.toml": root.replace(
+            "version = 3\n", "version = 3\nimports = ['/etc/containerd/conf.d/*.toml']\n"
+        ),
+        "/etc/containerd/conf.d/99-nvidia.toml": V2_NVIDIA_DROP_IN,
+    }
+    report = _check("host_k8s_containerd2_no_runtime", files=files, commands=CONTAINERD_2)
+    assert "knows nvidia" in _reason(report, "container.runtime")
+    assert "runs nvidia by default" in _reason(report, "container.default-runtime")
+    assert _codes(report) == []
+
+
+def test_containerd_2_refuses_a_drop_in_of_a_higher_version_than_its_root() -> None:
+    v3 = V2_NVIDIA_DROP_IN.replace("version = 2", "version = 3").replace(
+        "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"
+    )
+    files = {"/etc/containerd/conf.d/99-nvidia.toml": v3}
+    report = _check("host_k8s_default_runtime", files=files, commands=CONTAINERD_2)
+    finding = _finding(report, "container.config-invalid")
+    assert "higher than the root config's 2" in " ".join(_evidence(finding).values())
