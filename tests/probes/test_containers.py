@@ -890,3 +890,20 @@ def test_containerd_2_refuses_a_drop_in_of_a_higher_version_than_its_root() -> N
     report = _check("host_k8s_default_runtime", files=files, commands=CONTAINERD_2)
     finding = _finding(report, "container.config-invalid")
     assert "higher than the root config's 2" in " ".join(_evidence(finding).values())
+
+
+@pytest.mark.parametrize(
+    "spelling", ["/etc/cdi", "/etc/cdi/", "//etc/cdi", "/etc/cdi/.", "/etc/../etc/cdi", "/etc//cdi"]
+)
+def test_a_spec_dir_is_one_directory_however_it_is_spelled(spelling: str) -> None:
+    """CDI cleans its spec-dirs as Go's filepath.Clean does: listed twice under two spellings,
+    /etc/cdi is still one directory (its spec must not be "shadowed" by itself)."""
+    from envdoctor.model.containers import clean_dir
+
+    assert clean_dir(spelling) == "/etc/cdi"
+    config = (
+        '[nvidia-container-runtime]\nmode = "cdi"\n[nvidia-container-runtime.modes.cdi]\n'
+        f'spec-dirs = ["/etc/cdi", "/var/run/cdi", "{spelling}"]\n'
+    )
+    report = _check("host_cdi_current", files={"/etc/nvidia-container-runtime/config.toml": config})
+    assert _codes(report) == []
