@@ -332,59 +332,42 @@ def _stale_finding(
         if stale
         else f"{len(spec.missing)} path(s) that no longer exist"
     )
+    remove = f"sudo rm {shlex.quote(spec.path)}"
+    regenerate = sudo(cdi_generate_argv(spec.path, spec.kind))
+    over = dict(resolution.shadowed).get(spec.path)
+    severity = Severity.ERROR
+    steps: tuple[str, ...]
     if clashing.get(spec.path):
         # a current spec of the same directory defines these devices too: the conflict's fix
         # removes this one (container.cdi-unique), so this finding says the same
-        evidence.append((SERVED_BY[1], ", ".join(clashing[spec.path])))
-        return Finding(
-            code=CDI_STALE,
-            severity=Severity.ERROR,
-            title=f"The CDI spec {spec.path} is stale ({what}) and clashes with "
-            f"{', '.join(clashing[spec.path])} in its directory: remove it",
-            evidence=tuple(evidence),
-            remediation=Remediation(
-                summary="Remove the stale spec",
-                steps=(f"sudo rm {shlex.quote(spec.path)}",),
-                needs_root=True,
-            ),
-            subject=spec.path,
-        )
-    over = dict(resolution.shadowed).get(spec.path)
-    if over:
+        others = ", ".join(clashing[spec.path])
+        evidence.append((SERVED_BY[1], others))
+        title = f"is stale ({what}) and clashes with {others} in its directory: remove it"
+        summary, steps = "Remove the stale spec", (remove,)
+    elif over:
         # CDI takes every device of this spec from a later directory's spec: it is dead weight,
         # not the cause of a failure (until that other spec goes)
         evidence.append((SERVED_BY[0], over))
-        return Finding(
-            code=CDI_STALE,
-            severity=Severity.WARNING,
-            title=f"The CDI spec {spec.path} is stale ({what}) but unused: CDI takes its "
-            f"devices from {over}",
-            evidence=tuple(evidence),
-            remediation=Remediation(
-                summary="Remove the stale spec (or regenerate it)",
-                steps=(
-                    f"sudo rm {shlex.quote(spec.path)}   # or: "
-                    + sudo(cdi_generate_argv(spec.path, spec.kind)),
-                ),
-                needs_root=True,
-            ),
-            subject=spec.path,
+        severity = Severity.WARNING
+        title = f"is stale ({what}) but unused: CDI takes its devices from {over}"
+        summary, steps = (
+            "Remove the stale spec (or regenerate it)",
+            (f"{remove}   # or: {regenerate}",),
+        )
+    else:
+        title = f"is stale: it names {what} (regenerate it after every driver change)"
+        summary = "Regenerate the CDI spec for the driver that is installed now"
+        steps = (
+            regenerate,
+            "toolkit >= 1.18: sudo systemctl enable --now nvidia-cdi-refresh.path "
+            "(regenerates the spec when the driver changes)",
         )
     return Finding(
         code=CDI_STALE,
-        severity=Severity.ERROR,
-        title=f"The CDI spec {spec.path} is stale: it names {what} (regenerate it after every "
-        "driver change)",
+        severity=severity,
+        title=f"The CDI spec {spec.path} {title}",
         evidence=tuple(evidence),
-        remediation=Remediation(
-            summary="Regenerate the CDI spec for the driver that is installed now",
-            steps=(
-                sudo(cdi_generate_argv(spec.path, spec.kind)),
-                "toolkit >= 1.18: sudo systemctl enable --now nvidia-cdi-refresh.path "
-                "(regenerates the spec when the driver changes)",
-            ),
-            needs_root=True,
-        ),
+        remediation=Remediation(summary=summary, steps=steps, needs_root=True),
         subject=spec.path,
     )
 
