@@ -258,7 +258,7 @@ def _containerd(host: Host, release: str | None = None) -> Probed[EngineConfig]:
     try:
         data = _read_toml(host, CONTAINERD_CONFIG)
         files = [CONTAINERD_CONFIG]
-        version = containerd_version(data)
+        version = containerd_version(data, CONTAINERD_CONFIG)
         major = whole(release.split(".")[0]) if release else None
         two = major >= 2 if major is not None else version >= 3
         # containerd reads each file's own imports after it, a relative path from that file's

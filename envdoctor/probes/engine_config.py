@@ -115,9 +115,19 @@ def docker_config(text: str, path: str) -> EngineConfig:
 # --- containerd -----------------------------------------------------------------------------
 
 
-def containerd_version(data: Mapping[str, Any]) -> int:
+def containerd_version(data: Mapping[str, Any], path: str = "") -> int:
+    """A file's config version (1 when unset, as containerd reads 0). With ``path``, a version
+    containerd cannot load is a ConfigError: not an integer (its decoder fails), or above 3
+    (ValidateVersion); without, such a value reads as 1."""
     version = data.get("version", 1)
-    return version if isinstance(version, int) and version in CRI_PLUGIN else 1
+    if isinstance(version, int) and not isinstance(version, bool) and 0 <= version <= 3:
+        return max(version, 1)
+    if path:
+        raise ConfigError(
+            f"{path}: version = {str(version)[:40]!r} is not a config version containerd "
+            "loads (1, 2 or 3)"
+        )
+    return 1
 
 
 def containerd_imports(data: Mapping[str, Any]) -> tuple[str, ...]:
@@ -141,45 +151,16 @@ def merge_tables(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any
 def merge_import(
     base: dict[str, Any], over: Mapping[str, Any], *, by_key: bool, path: str = "drop-in"
 ) -> dict[str, Any]:
-    """containerd's merge of an imported file into its config. containerd 1.x replaces the
-    whole table of every plugin the imported file names ("Replace entire sections instead of
-    merging map's values", mergeConfig in its server/config), which is why nvidia-ctk's drop-in
-    repeats the whole CRI section, and takes the file's ``version`` when it sets one; 2.x
-    (``by_key``) migrates the file to the root's version first, refuses a higher one, and
-    merges key by key."""
-    if not by_key:
-        return _replace_sections(base, over)
-    root, version = containerd_version(base), containerd_version(over)
-    if version > root:
-        raise ConfigError(
-            f"{path}: config version {version} is higher than the root config's {root}: "
-            "containerd 2.x refuses to start"
-        )
-    over = {k: v for k, v in over.items() if k != "version"}
-    if version < root:
-        over = _migrate_cri(over, version, root)
-    return merge_tables(base, over)
-
-
-def _migrate_cri(data: Mapping[str, Any], version: int, root: int) -> dict[str, Any]:
-    """The CRI plugin's table of an older file where the root's version keeps it, as containerd
-    2.x migrates it: version 1's "cri" is version 2's "io.containerd.grpc.v1.cri"; version 3
-    keeps its runtime settings (what envdoctor reads: containerd.*, enable_cdi,
-    cdi_spec_dirs) under "io.containerd.cri.v1.runtime". A version 1 file may already use the
-    long name (containerd renames only names without a dot)."""
-    plugins = _table(data, "plugins")
-    names = [CRI_PLUGIN[v] for v in (1, 2) if version <= v < root]
-    found = [_table(plugins, n) for n in names]
-    if not any(found):
-        return dict(data)
-    old: dict[str, Any] = {}
-    for table in found:
-        old = merge_tables(old, table)
-    if root >= 3:
-        old = {k: v for k, v in old.items() if k in ("containerd", "enable_cdi", "cdi_spec_dirs")}
-    rest = {k: v for k, v in plugins.items() if k not in names}
-    target = merge_tables(_table(rest, CRI_PLUGIN[root]), old)
-    return {**data, "plugins": {**rest, CRI_PLUGIN[root]: target}}
+    """containerd's merge of an imported file into its config (mergeConfig in its
+    server/config). The file's ``version``, when it sets one, replaces the config's, as every
+    set value does. containerd 1.x replaces the whole table of every plugin the file names
+    ("Replace entire sections instead of merging map's values"), which is why nvidia-ctk's
+    drop-in repeats the whole CRI section; 2.x (``by_key``) merges key by key. Files of mixed
+    versions are read at the final version's CRI plugin name."""
+    containerd_version(over, path)  # a version containerd cannot load fails here
+    if by_key:
+        return merge_tables(base, over)
+    return _replace_sections(base, over)
 
 
 def _replace_sections(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

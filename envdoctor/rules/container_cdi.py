@@ -30,6 +30,10 @@ from envdoctor.rules.container_common import host_side, sudo
 CDI_MISSING = "container.cdi-missing"
 CDI_STALE = "container.cdi-stale"
 CDI_CONFLICT = "container.cdi-conflict"
+LEGACY_HOOK = "nvidia-container-runtime-hook"
+CDI_HOOK = "nvidia-cdi-hook"
+"""Docker's --gpus runs the legacy hook where it is on PATH, else asks CDI where nvidia-cdi-hook
+is (moby daemon/devices_nvidia_linux.go)."""
 IGNORED_SUFFIX = ".yml"
 """A spec file name CDI never reads (it reads ``.json`` and ``.yaml`` only)."""
 SERVED_BY = ("its devices come from", "it clashes with", "another spec serves its kind")
@@ -78,10 +82,16 @@ def wanted(facts: ContainerHostFacts) -> list[Need]:
         kind = config.value.default_kind
         shown = "" if kind == NVIDIA_KIND else f', default-kind = "{kind}"'
         out.append(Need(kind, f'{config.value.path}: mode = "cdi"{shown}', runtime=True))
-    podman = next((e for e in facts.engines if e.name == "podman"), None)
-    if podman is not None and all(n.kind != NVIDIA_KIND for n in out):
-        who = f"podman ({podman.program}) gives GPUs only through CDI"
-        out.append(Need(NVIDIA_KIND, who, runtime=False))
+    if all(n.kind != NVIDIA_KIND for n in out):
+        programs = dict(facts.toolkit.programs)
+        podman = next((e for e in facts.engines if e.name == "podman"), None)
+        docker = next((e for e in facts.engines if e.name == "docker"), None)
+        if podman is not None:
+            who = f"podman ({podman.program}) gives GPUs only through CDI"
+            out.append(Need(NVIDIA_KIND, who, runtime=False))
+        elif docker is not None and CDI_HOOK in programs and LEGACY_HOOK not in programs:
+            who = f"docker ({docker.program}): --gpus asks CDI (only {CDI_HOOK} is installed)"
+            out.append(Need(NVIDIA_KIND, who, runtime=False))
     return out
 
 
@@ -155,6 +165,21 @@ def resolve(facts: ContainerHostFacts) -> Resolution:
     )
 
 
+def keeper(paths: tuple[str, ...], stale: set[str]) -> str:
+    """The spec of a clash to keep: a current one, and the one at the name nvidia-ctk and
+    nvidia-cdi-refresh write (nvidia.yaml), first. Both CDI rules choose with this."""
+    return min(paths, key=lambda p: (p in stale, p.rpartition("/")[2] != "nvidia.yaml", p))
+
+
+def stale_paths(resolution: Resolution, current: str | None) -> set[str]:
+    """The specs of another driver than ``current``, or naming paths that are gone."""
+    return {
+        s.path
+        for s in resolution.read
+        if s.missing or (current and s.driver_version and s.driver_version != current)
+    }
+
+
 def resolvable(facts: ContainerHostFacts) -> list[CdiSpec]:
     """The NVIDIA specs a CDI-enabled engine resolves at least one device from."""
     resolution = resolve(facts)
@@ -187,7 +212,8 @@ def _missing(ctx: RuleContext) -> Evaluation:
     lacking = [n for n in needs if n.kind not in resolution.kinds()]
     if not lacking:
         shown = ", ".join(f"{s.kind} in {s.path}" for s in resolution.read)
-        dropped = [s.path for s in resolution.read if s.path not in resolution.resolving]
+        clashed = {p for _, _, paths in resolution.conflicts for p in paths}
+        dropped = [s.path for s in resolution.read if s.path in clashed - set(resolution.resolving)]
         clash = f" (no device of {', '.join(dropped)} resolves: container.cdi-unique)"
         yield passed(f"CDI specs: {shown}" + (clash if dropped else ""))
         return
@@ -256,21 +282,17 @@ def _stale(ctx: RuleContext) -> Evaluation:
         return
     driver = ctx.machine.driver
     current = driver.version  # the installed driver, else the loaded module
-    fresh = {
-        s.path
-        for s in resolution.read
-        if not s.missing and not (current and s.driver_version and s.driver_version != current)
-    }
-    # the current specs each stale one clashes with (the one container.cdi-unique keeps)
-    clashing = {
-        path: [p for p in paths if p != path and p in fresh]
-        for _, _, paths in resolution.conflicts
-        for path in paths
-    }
+    stale = stale_paths(resolution, current)
+    # the spec each one clashing with others gives way to (the one container.cdi-unique keeps)
+    clashing: dict[str, list[str]] = {}
+    for _, _, paths in resolution.conflicts:
+        kept = keeper(paths, stale)
+        for path in paths:
+            if path != kept and kept not in clashing.setdefault(path, []):
+                clashing[path].append(kept)
     found = False
     for spec in resolution.read:
-        stale = bool(current and spec.driver_version and spec.driver_version != current)
-        if not stale and not spec.missing:
+        if spec.path not in stale:
             continue
         found = True
         yield _stale_finding(spec, current, driver.version_source, resolution, clashing)
@@ -338,8 +360,8 @@ def _stale_finding(
     severity = Severity.ERROR
     steps: tuple[str, ...]
     if clashing.get(spec.path):
-        # a current spec of the same directory defines these devices too: the conflict's fix
-        # removes this one (container.cdi-unique), so this finding says the same
+        # another spec of the same directory defines these devices too and is the one kept: the
+        # conflict's fix removes this one (container.cdi-unique), so this finding says the same
         others = ", ".join(clashing[spec.path])
         evidence.append((SERVED_BY[1], others))
         title = f"is stale ({what}) and clashes with {others} in its directory: remove it"
@@ -378,12 +400,7 @@ def _conflict(ctx: RuleContext) -> Evaluation:
         yield not_applicable(side)
         return
     _, resolution = side
-    current = ctx.machine.driver.version
-    stale = {
-        s.path
-        for s in resolution.read
-        if s.missing or (current and s.driver_version and s.driver_version != current)
-    }
+    stale = stale_paths(resolution, ctx.machine.driver.version)
     if len(resolution.read) < 2:
         yield not_applicable(f"{plural(len(resolution.read), 'NVIDIA CDI spec')}: nothing to clash")
         return
@@ -394,11 +411,8 @@ def _conflict(ctx: RuleContext) -> Evaluation:
     for kind, device, paths in resolution.conflicts:
         by_specs.setdefault(paths, []).append(f"{kind}={device}")
     for clashing, devices in by_specs.items():
-        # keep a current spec, the one at the name nvidia-ctk and nvidia-cdi-refresh write
-        # (nvidia.yaml) first
-        paths = tuple(
-            sorted(clashing, key=lambda p: (p in stale, p.rpartition("/")[2] != "nvidia.yaml"))
-        )
+        kept = keeper(clashing, stale)
+        paths = (kept, *sorted(p for p in clashing if p != kept))
         shown = ", ".join(devices[:8]) + (
             f" and {len(devices) - 8} more" if len(devices) > 8 else ""
         )

@@ -21,7 +21,7 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Found, ProbeFailed, why_missing
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
-from envdoctor.rules.container_cdi import cdi_generate_argv, resolvable
+from envdoctor.rules.container_cdi import CDI_HOOK, LEGACY_HOOK, cdi_generate_argv, resolvable
 from envdoctor.rules.container_common import host_side, sudo
 
 TOOLKIT_MISSING = "container.toolkit-missing"
@@ -44,11 +44,8 @@ INSTALL_TOOLKIT = (
 # The toolkit's modes in which its hook serves Docker's --gpus; it refuses in any other ("auto"
 # resolves to legacy for the hook on a discrete-GPU host): cmd/nvidia-container-runtime-hook
 HOOK_SERVES = ("legacy", "auto")
-HOOK = "nvidia-container-runtime-hook"
-"""Docker's --gpus runs this hook where it is on PATH (moby daemon/devices_nvidia_linux.go);
-where only nvidia-cdi-hook is, Docker asks CDI for the devices instead; with neither, Docker has
-no nvidia device driver at all."""
-HOOKS = (HOOK, "nvidia-cdi-hook")
+HOOKS = (LEGACY_HOOK, CDI_HOOK)
+"""With neither on PATH, Docker has no nvidia device driver at all."""
 HOOK_REFUSAL = (
     "invoking the NVIDIA Container Runtime Hook directly (e.g. specifying the docker --gpus flag) "
     "is not supported"
@@ -401,9 +398,12 @@ def _gpus_flag(ctx: RuleContext) -> Evaluation:
         return
     mode = config.value.mode
     programs = dict(facts.toolkit.programs)
-    if HOOK not in programs:
-        if "nvidia-cdi-hook" in programs:
-            yield passed(f"no {HOOK}: Docker's --gpus asks CDI for the devices, not the hook")
+    if LEGACY_HOOK not in programs:
+        if CDI_HOOK in programs:
+            yield passed(
+                f"no {LEGACY_HOOK}: Docker's --gpus asks CDI for the devices, not the hook "
+                "(container.cdi-spec judges the spec)"
+            )
         else:
             yield not_applicable("Docker finds no NVIDIA hook at all (see container.toolkit)")
         return

@@ -852,14 +852,6 @@ def test_docker_with_no_nvidia_hook_at_all_is_told_so(mode: str) -> None:
     assert check["outcome"] != "passed", check  # it said "its hook serves docker run --gpus"
 
 
-V2_NVIDIA_DROP_IN = """version = 2
-[plugins."io.containerd.grpc.v1.cri".containerd]
-default_runtime_name = "nvidia"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia]
-runtime_type = "io.containerd.runc.v2"
-[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.nvidia.options]
-BinaryName = "/usr/bin/nvidia-container-runtime"
-"""
 CONTAINERD_2 = [
     {
         "argv": ["containerd", "--version"],
@@ -868,28 +860,20 @@ CONTAINERD_2 = [
 ]
 
 
-def test_containerd_2_migrates_a_version_2_drop_in_under_a_version_3_root() -> None:
-    root = load_scenario("host_k8s_containerd2_no_runtime")["files"]["/etc/containerd/config.toml"]
-    files = {
-        "/etc/containerd/config.toml": root.replace(
-            "version = 3\n", "version = 3\nimports = ['/etc/containerd/conf.d/*.toml']\n"
-        ),
-        "/etc/containerd/conf.d/99-nvidia.toml": V2_NVIDIA_DROP_IN,
-    }
-    report = _check("host_k8s_containerd2_no_runtime", files=files, commands=CONTAINERD_2)
-    assert "knows nvidia" in _reason(report, "container.runtime")
-    assert "runs nvidia by default" in _reason(report, "container.default-runtime")
-    assert _codes(report) == []
-
-
-def test_containerd_2_refuses_a_drop_in_of_a_higher_version_than_its_root() -> None:
-    v3 = V2_NVIDIA_DROP_IN.replace("version = 2", "version = 3").replace(
-        "io.containerd.grpc.v1.cri", "io.containerd.cri.v1.runtime"
-    )
-    files = {"/etc/containerd/conf.d/99-nvidia.toml": v3}
+@pytest.mark.parametrize("version", ['"3"', "99", "-1", "true", "2.0"])
+@pytest.mark.parametrize(
+    "where", ["/etc/containerd/config.toml", "/etc/containerd/conf.d/99-nvidia.toml"]
+)
+def test_a_config_version_containerd_cannot_load_is_an_invalid_config(
+    version: str, where: str
+) -> None:
+    """containerd decodes ``version`` into an integer and refuses one above 3
+    (ValidateVersion): such a file is no working nvidia setup, whatever runtimes it names."""
+    text = load_scenario("host_k8s_default_runtime")["files"][where]
+    files = {where: text.replace("version = 2", f"version = {version}", 1)}
     report = _check("host_k8s_default_runtime", files=files, commands=CONTAINERD_2)
     finding = _finding(report, "container.config-invalid")
-    assert "higher than the root config's 2" in " ".join(_evidence(finding).values())
+    assert "is not a config version containerd loads" in " ".join(_evidence(finding).values())
 
 
 @pytest.mark.parametrize(
@@ -907,3 +891,52 @@ def test_a_spec_dir_is_one_directory_however_it_is_spelled(spelling: str) -> Non
     )
     report = _check("host_cdi_current", files={"/etc/nvidia-container-runtime/config.toml": config})
     assert _codes(report) == []
+
+
+def test_two_stale_specs_that_clash_are_fixed_into_one_not_two() -> None:
+    """The clash keeps nvidia.yaml; the other stale copy is removed, not regenerated beside it
+    (two current specs would still clash and drop every device)."""
+    stale = load_scenario("host_cdi_stale")["files"]["/etc/cdi/nvidia.yaml"]
+    host_files = {"/etc/cdi/nvidia-old.yaml": stale}
+    report = _check("host_cdi_stale", files=host_files)
+    conflict = _finding(report, "container.cdi-conflict")
+    assert conflict["remediation"]["steps"][0] == "sudo rm /etc/cdi/nvidia-old.yaml"
+    stale_steps = {
+        f["subject"]: f["remediation"]["steps"][0]
+        for f in report["findings"]
+        if f["code"] == "container.cdi-stale"
+    }
+    assert stale_steps["/etc/cdi/nvidia-old.yaml"] == "sudo rm /etc/cdi/nvidia-old.yaml"
+    assert "generate --output=/etc/cdi/nvidia.yaml" in stale_steps["/etc/cdi/nvidia.yaml"]
+    plan = json.loads(
+        _cli(
+            FakeHost.scenario("host_cdi_stale", files=host_files), "fix", "--format", "json"
+        ).output
+    )
+    generated = [
+        " ".join(map(str, c))
+        for s in plan["steps"]
+        for c in s["commands"]
+        if "cdi generate" in " ".join(map(str, c))
+    ]
+    assert generated == ["nvidia-ctk cdi generate --output=/etc/cdi/nvidia.yaml"], generated
+
+
+def test_a_shadowed_spec_is_not_blamed_on_a_clash() -> None:
+    report = _check("host_cdi_shadowed")
+    assert "cdi-unique" not in _reason(report, "container.cdi-spec")
+
+
+def test_docker_with_only_the_cdi_hook_needs_a_spec() -> None:
+    """Docker's --gpus asks CDI where nvidia-cdi-hook is its only hook: no spec, no GPU."""
+    report = _check(
+        "host_docker_cdi_mode",
+        files={
+            "/usr/bin/nvidia-container-runtime-hook": None,
+            "/etc/cdi/nvidia.yaml": None,
+            "/etc/nvidia-container-runtime/config.toml": '[nvidia-container-runtime]\nmode = "auto"\n',
+        },
+    )
+    finding = _finding(report, "container.cdi-missing")
+    assert finding["severity"] == "warning"
+    assert "only nvidia-cdi-hook is installed" in _evidence(finding)["resolved through CDI by"]
