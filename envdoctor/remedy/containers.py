@@ -44,6 +44,10 @@ RUN_NOTES = {
 }
 
 
+HOST_NOTES = frozenset({host.DOCKER_SNAP, host.CONFIG_INVALID, cdi.CDI_CONFLICT})
+"""The notes above that are about the host itself, not about how a container is started."""
+
+
 def container_steps(report: Report) -> Iterator[ContainerStep]:
     """The steps for every container finding of at least a warning, in the report's order."""
     seen: set[tuple[str, ...]] = set()
@@ -94,7 +98,8 @@ def _steps(finding: Finding) -> list[tuple[str, Action]]:
         kind = evidence.get("kind", "")
         return [_generate(finding.subject, kind if "/" in kind else NVIDIA_KIND)]
     run_note = RUN_NOTES.get(code)
-    return [(f"{code}: where the container is started", Note(run_note))] if run_note else []
+    where = "on the host" if code in HOST_NOTES else "where the container is started"
+    return [(f"{code}: {where}", Note(run_note))] if run_note else []
 
 
 def _generate(path: str, kind: str) -> tuple[str, Action]:
