@@ -39,7 +39,7 @@ from envdoctor.probes.engine_config import (
     containerd_version,
     crio_config,
     docker_config,
-    merge_import,
+    merge_files,
     merge_tables,
     parse_toml,
     toolkit_config,
@@ -264,7 +264,8 @@ def _containerd(host: Host, release: str | None = None) -> Probed[EngineConfig]:
         # containerd reads each file's own imports after it, a relative path from that file's
         # directory; containerd 1.x globs a relative pattern from its own working directory
         # (the daemon's is /), 2.x from the file's (resolveImports in server/config)
-        pending = [(CONTAINERD_CONFIG, data)] if version >= 2 else []
+        loaded = [(CONTAINERD_CONFIG, data)]
+        pending = list(loaded) if version >= 2 else []
         while pending:
             parent, parsed = pending.pop(0)
             directory = parent.rpartition("/")[0] or "/"
@@ -273,11 +274,12 @@ def _containerd(host: Host, release: str | None = None) -> Probed[EngineConfig]:
                 for path in _glob(host, pattern, base=directory, glob_base=glob_base):
                     if path not in files and len(files) <= MAX_DROP_INS:
                         imported = _read_toml(host, path)
-                        data = merge_import(data, imported, by_key=two, path=path)
                         files.append(path)
+                        loaded.append((path, imported))
                         pending.append((path, imported))
+        merged = merge_files(loaded, by_key=two)
         merge = ("key" if two else "section") if len(files) > 1 else ""
-        return Found(containerd_config(data, tuple(files), merge=merge, release=release or ""))
+        return Found(containerd_config(merged, tuple(files), merge=merge, release=release or ""))
     except ConfigError as exc:
         return ProbeFailed(str(exc))
 

@@ -148,19 +148,52 @@ def merge_tables(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any
     return out
 
 
-def merge_import(
-    base: dict[str, Any], over: Mapping[str, Any], *, by_key: bool, path: str = "drop-in"
-) -> dict[str, Any]:
-    """containerd's merge of an imported file into its config (mergeConfig in its
-    server/config). The file's ``version``, when it sets one, replaces the config's, as every
-    set value does. containerd 1.x replaces the whole table of every plugin the file names
-    ("Replace entire sections instead of merging map's values"), which is why nvidia-ctk's
-    drop-in repeats the whole CRI section; 2.x (``by_key``) merges key by key. Files of mixed
-    versions are read at the final version's CRI plugin name."""
-    containerd_version(over, path)  # a version containerd cannot load fails here
-    if by_key:
-        return merge_tables(base, over)
-    return _replace_sections(base, over)
+def merge_files(files: list[tuple[str, dict[str, Any]]], *, by_key: bool) -> dict[str, Any]:
+    """containerd's config from its root file and the files it imports, in reading order.
+
+    containerd 1.x (mergeConfig in its server/config) replaces the whole table of every plugin
+    an imported file names ("Replace entire sections instead of merging map's values": why
+    nvidia-ctk's drop-in repeats the whole CRI section), and a file's ``version`` replaces the
+    config's like any value it sets. containerd 2.x (``by_key``) merges key by key and brings
+    every file to one version, the highest, its CRI settings included (a version 2 drop-in
+    beside a version 3 root keeps the root's "io.containerd.cri.v1.runtime" table): releases
+    differ in where they do it, not in that outcome for the settings envdoctor reads.
+    """
+    for path, data in files:
+        containerd_version(data, path)  # a version containerd cannot load fails here
+    if not by_key:
+        merged: dict[str, Any] = {}
+        for _, data in files:
+            merged = _replace_sections(merged, data)
+        return merged
+    target = max(containerd_version(data) for _, data in files)
+    merged = {}
+    for _, data in files:
+        body = {k: v for k, v in data.items() if k != "version"}
+        merged = merge_tables(merged, _migrate_cri(body, containerd_version(data), target))
+    return {**merged, "version": target}
+
+
+def _migrate_cri(data: Mapping[str, Any], version: int, target: int) -> dict[str, Any]:
+    """A file's CRI plugin table where version ``target`` keeps it: version 1's "cri" is version
+    2's "io.containerd.grpc.v1.cri"; version 3 keeps its runtime settings (what envdoctor reads:
+    containerd.*, enable_cdi, cdi_spec_dirs) under "io.containerd.cri.v1.runtime". A version 1
+    file may already use the long name (containerd renames only names without a dot)."""
+    if version >= target:
+        return dict(data)
+    plugins = _table(data, "plugins")
+    names = [CRI_PLUGIN[v] for v in (1, 2) if version <= v < target]
+    found = [_table(plugins, n) for n in names]
+    if not any(found):
+        return dict(data)
+    old: dict[str, Any] = {}
+    for table in found:
+        old = merge_tables(old, table)
+    if target >= 3:
+        old = {k: v for k, v in old.items() if k in ("containerd", "enable_cdi", "cdi_spec_dirs")}
+    rest = {k: v for k, v in plugins.items() if k not in names}
+    moved = merge_tables(_table(rest, CRI_PLUGIN[target]), old)
+    return {**data, "plugins": {**rest, CRI_PLUGIN[target]: moved}}
 
 
 def _replace_sections(base: dict[str, Any], over: Mapping[str, Any]) -> dict[str, Any]:

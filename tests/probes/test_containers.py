@@ -303,7 +303,7 @@ def test_a_drop_in_merges_as_the_containerd_of_its_config_version_does(
     """containerd 2.x (config version 3) merges an imported file's plugin tables into the
     config's (its server/config mergeConfig replaces no plugin section); 1.x (version 2) takes
     the whole table of each plugin the imported file names (checked against the real 1.6 above)."""
-    from envdoctor.probes.engine_config import CRI_PLUGIN, containerd_config, merge_import
+    from envdoctor.probes.engine_config import CRI_PLUGIN, containerd_config, merge_files
 
     plugin = CRI_PLUGIN[version]
     nvidia = {"options": {"BinaryName": "/usr/bin/nvidia-container-runtime"}}
@@ -312,7 +312,8 @@ def test_a_drop_in_merges_as_the_containerd_of_its_config_version_does(
         "plugins": {plugin: {"containerd": {"runtimes": {"nvidia": nvidia}}}},
     }
     drop_in: dict[str, Any] = {"plugins": {plugin: {"containerd": {"runtimes": {"runsc": {}}}}}}
-    merged = containerd_config(merge_import(base, drop_in, by_key=version >= 3), ("config.toml",))
+    files = [("config.toml", base), ("drop-in.toml", drop_in)]
+    merged = containerd_config(merge_files(files, by_key=version >= 3), ("config.toml",))
     assert merged.runtimes == runtimes
 
 
@@ -940,3 +941,34 @@ def test_docker_with_only_the_cdi_hook_needs_a_spec() -> None:
     finding = _finding(report, "container.cdi-missing")
     assert finding["severity"] == "warning"
     assert "only nvidia-cdi-hook is installed" in _evidence(finding)["resolved through CDI by"]
+
+
+V3_NVIDIA_ROOT = """version = 3
+imports = ["/etc/containerd/conf.d/*.toml"]
+[plugins.'io.containerd.cri.v1.runtime'.containerd]
+default_runtime_name = 'nvidia'
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia]
+runtime_type = 'io.containerd.runc.v2'
+[plugins.'io.containerd.cri.v1.runtime'.containerd.runtimes.nvidia.options]
+BinaryName = '/usr/bin/nvidia-container-runtime'
+"""
+
+
+@pytest.mark.parametrize(
+    "drop_in",
+    [
+        'version = 2\n[debug]\nlevel = "debug"\n',  # a leftover of containerd 1.7, no CRI table
+        'version = 2\n[plugins."io.containerd.grpc.v1.cri".containerd.runtimes.runsc]\n'
+        'runtime_type = "io.containerd.runsc.v1"\n',  # an older drop-in adding a runtime
+    ],
+    ids=["no CRI table", "a v2 CRI table"],
+)
+def test_containerd_2_keeps_a_version_3_root_beside_an_older_drop_in(drop_in: str) -> None:
+    files = {
+        "/etc/containerd/config.toml": V3_NVIDIA_ROOT,
+        "/etc/containerd/conf.d/10-old.toml": drop_in,
+    }
+    report = _check("host_k8s_containerd2_no_runtime", files=files, commands=CONTAINERD_2)
+    assert "knows nvidia" in _reason(report, "container.runtime")
+    assert "runs nvidia by default" in _reason(report, "container.default-runtime")
+    assert _codes(report) == []
