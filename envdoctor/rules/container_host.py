@@ -12,6 +12,7 @@ from __future__ import annotations
 from envdoctor.model.containers import (
     DEFAULT_CDI_SPEC,
     NVIDIA_KIND,
+    CdiSpec,
     ContainerHostFacts,
     EngineConfig,
     EngineFacts,
@@ -255,7 +256,8 @@ def _runtime(ctx: RuleContext) -> Evaluation:
     if not engines:
         yield unknown("no containerd or CRI-O configuration could be read")
         return
-    ways = {e.name: _gpu_ways(e, facts) for e in engines}
+    specs = resolvable(facts)  # one CDI resolution for every engine
+    ways = {e.name: _gpu_ways(e, specs) for e in engines}
     lacking = [e for e in engines if not ways[e.name]]
     if not lacking:
         yield passed("; ".join(f"{e.name} {' and '.join(ways[e.name])}" for e in engines))
@@ -291,15 +293,14 @@ _SECTION_MERGE = (
 )
 
 
-def _gpu_ways(engine: EngineFacts, facts: ContainerHostFacts) -> list[str]:
+def _gpu_ways(engine: EngineFacts, specs: list[CdiSpec]) -> list[str]:
     """How an engine can give a pod the GPU: its nvidia runtimes, and CDI where it resolves
-    CDI devices and an NVIDIA spec is there to resolve them from."""
+    CDI devices and an NVIDIA spec (of ``specs``, those that resolve) is there for it."""
     config = _config(engine)
     ways = []
     if config.nvidia_runtimes:
         ways.append(f"knows {', '.join(config.nvidia_runtimes)}")
-    specs = resolvable(facts) if config.cdi else []
-    if specs:
+    if config.cdi and specs:
         ways.append(f"resolves CDI devices ({', '.join(s.path for s in specs)})")
     return ways
 
