@@ -157,9 +157,13 @@ def parse(text: str, where: str, *, empty: str = "the file is empty", empty_hint
     except yaml.MarkedYAMLError as exc:
         mark = exc.problem_mark or exc.context_mark
         problem = exc.problem or exc.context or str(exc)
-        raise EnvdoctorError(
-            f"invalid YAML: {problem}", where=_at(where, mark.line + 1 if mark else 0)
-        ) from None
+        message = f"invalid YAML: {problem}"
+        if "nesting depth" in problem:
+            # libyaml's own depth limit (1000 levels since PyYAML 6.0.4) can speak before the
+            # builder's, which sees events only after libyaml's scanner has read far ahead: the
+            # user gets the same sentence whichever layer stopped the document
+            message = f"nested more than {MAX_DEPTH} levels deep"
+        raise EnvdoctorError(message, where=_at(where, mark.line + 1 if mark else 0)) from None
     except yaml.YAMLError as exc:
         raise EnvdoctorError(f"invalid YAML: {exc}", where=where) from None
     if root is None:

@@ -72,6 +72,20 @@ def _fresh_clone(tmp: Path) -> Path:
     return clone
 
 
+def _constraints(tmp: Path) -> Path:
+    """requirements/test.lock as pip constraints: the pins without their hashes (a hash in a
+    constraints file turns on hash checking for everything pipx installs, pipx's own pip too)."""
+    pins = [
+        line.split()[0]
+        for line in (ROOT / "requirements" / "test.lock").read_text(encoding="utf-8").splitlines()
+        if line[:1].isalnum() and "==" in line
+    ]
+    assert pins, "requirements/test.lock names no package"
+    path = tmp / "constraints.txt"
+    path.write_text("\n".join(pins) + "\n", encoding="utf-8")
+    return path
+
+
 def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     pipx = _pipx(tmp_path)
     clone = _fresh_clone(tmp_path)
@@ -87,6 +101,10 @@ def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     }
     if os.environ.get("ENVDOCTOR_TEST_NO_CACHE") != "1":
         env["PIPX_SHARED_LIBS"] = str(SHARED_LIBS)
+    if os.environ.get("ENVDOCTOR_TEST_UNLOCKED") != "1":
+        # the locked releases of envdoctor's dependencies (and pipx's pip), so that a release made
+        # today does not turn a fresh clone red; `./scripts/test --newest` lifts this on purpose
+        env["PIP_CONSTRAINT"] = str(_constraints(tmp_path))
     _run(
         [pipx, "install", "--pip-args=--no-compile", "--python", sys.executable, str(clone)],
         env=env,

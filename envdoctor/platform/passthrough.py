@@ -158,7 +158,8 @@ def _pump_and_wait(
 
 
 WAIT_POLL_MS = 200
-"""Where no pidfd can be opened: how often the wait looks whether the child has exited."""
+"""The longest the wait sleeps before it looks again whether the child has exited and runs the
+handlers of signals that came meanwhile (a pidfd and the wakeup fd end it sooner)."""
 
 
 def _wait(proc: subprocess.Popen[bytes]) -> int:
@@ -168,13 +169,16 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
     thread does not interrupt the main thread's ``waitpid``: the forwarder would hold it until
     the child exited on its own (a ``docker stop`` waited out its grace period). So the main
     thread waits in ``poll`` on Python's wakeup fd, which every signal writes to, and on a pidfd
-    of the child (every ``WAIT_POLL_MS`` where there is none)."""
+    of the child. Every wait is bounded too (``WAIT_POLL_MS``), so a handler runs within that
+    time whatever was missed, and also where no descriptor is left for the pipe (EMFILE)."""
     if threading.current_thread() is not threading.main_thread():
         return proc.wait()
     try:
         wake_read, wake_write = os.pipe()
-    except OSError:  # out of descriptors (EMFILE): the plain wait still waits
-        return proc.wait()
+    except OSError:  # out of descriptors (EMFILE): a plain proc.wait() would hold a handler
+        while (code := proc.poll()) is None:  # until the child exits; sleeping does not
+            time.sleep(WAIT_POLL_MS / 1000)
+        return code
     pidfd = -1
     try:
         os.set_blocking(wake_read, False)
@@ -187,7 +191,7 @@ def _wait(proc: subprocess.Popen[bytes]) -> int:
             if pidfd >= 0:
                 poller.register(pidfd, select.POLLIN)
             while (code := proc.poll()) is None:
-                poller.poll(None if pidfd >= 0 else WAIT_POLL_MS)
+                poller.poll(WAIT_POLL_MS)
                 with contextlib.suppress(BlockingIOError):
                     os.read(wake_read, 512)  # the handlers run once this frame goes on
             return code

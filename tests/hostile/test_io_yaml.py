@@ -86,6 +86,37 @@ def test_spec_validate_refuses_hostile_specs(tmp_path: Path, text: str, message:
     assert_clear_error(run_in_process("spec", "validate", str(spec)), str(spec), message)
 
 
+@pytest.mark.parametrize("loader", ["libyaml", "pure Python"])
+@pytest.mark.parametrize("text", ["[" * 50_000, "[" * 1_200 + "]" * 1_200, "{a: " * 2_000])
+def test_deep_nesting_reads_the_same_whichever_layer_stops_it(
+    monkeypatch: pytest.MonkeyPatch, loader: str, text: str
+) -> None:
+    """libyaml (PyYAML 6.0.4+) has a depth limit of its own that speaks before the builder's:
+    the user still gets envdoctor's one sentence, at the line, from either parser."""
+    import yaml
+
+    from envdoctor import yamlsource
+
+    if loader == "pure Python":
+        monkeypatch.setattr(yamlsource, "LOADER", yaml.SafeLoader)
+    elif not hasattr(yaml, "CSafeLoader"):
+        pytest.skip("this PyYAML was built without libyaml")
+    with pytest.raises(EnvdoctorError) as info:
+        parse(text, "deep.yaml")
+    assert info.value.message == f"nested more than {MAX_DEPTH} levels deep"
+    assert info.value.where == "deep.yaml:1"
+
+
+def test_libyaml_never_allows_less_depth_than_envdoctor_says() -> None:
+    """The translated libyaml error claims "more than MAX_DEPTH": true only while its limit is
+    at least ours (1000 by default)."""
+    yaml_ext = pytest.importorskip("yaml._yaml")
+    get_limit = getattr(yaml_ext, "_get_max_nest_level", None)
+    if get_limit is None:
+        pytest.skip("this libyaml binding has no nesting limit (PyYAML before 6.0.4)")
+    assert get_limit() >= MAX_DEPTH
+
+
 @pytest.mark.parametrize("command", ["tables", "spec"])
 def test_fifty_thousand_brackets_crash_no_child(tmp_path: Path, command: str) -> None:
     """The C parser under the real CLI: ``[`` x 50 000 ended in SIGSEGV before."""

@@ -63,3 +63,33 @@ def test_a_signal_to_another_thread_runs_its_handler_during_the_wait() -> None:
         proc.kill()
         proc.wait()
     assert seen and seen[0] < ended - 0.5, (seen, ended)
+
+
+def test_out_of_descriptors_the_wait_still_runs_a_handler_while_the_child_lives(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """With no descriptor left for the wakeup pipe (EMFILE), the wait fell back to a plain
+    ``proc.wait()``: a signal given to another thread waited until the child exited by itself
+    (a rare 30 s timeout of `envdoctor run`'s signal test). Now it sleeps in bounded steps."""
+
+    def no_pipe() -> tuple[int, int]:
+        raise OSError(24, "Too many open files")
+
+    seen: list[float] = []
+    previous = signal.signal(signal.SIGUSR1, lambda number, frame: seen.append(time.monotonic()))
+    proc = subprocess.Popen([sys.executable, "-c", "import time; time.sleep(2)"])
+    try:
+        other = threading.Thread(target=time.sleep, args=(0.5,))
+        other.start()
+        threading.Timer(0.2, signal.pthread_kill, (other.ident, signal.SIGUSR1)).start()
+        monkeypatch.setattr(os, "pipe", no_pipe)
+        assert passthrough._wait(proc) == 0
+        monkeypatch.undo()
+        ended = time.monotonic()
+        other.join()
+    finally:
+        monkeypatch.undo()
+        signal.signal(signal.SIGUSR1, previous)
+        proc.kill()
+        proc.wait()
+    assert seen and seen[0] < ended - 1.0, (seen, ended)
