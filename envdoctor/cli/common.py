@@ -26,15 +26,23 @@ if TYPE_CHECKING:  # the facts model and the seam load with the first command th
 class AppContext:
     """The machine a command reads and the interpreter it runs (tests inject a FakeHost).
 
+    ``python`` given here (tests, embedders) is taken as ``--python`` is; without it each
+    command finds the user's interpreter (``default_python``).
     Plain classes here, not dataclasses: every command (the 1 s probe too) builds them, and a
     dataclass costs about 1 ms of start-up to generate.
     """
 
-    __slots__ = ("host", "python")
+    __slots__ = ("given_python", "host")
 
     def __init__(self, host: Host | None = None, python: str | None = None) -> None:
         self.host = host
-        self.python = python if python is not None else sys.executable
+        self.given_python = python
+
+    @property
+    def python(self) -> str:
+        """An interpreter for what needs one but judges no torch (slurm without --python, the
+        probe tier): the given one, else envdoctor's own."""
+        return self.given_python if self.given_python is not None else sys.executable
 
     def get_host(self) -> Host:
         if self.host is None:
@@ -109,9 +117,46 @@ def resolve_python(host: Host, python: str) -> str:
 
 
 def target_python(inv: Invocation) -> str:
-    """The interpreter whose torch a command reads: ``--python``, else this one."""
+    """The interpreter whose torch a command reads (see ``target_interpreter``)."""
+    return target_interpreter(inv)[0]
+
+
+def target_interpreter(inv: Invocation) -> tuple[str, str]:
+    """The interpreter whose torch a command reads, and why that one: ``--python``, else the
+    user's (``default_python``)."""
     python = inv.args.text("python") if _has(inv, "python") else None
-    return resolve_python(inv.host, python) if python is not None else inv.app.python
+    if python is not None:
+        return resolve_python(inv.host, python), "named with --python"
+    if inv.app.given_python is not None:
+        return inv.app.given_python, "named by the caller"
+    return default_python(inv.host)
+
+
+def default_python(host: Host) -> tuple[str, str]:
+    """The interpreter a user means when naming none: the active virtual environment's, else the
+    active conda environment's, else ``python3`` on PATH, else envdoctor's own.
+
+    envdoctor is often installed apart (pipx, a venv of its own): its own interpreter is the
+    wrong one to judge, and installing torch into it would fix nothing the user runs.
+    """
+    from envdoctor.model.facts import OWN_INTERPRETER
+    from envdoctor.model.probed import Found
+
+    env = host.env()
+    for variable, what in (
+        ("VIRTUAL_ENV", "the active virtual environment"),
+        ("CONDA_PREFIX", "the active conda environment"),
+    ):
+        prefix = env.get(variable, "")
+        if prefix.startswith("/"):
+            python = os.path.join(prefix, "bin", "python")
+            info = host.stat(python)
+            if isinstance(info, Found) and not info.value.is_dir and info.value.mode & 0o111:
+                return python, f"{what} ({variable}={prefix})"
+    on_path = host.which("python3")
+    if on_path is not None:
+        return on_path, "python3 on PATH (no active environment)"
+    return sys.executable, OWN_INTERPRETER
 
 
 def facts_for(
@@ -143,7 +188,7 @@ def facts_for(
     from envdoctor.platform.traced import TracedHost
     from envdoctor.probes import collect_facts
 
-    python = target_python(inv)
+    python, chosen_by = target_interpreter(inv)
     started = time.monotonic()
     traced = TracedHost(inv.host)
 
@@ -153,7 +198,7 @@ def facts_for(
 
     progress = Progress(status)
     with progress:
-        return collect_facts(
+        facts = collect_facts(
             traced if progress.enabled else inv.host,
             python=python,
             deadline=Deadline(timeout),
@@ -162,6 +207,9 @@ def facts_for(
             torch_cache=user_cache_of(inv),
             meanwhile=meanwhile,
         )
+    from envdoctor.model.record import replace
+
+    return replace(facts, torch=replace(facts.torch, chosen_by=chosen_by))
 
 
 def user_cache_of(inv: Invocation) -> CacheDir | None:

@@ -23,6 +23,12 @@ def run(inv: Invocation) -> int:
     torch = args.text("torch")
     if torch is not None:
         _check_pin(torch)
+    if args.path("snapshot") is not None and args.text("python") is not None:
+        raise EnvdoctorError(
+            "--python cannot be used with --snapshot: the snapshot already holds the torch "
+            "of the interpreter it was collected for",
+            hint="choose it when collecting: `envdoctor collect --python PATH`",
+        )
     tables = tables_of(inv)
     intent = intent_for(inv)
     facts = facts_for(inv, snapshot=args.path("snapshot"), torch_version_only=True)

@@ -23,7 +23,9 @@ keeps the two equal)."""
 # --- options shared by several commands -------------------------------------------------------
 
 
-def python_option(help: str = "Interpreter whose torch to inspect (default: this one).") -> Option:
+def python_option(
+    help: str = "Interpreter whose torch to inspect (default: the active venv or conda env, else python3 on PATH).",
+) -> Option:
     return Option(("--python",), "python", help, metavar="PYTHON")
 
 
@@ -108,7 +110,7 @@ CHECK = Command(
         format_option("text", "json", "markdown", "prometheus"),
         json_option(),
         python_option(
-            "Interpreter whose torch to inspect (default: this one; not with --snapshot)."
+            "Interpreter whose torch to inspect (default: the active venv or conda env, else python3 on PATH; not with --snapshot)."
         ),
         timeout_option(help="Global time budget in seconds."),
         Option(("--strict",), "strict", "Warnings fail too (exit 1).", kind="flag"),
@@ -170,6 +172,10 @@ RECOMMEND = Command(
     module="envdoctor.cli.recommend",
     options=(
         snapshot_option("Recommend for the machine in a snapshot (envdoctor collect)."),
+        python_option(
+            "Interpreter whose installed torch to keep where a variant of it fits (default: the "
+            "active venv or conda env, else python3 on PATH; not with --snapshot)."
+        ),
         Option(
             ("--torch",),
             "torch",
@@ -200,7 +206,9 @@ FIX = Command(
         format_option(
             "script", "steps", "json", help="script (bash), steps (a numbered plan) or json."
         ),
-        python_option("Interpreter whose torch to inspect and repair (default: this one)."),
+        python_option(
+            "Interpreter whose torch to inspect and repair (default: the active venv or conda env, else python3 on PATH)."
+        ),
         timeout_option(help="Time budget for probing, in seconds."),
         Option(
             ("--prefer",),
@@ -257,7 +265,9 @@ SPEC = Command(
             module="envdoctor.cli.spec",
             options=(
                 output_option("Write the spec to FILE instead of stdout."),
-                python_option("Interpreter whose torch to record (default: this one)."),
+                python_option(
+                    "Interpreter whose torch to record (default: the active venv or conda env, else python3 on PATH)."
+                ),
                 timeout_option(help="Global time budget in seconds."),
                 snapshot_option("Write the spec of a snapshot (envdoctor collect) instead."),
                 Option(
@@ -364,7 +374,9 @@ SMOKE = Command(
     "use.",
     module="envdoctor.cli.smoke",
     options=(
-        python_option("Interpreter whose torch to test (default: this one)."),
+        python_option(
+            "Interpreter whose torch to test (default: the active venv or conda env, else python3 on PATH)."
+        ),
         timeout_option(60.0, "Time budget per GPU in seconds (GPUs run in parallel)."),
         Option(
             ("--step-timeout",),

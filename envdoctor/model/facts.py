@@ -463,10 +463,18 @@ class TorchBroken:
     traceback: str
 
 
+OWN_INTERPRETER = "envdoctor's own interpreter (no active environment and no python3 on PATH)"
+"""``TorchFacts.chosen_by`` when no interpreter of the user's was found: advice must not install
+torch there (envdoctor's own venv, pipx's), which would fix nothing the user runs."""
+
+
 @record
 class TorchFacts:
     python: str
     torch: Probed[TorchBuild | TorchBroken]
+    chosen_by: str = ""
+    """Why this interpreter was the one read (``--python``, the active venv, …); empty in
+    snapshots from before it was recorded."""
 
 
 # --- everything -----------------------------------------------------------------------------

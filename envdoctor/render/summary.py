@@ -79,7 +79,8 @@ def _torch(facts: Facts) -> str:
                 else (f"ROCm {value.hip}" if value.hip else "CPU-only build")
             )
             cached = f"; imported at {value.from_cache} (cached)" if value.from_cache else ""
-            return f"{value.version} ({variant}) for {facts.torch.python}{cached}"
+            chosen = f" ({facts.torch.chosen_by})" if facts.torch.chosen_by else ""
+            return f"{value.version} ({variant}) for {facts.torch.python}{chosen}{cached}"
         if isinstance(value, TorchBroken):
             return f"import fails: {value.error}"
     return why_missing(probed)

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from envdoctor.model.facts import OWN_INTERPRETER
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, ProbeFailed
@@ -40,14 +41,27 @@ def _installed(ctx: RuleContext) -> Evaluation:
     if skipped:
         yield not_applicable(skipped)
     elif isinstance(probed, Absent):
+        chosen_by = ctx.facts.torch.chosen_by
+        own = chosen_by == OWN_INTERPRETER
         yield Finding(
             code="torch.not-installed",
             severity=Severity.WARNING,
             title=f"torch is not installed for {python}",
-            evidence=(("python", python), ("import torch", probed.reason)),
+            evidence=(
+                ("python", python),
+                *((("chosen because", chosen_by),) if chosen_by else ()),
+                ("import torch", probed.reason),
+            ),
             remediation=Remediation(
-                summary="Install the torch wheel that matches this machine",
-                steps=install_steps(ctx),
+                summary="Point envdoctor at the environment you train in"
+                if own
+                else "Install the torch wheel that matches this machine",
+                steps=(
+                    "activate that environment and run envdoctor again, or name its "
+                    "interpreter: envdoctor check --python /path/to/env/bin/python",
+                )
+                if own
+                else install_steps(ctx),
             ),
         )
     elif isinstance(probed, ProbeFailed):
