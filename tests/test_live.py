@@ -26,13 +26,15 @@ NO_DRIVER = not Path("/proc/driver/nvidia/version").exists() and not any(
 
 
 def _envdoctor(*args: str, env: dict[str, str] | None = None) -> subprocess.CompletedProcess[str]:
+    """envdoctor as a user runs it inside the test venv, activated (the torch it judges is the
+    active venv's: issue 37)."""
     return subprocess.run(
         [sys.executable, "-m", "envdoctor", *args],
         capture_output=True,
         text=True,
         timeout=120,
         check=False,
-        env=env,
+        env={**(os.environ if env is None else env), "VIRTUAL_ENV": sys.prefix},
     )
 
 
