@@ -101,9 +101,17 @@ def _snapshot_only(*, deep: bool, python: str | None) -> None:
 
 
 def _with_smoke(report: Report, python: str, timeout: float) -> Report:
-    """The report plus the smoke kernels' findings (run in child processes, per GPU)."""
+    """The report plus the smoke kernels' findings (run in child processes, per GPU). On a
+    machine that needs no GPU (no NVIDIA device or driver, none expected) they do not apply: a
+    note, and the exit code stays what `check` gives (it was 2, "could not determine")."""
     from envdoctor.cli.progress import Progress, SmokeSteps
-    from envdoctor.smoke import deep_findings
+    from envdoctor.model.views import machine_view
+    from envdoctor.smoke import deep_findings, not_applicable_finding
+
+    machine = machine_view(report.facts, report.intent)
+    if not machine.gpu_required:
+        note = not_applicable_finding(machine.why_no_gpu())
+        return replace(report, findings=(*report.findings, note))
 
     steps = SmokeSteps()  # which GPU is at which step, on a terminal's stderr
     with Progress(steps.describe):

@@ -26,6 +26,7 @@ Every key is optional: a key that is not there is not checked. A malformed file 
 from __future__ import annotations
 
 import re
+import shlex
 from collections.abc import Callable, Iterable, Iterator, Sequence
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
@@ -682,11 +683,12 @@ def _torch_drift(facts: Facts, spec: Spec) -> Iterator[Finding]:
         return
     probed = facts.torch.torch
     python = facts.torch.python
+    pin = f" --torch {shlex.quote(spec.torch_version)}" if spec.torch_version else ""
     fix = Remediation(
         summary=f"Install the torch the spec names into {python}",
         steps=(
-            "envdoctor recommend --torch <version>   # prints the matching pip command",
-            f"{python} -m pip install torch==<version> --index-url <the URL it prints>",
+            f"envdoctor recommend --python {shlex.quote(python)}{pin}   # the exact pip command "
+            "for this machine, with its index URL",
             _REBASE,
         ),
     )

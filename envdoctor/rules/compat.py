@@ -616,9 +616,11 @@ def _gpu_unsupported(ctx: RuleContext) -> Evaluation:
                 )
                 summary = f"Go back to the R{arch.last_driver_branch} driver branch"
             elif "open NVIDIA kernel modules do not support" in problem:
+                branch = str(driver.version).split(".", 1)[0]
                 steps = (
                     "install the proprietary kernel-module flavour of the same driver branch "
-                    "(e.g. Ubuntu: nvidia-driver-<branch> rather than nvidia-driver-<branch>-open)",
+                    f"(e.g. Ubuntu: nvidia-driver-{branch} rather than "
+                    f"nvidia-driver-{branch}-open)",
                     "reboot",
                 )
                 summary = f"Use the proprietary NVIDIA kernel modules for {arch.arch}"

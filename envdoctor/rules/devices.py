@@ -152,8 +152,8 @@ def permission_steps(nodes: list[DeviceNode], user: str) -> tuple[str, ...]:
         "ls -l /dev/nvidia*   # no group may use them: the driver creates them this way",
         "set the driver's device-file parameters, e.g. for everyone: echo 'options nvidia "
         "NVreg_DeviceFileMode=0666' | sudo tee /etc/modprobe.d/nvidia-device-files.conf "
-        "(or for one group: NVreg_DeviceFileUID=0 NVreg_DeviceFileGID=<gid> "
-        "NVreg_DeviceFileMode=0660)",
+        "(or for one group, here video: NVreg_DeviceFileUID=0 "
+        "NVreg_DeviceFileGID=$(getent group video | cut -d: -f3) NVreg_DeviceFileMode=0660)",
         "reload the driver (or reboot) so the nodes are created again; "
         'a udev rule (MODE/GROUP on KERNEL=="nvidia*") works too where udev creates them',
     )

@@ -267,7 +267,8 @@ def _mig(ctx: RuleContext) -> Iterator[Finding]:
         if empty:
             steps: tuple[str, ...] = (
                 f"sudo nvidia-smi mig -i {g.index} -lgip   # the GPU instance profiles",
-                f"sudo nvidia-smi mig -i {g.index} -cgi <profile> -C   # create instances",
+                f"sudo nvidia-smi mig -i {g.index} -cgi 0 -C   # one instance of profile 0, the "
+                "whole GPU; smaller ones by the IDs -lgip lists",
                 f"or disable: sudo nvidia-smi -i {g.index} -mig 0 && sudo nvidia-smi -r -i {g.index}",
             )
         elif listed:

@@ -81,6 +81,8 @@ def _cuda_home_invalid(ctx: RuleContext) -> Iterator[Finding]:
     if not through.startswith("$"):
         return  # no toolkit at all: nothing to build with is not a fault until someone builds
     var = through[1:].split("=", 1)[0]
+    build = cuda_torch(ctx.facts)
+    wanted = build.cuda if build is not None and build.cuda else ""
     yield Finding(
         code="cuda.cuda-home-invalid",
         severity=Severity.WARNING,
@@ -91,7 +93,7 @@ def _cuda_home_invalid(ctx: RuleContext) -> Iterator[Finding]:
             summary=f"Point {var} at a CUDA toolkit's root (the directory holding bin/nvcc)",
             steps=(
                 "ls -d /usr/local/cuda-*   # installed toolkits",
-                f"export {var}=/usr/local/cuda-<version>",
+                f"export {var}=/usr/local/cuda-{wanted}   # the toolkit of torch's CUDA {wanted}",
                 f"or unset {var} to let torch find nvcc on PATH",
             ),
         ),

@@ -31,7 +31,7 @@ def install_steps(ctx: RuleContext) -> tuple[str, ...]:
             f"first: {rec.blockers[0]}",
             "then: envdoctor recommend   # the wheel that fits once the GPUs are usable",
         )
-    return (RECOMMEND, f"{python} -m pip install torch --index-url <the URL it prints>")
+    return (f"envdoctor recommend --python {python}   # the torch wheel and index URL that match",)
 
 
 def _installed(ctx: RuleContext) -> Evaluation:

@@ -17,7 +17,7 @@ from collections.abc import Callable
 
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
-from envdoctor.smoke.attribute import smoke_findings
+from envdoctor.smoke.attribute import not_applicable_finding, smoke_findings
 from envdoctor.smoke.codes import CODES, SMOKE_CODES
 from envdoctor.smoke.runner import SmokeOptions, run_smoke
 
@@ -28,6 +28,7 @@ __all__ = [
     "SMOKE_CODES",
     "SmokeOptions",
     "deep_findings",
+    "not_applicable_finding",
     "run_smoke",
     "smoke_findings",
 ]

@@ -150,6 +150,18 @@ def failure_finding(
     )
 
 
+def not_applicable_finding(why: str) -> Finding:
+    """``check --deep`` on a machine that needs no GPU: the smoke tests have nothing to run on."""
+    info = CODES["smoke.not-applicable"]
+    return Finding(
+        code="smoke.not-applicable",
+        severity=info.severity,
+        title=f"Smoke tests not applicable: {why}",
+        evidence=(("machine", why),),
+        remediation=info.fix,
+    )
+
+
 def not_run_finding(skipped: NotRun) -> Finding:
     info = CODES["smoke.not-run"]
     return Finding(
@@ -452,7 +464,7 @@ def _driver_cause(facts: Facts, code: str) -> Cause | None:
                     f"or install torch built for CUDA {driver_cuda}"
                 ),
                 steps=(
-                    "sudo apt install nvidia-driver-<newer>   # or your distribution's equivalent",
+                    f"envdoctor recommend   # the driver branches that support CUDA {build.cuda}",
                     "pip install --force-reinstall torch --index-url "
                     f"https://download.pytorch.org/whl/cu{driver_cuda.replace('.', '')}",
                 ),

@@ -256,6 +256,14 @@ CODES: dict[str, CodeInfo] = {
         _fix("Run `envdoctor check` for why no GPU is usable", "envdoctor check"),
         inconclusive=True,
     ),
+    "smoke.not-applicable": CodeInfo(
+        Severity.INFO,
+        "no smoke tests on a machine that needs no GPU",
+        _fix(
+            "Nothing to do: the smoke tests exercise NVIDIA GPUs, and this machine has none",
+            "envdoctor check --deep --expect gpu   # if this machine should have a GPU",
+        ),
+    ),
     # --reproduce
     "smoke.pressure-reproduces": CodeInfo(
         Severity.WARNING,

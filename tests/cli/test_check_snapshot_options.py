@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import json
 from collections.abc import Callable
 from pathlib import Path
 
@@ -90,3 +91,23 @@ def test_deep_live_still_runs_the_smoke_tests(smoke_calls: SmokeCalls) -> None:
     result = cli_invoke(["check", "--deep"], obj=AppContext(host=host, python=PYTHON))
     assert result.exit_code == 0, result.output
     assert smoke_calls == [(PYTHON, 30.0)]
+
+
+@pytest.mark.parametrize("scenario", ["cpu_only", "container_no_gpu"])
+def test_deep_on_a_machine_that_needs_no_gpu_exits_as_check_does(
+    scenario: str, smoke_calls: SmokeCalls
+) -> None:
+    """Issue 37: `check --deep` exited 2 ("could not determine") on a CPU machine where `check`
+    exits 0: there is nothing for the smoke tests to run on, which is a note, not a doubt."""
+    host = FakeHost.scenario(scenario)
+    plain = cli_invoke(["check", "--json"], obj=AppContext(host=host, python=PYTHON))
+    deep = cli_invoke(["check", "--deep", "--json"], obj=AppContext(host=host, python=PYTHON))
+    assert deep.exit_code == plain.exit_code, deep.output
+    codes = {f["code"]: f for f in json.loads(deep.stdout)["findings"]}
+    assert codes["smoke.not-applicable"]["severity"] == "info"
+    assert "smoke.not-run" not in codes
+    assert smoke_calls == []  # no child was started for GPUs that are not there
+    expected = cli_invoke(
+        ["check", "--deep", "--expect", "gpu"], obj=AppContext(host=host, python=PYTHON)
+    )
+    assert smoke_calls == [(PYTHON, 30.0)] and expected.exit_code == 1
