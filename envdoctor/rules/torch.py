@@ -74,20 +74,42 @@ def _installed(ctx: RuleContext) -> Evaluation:
                 ("error", probed.error),
                 ("stderr", probed.detail or "(empty)"),
             ),
-            remediation=Remediation(
-                summary="Run the import by hand to see where it hangs or crashes",
-                steps=(
-                    f"{python} -X importtime -c 'import torch; print(torch.cuda.is_available())'",
-                    "a hang in CUDA init: check `dmesg | grep -i xid` and the GPU's state",
-                    "raise the budget: envdoctor check --timeout 120",
-                ),
-            ),
+            remediation=_probe_failed_fix(python, probed.error),
             inconclusive=True,
         )
     else:
         build = torch_build(ctx.facts)
         version = build.version if build else show(torch_broken(ctx.facts).version)  # type: ignore[union-attr]  # one of the two is set
         yield passed(f"torch {version} is installed for {python}")
+
+
+def _probe_failed_fix(python: str, error: str) -> Remediation:
+    """What to do depends on how the child failed: only a probe that ran out of time is helped
+    by a larger budget; an interpreter that cannot start (missing, exit 126/127 from a wrapper
+    whose target is gone) is the thing to repair."""
+    by_hand = f"{python} -X importtime -c 'import torch; print(torch.cuda.is_available())'"
+    if "does not exist" in error or error.startswith("cannot run") or "(exit 12" in error:
+        return Remediation(
+            summary=f"Make {python} an interpreter that starts, or name another with --python",
+            steps=(
+                f"ls -l {python}   # a link or wrapper whose target is gone exits 126/127",
+                f"{python} -c 'import sys; print(sys.executable)'   # its own error",
+                "envdoctor check --python /path/to/env/bin/python",
+            ),
+        )
+    if "did not finish within" in error:
+        return Remediation(
+            summary="Run the import by hand to see where it hangs",
+            steps=(
+                by_hand,
+                "a hang in CUDA init: check `dmesg | grep -i xid` and the GPU's state",
+                "a slow file system (an NFS home, a cold conda env): envdoctor check --timeout 120",
+            ),
+        )
+    return Remediation(
+        summary="Run the import by hand to see where it crashes",
+        steps=(by_hand, "a crash in CUDA init: check `dmesg | grep -i xid` and the GPU's state"),
+    )
 
 
 def _import_failed(ctx: RuleContext) -> Evaluation:

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from envdoctor.model.facts import (
     EccErrors,
     LibraryCopy,
@@ -100,3 +102,31 @@ def test_torch_not_installed_is_a_warning_not_an_error() -> None:
     ]
     assert report.exit_code == 0
     assert report_of(f.facts(torch=f.torch(Absent("x"))), strict=True).exit_code == 1
+
+
+@pytest.mark.parametrize(
+    ("error", "raise_budget"),
+    [
+        (
+            "the torch probe did not finish within 30 s (import torch or CUDA initialisation hung)",
+            True,
+        ),
+        ("the torch probe printed no result (exit 127)", False),
+        ("the interpreter /opt/venv/bin/python does not exist", False),
+        ("the torch probe crashed with SIGSEGV", False),
+    ],
+)
+def test_only_a_probe_that_ran_out_of_time_is_told_to_raise_the_budget(
+    error: str, raise_budget: bool
+) -> None:
+    """Issue 37: an interpreter that exits 127 (a wrapper whose target is gone) was told to
+    "raise the budget"; more time fixes only a probe that ran out of it."""
+    from envdoctor.model.probed import ProbeFailed
+
+    facts = f.facts(torch=f.torch(ProbeFailed(error)))
+    (finding,) = [x for x in report_of(facts).findings if x.code == "torch.probe-failed"]
+    assert finding.remediation is not None
+    steps = " ".join(finding.remediation.steps)
+    assert ("--timeout" in steps) is raise_budget, steps
+    if "127" in error or "does not exist" in error:
+        assert "ls -l /opt/venv/bin/python" in steps
