@@ -11,7 +11,7 @@ from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
-from envdoctor.cli.common import Invocation, output_format, write_report
+from envdoctor.cli.common import Invocation, output_format, text_width, write_report
 from envdoctor.model.units import plural
 from envdoctor.terminal import json_document, safe_text
 
@@ -35,20 +35,40 @@ def run(inv: Invocation) -> int:
     if output_format(inv) == "json":
         write_report(inv, json_document(diff_json(str(a), str(b), differences, exit_code=code)))
     else:
-        table = _table(a.name, b.name, shown, hidden=len(differences) - len(shown))
+        table = _table(
+            a.name, b.name, shown, hidden=len(differences) - len(shown), width=text_width()
+        )
         write_report(inv, safe_text(table) + "\n", paint=_colour)
     return code
 
 
-def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int) -> str:
+def _table(a: str, b: str, diffs: Sequence[Difference], *, hidden: int, width: int = 100) -> str:
+    """The differences as three columns that fit ``width``: a value longer than its column
+    goes on over the next lines (it ran off the terminal before)."""
+    import textwrap
+    from itertools import zip_longest
+
     note = f"; {hidden} that change from run to run hidden (--all shows them)" if hidden else ""
     if not diffs:
         return f"{a} and {b}: no differences{note}"
     head = f"{a} and {b}: {plural(len(diffs), 'difference')}{note}"
-    path_w = max(len("fact"), *(len(d.path) for d in diffs))
-    a_w = min(MAX_VALUE_WIDTH, max(len(a), *(len(_show(d.a)) for d in diffs)))
+    path_w = min(max(len("fact"), *(len(d.path) for d in diffs)), max(16, width // 3))
+    a_w = min(
+        MAX_VALUE_WIDTH,
+        max(10, (width - path_w - 4) // 2),
+        max(len(a), *(len(_show(d.a)) for d in diffs)),
+    )
+    b_w = max(10, width - path_w - a_w - 4)
+
+    def cell(text: str, w: int) -> list[str]:
+        return textwrap.wrap(text, w, break_long_words=True, break_on_hyphens=False) or [""]
+
     lines = [head, "", f"{'fact':<{path_w}}  {a:<{a_w}}  {b}"]
-    lines += [f"{d.path:<{path_w}}  {_show(d.a):<{a_w}}  {_show(d.b)}" for d in diffs]
+    for d in diffs:
+        columns = zip_longest(
+            cell(d.path, path_w), cell(_show(d.a), a_w), cell(_show(d.b), b_w), fillvalue=""
+        )
+        lines += [f"{p:<{path_w}}  {x:<{a_w}}  {y}".rstrip() for p, x, y in columns]
     return "\n".join(lines)
 
 

@@ -8,6 +8,7 @@ from pathlib import Path
 from envdoctor.fleet.diff import MISSING, diff_facts, flatten_facts
 from envdoctor.model.facts import Facts, MemoryInfo, Nvcc
 from envdoctor.model.probed import Absent, Found
+from envdoctor.model.record import replace
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as fx
 from tests.conftest import scenario_facts
@@ -123,3 +124,19 @@ def test_cli_bad_snapshot_is_exit_2(tmp_path: Path) -> None:
     result = cli_invoke(["diff", str(bad), str(bad)])
     assert result.exit_code == 2
     assert "bad.json:1: not valid JSON" in result.output
+
+
+def test_cli_wraps_long_values_to_the_terminal(tmp_path: Path) -> None:
+    """Issue 37: a long value (a library path, an NVML error) ran off an 80-column terminal;
+    each line now fits, and the whole value is still there, over the lines that follow."""
+    long = "/opt/conda/envs/training-with-a-long-name/lib/python3.12/site-packages/" * 2
+    a_facts = scenario_facts("healthy_h100")
+    b_facts = replace(a_facts, torch=replace(a_facts.torch, python=long + "bin/python"))
+    a = write(tmp_path, "node-a.json", a_facts)
+    b = write(tmp_path, "node-b.json", b_facts)
+    result = cli_invoke(["diff", str(a), str(b)], env={"COLUMNS": "80"})
+    assert result.exit_code == 1
+    lines = result.stdout.splitlines()
+    assert all(len(line) <= 80 for line in lines[2:]), lines
+    column = lines[2].index("node-b.json")  # the right-hand column, whole over its lines
+    assert (long + "bin/python") in "".join(line[column:].strip() for line in lines[3:])
