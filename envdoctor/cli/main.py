@@ -39,7 +39,7 @@ def _dispatch(argv: list[str], app: AppContext | None) -> int:
         emit(render_help(registry.TOP, ""))
         return exitcodes.HEALTHY
     if first == "--version":
-        emit(f"envdoctor {__version__}\n")
+        emit(f"envdoctor {__version__} (gpu-envdoctor)\n")
         return exitcodes.HEALTHY
     command, path, rest = _find(registry.TOP, "", argv)
     if command.subcommands:  # a group given no subcommand, or asked for help

@@ -145,3 +145,11 @@ def test_recommend_takes_python_and_refuses_it_with_a_snapshot(tmp_path: Path) -
 def test_every_command_that_judges_a_torch_takes_python(command: str) -> None:
     result = invoke([command, "--help"])
     assert result.exit_code == 0 and "--python" in result.stdout
+
+
+def test_version_names_the_distribution() -> None:
+    """PyPI's unrelated `envdoctor-cli` installs a command of the same name: `--version` says
+    which envdoctor this is (the README tells users to look)."""
+    result = invoke(["--version"])
+    assert result.exit_code == 0
+    assert result.stdout.strip().endswith("(gpu-envdoctor)")
