@@ -25,6 +25,7 @@ PREFIXES = (
     "trainer-1  | ",
 )
 CATALOGS = shipped_catalogs()
+NOT_YET = "not yet covered"  # an excuse that is a gap to close, not a decision
 
 
 def _covered(catalog: Catalog) -> list[Entry]:
@@ -58,9 +59,10 @@ def test_coverage_per_catalog(capsys: pytest.CaptureFixture[str]) -> None:
         unknown = sorted({e.covered_by for e in covered} - known)
         assert not unknown, f"{catalog.name}: covered_by names no signature: {unknown}"
         assert all(e.source.startswith(("https://", "http://")) for e in catalog.entries)
+        gaps = [e for e in excused if e.not_matched.startswith(NOT_YET)]
         rows.append(
             f"  {catalog.name:<14} {len(catalog.entries):>4} entries, {len(covered):>4} covered,"
-            f" {len(excused):>4} excused  ({catalog.emitter})"
+            f" {len(excused):>4} excused ({len(gaps)} of them not yet covered)  ({catalog.emitter})"
         )
     with capsys.disabled():
         print("\nmessage catalog coverage:\n" + "\n".join(rows))  # noqa: T201
@@ -68,11 +70,12 @@ def test_coverage_per_catalog(capsys: pytest.CaptureFixture[str]) -> None:
 
 @pytest.mark.parametrize("catalog", CATALOGS, ids=lambda c: c.name)
 def test_every_covered_entry_is_matched_by_its_signature(catalog: Catalog) -> None:
-    misses = []
-    for entry in _covered(catalog):
-        for line in _lines(catalog, entry):
-            if entry.covered_by not in ids(run(line + "\n")):
-                misses.append(f"{entry.code} {entry.covered_by}: {line}")
+    misses = [
+        f"{entry.code} {entry.covered_by}: {line}"
+        for entry in _covered(catalog)
+        for line in _lines(catalog, entry)
+        if entry.covered_by not in ids(run(line + "\n"))
+    ]
     assert not misses, f"{len(misses)} lines not matched, first: " + "\n".join(misses[:10])
 
 
@@ -92,7 +95,9 @@ def test_the_xid_catalog_is_nvidias_whole_catalog() -> None:
 
 def test_explain_gives_each_xid_its_catalog_meaning_and_action() -> None:
     for code, entry in xid_catalog().items():
-        line = f"[  170.053881] NVRM: Xid (PCI:0000:01:00): {code}, pid=4124, name=python, Ch 00000028"
+        line = (
+            f"[  170.053881] NVRM: Xid (PCI:0000:01:00): {code}, pid=4124, name=python, Ch 00000028"
+        )
         (cause,) = [c for c in run(line).causes if c.id == "kernel.xid"]
         assert f"Xid {code} ({entry.name}): {entry.meaning}" in cause.notes
         assert f"Action: {entry.action}" in cause.notes
