@@ -40,7 +40,7 @@ def _variants(catalog: Catalog, message: str) -> list[str]:
 
 
 def _lines(catalog: Catalog, entry: Entry) -> list[str]:
-    out = []
+    out: list[str] = []
     for template in catalog.lines:
         for message in _variants(catalog, entry.message or entry.name):
             text = template.format(code=entry.code, name=entry.name, message=message)
