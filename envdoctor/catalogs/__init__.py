@@ -18,6 +18,7 @@ File layout (``schema: 1``)::
       - code: 2                                  # the emitter's number (or name) for it
         name: cudaErrorMemoryAllocation          # the symbol, where there is one
         message: out of memory                   # the text the emitter prints
+        wordings: ['…']                          # optional: its text in other releases
         source: https://…                        # optional: this entry's own source
         covered_by: cuda.out-of-memory           # or: not_matched: <the reason>
 
@@ -49,12 +50,12 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 # The shipped catalogs, by name (the file is NAME.yaml in this package).
-CATALOGS = ("xid", "cuda-runtime")
+CATALOGS = ("xid", "cuda-runtime", "nvml")
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
 _TOP_OPTIONAL = ("case_varies",)
 _ENTRY_REQUIRED = ("code",)
-_ENTRY_OPTIONAL = ("name", "message", "source", "covered_by", "not_matched", "releases")
+_ENTRY_OPTIONAL = ("name", "message", "wordings", "source", "covered_by", "not_matched", "releases")
 
 
 @record
@@ -64,6 +65,7 @@ class Entry:
     code: str  # the emitter's number or name for it, as text ("79", "cudaErrorInvalidValue")
     name: str  # the symbol ("" where the emitter has none)
     message: str  # the text it prints ("" where it prints only the code)
+    wordings: tuple[str, ...]  # the same code's text in other releases or bindings
     source: str
     covered_by: str  # a signature id, or ""
     not_matched: str  # why no signature matches it, or ""
@@ -163,6 +165,9 @@ def _entry(node: Node, reader: Reader, default_source: str, extra: tuple[str, ..
         code=reader.text(item.items["code"], "entries.code"),
         name=text("name") or text("mnemonic"),  # the Xid catalog: NVIDIA's mnemonic
         message=message,
+        wordings=reader.text_list(item.items["wordings"], "entries.wordings")
+        if "wordings" in item.items
+        else (),
         source=text("source") or default_source,
         covered_by=covered_by,
         not_matched=not_matched,

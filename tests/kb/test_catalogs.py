@@ -42,7 +42,8 @@ def _variants(catalog: Catalog, message: str) -> list[str]:
 def _lines(catalog: Catalog, entry: Entry) -> list[str]:
     out: list[str] = []
     for template in catalog.lines:
-        for message in _variants(catalog, entry.message or entry.name):
+        texts = [entry.message or entry.name, *entry.wordings]
+        for message in (v for text in texts for v in _variants(catalog, text)):
             text = template.format(code=entry.code, name=entry.name, message=message)
             out.extend(prefix + text for prefix in PREFIXES)
     return out
