@@ -50,7 +50,7 @@ if TYPE_CHECKING:
 SCHEMA_VERSION = 1
 
 # The shipped catalogs, by name (the file is NAME.yaml in this package).
-CATALOGS = ("xid", "cuda-runtime", "cuda-driver", "nvml", "cublas", "cudnn")
+CATALOGS = ("xid", "cuda-runtime", "cuda-driver", "nvml", "cublas", "cudnn", "nccl")
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
 _TOP_OPTIONAL = ("case_varies",)
