@@ -31,21 +31,22 @@ the YAML reader and ``model.record``, and PyYAML only when a catalog is read.
 
 from __future__ import annotations
 
+import os
 import sys
-from importlib import resources
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.record import record
 
-if sys.version_info >= (3, 11):
-    from importlib.resources.abc import Traversable
-else:  # pragma: no cover (Python 3.10)
-    from importlib.abc import Traversable
+if TYPE_CHECKING:  # check's probe tier goes without pathlib and importlib.resources
+    from pathlib import Path
 
-if TYPE_CHECKING:
     from envdoctor.yamlsource import Map, Node, Reader
+
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:  # pragma: no cover (Python 3.10)
+        from importlib.abc import Traversable
 
 SCHEMA_VERSION = 1
 
@@ -87,6 +88,8 @@ class Catalog:
 
 def catalog_path(name: str) -> Traversable:
     """The shipped file of catalog ``name``."""
+    from importlib import resources  # loads shutil: only when a catalog is read
+
     return resources.files("envdoctor.catalogs") / f"{name}.yaml"
 
 
@@ -135,7 +138,7 @@ def read_catalog(path: Traversable | Path, *, extra_keys: tuple[str, ...] = ()) 
         entries.append(entry)
     if not entries:
         raise reader.error(top.items["entries"], "entries: expected a non-empty list")
-    name = Path(str(path)).name.removesuffix(".yaml")
+    name = os.path.basename(str(path)).removesuffix(".yaml")
     return Catalog(
         name=name,
         emitter=reader.text(top.items["emitter"], "emitter"),

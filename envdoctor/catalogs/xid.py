@@ -15,19 +15,20 @@ from __future__ import annotations
 
 import functools
 import sys
-from pathlib import Path
 from typing import TYPE_CHECKING
 
 from envdoctor.catalogs import catalog_path, read_catalog, read_root, where
 from envdoctor.model.record import record
 
-if sys.version_info >= (3, 11):
-    from importlib.resources.abc import Traversable
-else:  # pragma: no cover (Python 3.10)
-    from importlib.abc import Traversable
+if TYPE_CHECKING:  # check's probe tier goes without pathlib and importlib.resources
+    from pathlib import Path
 
-if TYPE_CHECKING:
     from envdoctor.yamlsource import Map, Reader
+
+    if sys.version_info >= (3, 11):
+        from importlib.resources.abc import Traversable
+    else:  # pragma: no cover (Python 3.10)
+        from importlib.abc import Traversable
 
 SEVERITIES = frozenset({"app", "driver", "hardware", "info"})
 PRODUCTS = ("A100", "H100", "B100", "GB200")  # the catalog's "Applies to" columns
