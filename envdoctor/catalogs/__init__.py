@@ -21,6 +21,7 @@ File layout (``schema: 1``)::
         wordings: ['…']                          # optional: its text in other releases
         source: https://…                        # optional: this entry's own source
         covered_by: cuda.out-of-memory           # or: not_matched: <the reason>
+        fatal: true                              # optional, for log lines: does it end the run?
 
 A catalog may have keys of its own (the Xid catalog's resolution buckets): its typed reader
 (``envdoctor.catalogs.xid``) reads them, and this reader is told to accept them.
@@ -51,12 +52,21 @@ if TYPE_CHECKING:  # check's probe tier goes without pathlib and importlib.resou
 SCHEMA_VERSION = 1
 
 # The shipped catalogs, by name (the file is NAME.yaml in this package).
-CATALOGS = ("xid", "cuda-runtime", "cuda-driver", "nvml", "cublas", "cudnn", "nccl")
+CATALOGS = ("xid", "cuda-runtime", "cuda-driver", "nvml", "cublas", "cudnn", "nccl", "nccl-warn")
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
 _TOP_OPTIONAL = ("case_varies",)
 _ENTRY_REQUIRED = ("code",)
-_ENTRY_OPTIONAL = ("name", "message", "wordings", "source", "covered_by", "not_matched", "releases")
+_ENTRY_OPTIONAL = (
+    "name",
+    "message",
+    "wordings",
+    "source",
+    "covered_by",
+    "not_matched",
+    "releases",
+    "fatal",
+)
 
 
 @record
@@ -71,6 +81,7 @@ class Entry:
     covered_by: str  # a signature id, or ""
     not_matched: str  # why no signature matches it, or ""
     releases: str  # the releases that print it, where not all of them do ("" otherwise)
+    fatal: bool | None  # a log line's catalog: whether the program fails after it (None: n/a)
     at: str  # file:line of the entry
 
 
@@ -175,6 +186,7 @@ def _entry(node: Node, reader: Reader, default_source: str, extra: tuple[str, ..
         covered_by=covered_by,
         not_matched=not_matched,
         releases=text("releases"),
+        fatal=reader.optional(item, "fatal", "entries", reader.boolean),
         at=item.at(),
     )
 

@@ -80,6 +80,16 @@ def test_every_covered_entry_is_matched_by_its_signature(catalog: Catalog) -> No
     assert not misses, f"{len(misses)} lines not matched, first: " + "\n".join(misses[:10])
 
 
+def test_a_line_the_emitter_survives_is_never_a_cause() -> None:
+    """A catalog's non-fatal log lines (NCCL skipping a device) leave explain silent."""
+    quiet = [(c, e) for c in CATALOGS for e in c.entries if e.fatal is False]
+    assert quiet, "some catalog lists lines its program survives"
+    for catalog, entry in quiet:
+        assert entry.not_matched, f"{entry.code}: a non-fatal line cannot name a cause"
+        for line in _lines(catalog, entry):
+            assert not run(line + "\n").causes, line
+
+
 def test_the_coverage_docs_states_is_the_measured_one() -> None:
     """docs/explain.md's coverage table is what the catalogs say now (a row per catalog)."""
     docs = (Path(__file__).parents[2] / "docs" / "explain.md").read_text(encoding="utf-8")
