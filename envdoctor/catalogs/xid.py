@@ -43,6 +43,12 @@ XID_ENTRY_KEYS = (
     "meaning",
     "action",
     "severity",
+    "legacy_description",
+    "legacy_causes",
+)
+# The causes NVIDIA's earlier (Volta and older) Xid listing ticks for a code.
+LEGACY_CAUSES = frozenset(
+    {"hardware", "driver", "application", "system-memory", "bus", "thermal", "framebuffer"}
 )
 # Where an investigatory bucket says nothing beyond the code being unused, the action is the
 # immediate one alone.
@@ -65,6 +71,8 @@ class XidCode:
     action: str
     severity: str  # of SEVERITIES
     source: str
+    legacy_description: str = ""  # NVIDIA's earlier listing (Volta and older), or ""
+    legacy_causes: tuple[str, ...] = ()  # of LEGACY_CAUSES
 
     @property
     def unused(self) -> bool:
@@ -129,6 +137,19 @@ def _code(code: int, item: Map, reader: Reader, buckets: dict[str, str], source:
             )
     mnemonic, description = text("mnemonic"), text("description")
     immediate, investigatory = text("immediate"), text("investigatory")
+    legacy = text("legacy_description")
+    causes = (
+        reader.text_list(item.items["legacy_causes"], "entries.legacy_causes")
+        if "legacy_causes" in item.items
+        else ()
+    )
+    for cause in causes:
+        if cause not in LEGACY_CAUSES:
+            raise reader.error(
+                item.items["legacy_causes"],
+                f"entries.legacy_causes: {cause!r} is not one of {', '.join(sorted(LEGACY_CAUSES))}",
+            )
+    unused_name = legacy or f"{mnemonic} (unused)"
     return XidCode(
         code=code,
         mnemonic=mnemonic,
@@ -137,19 +158,26 @@ def _code(code: int, item: Map, reader: Reader, buckets: dict[str, str], source:
         immediate=immediate,
         investigatory=investigatory,
         xid154=text("xid154"),
-        name=text("title") or (f"{mnemonic} (unused)" if description == "Unused" else description),
-        meaning=text("meaning") or _meaning(description, mnemonic),
+        name=text("title") or (unused_name if description == "Unused" else description),
+        meaning=text("meaning") or _meaning(description, mnemonic, legacy),
         action=text("action") or _action(immediate, investigatory, buckets),
         severity=severity,
         source=source,
+        legacy_description=legacy,
+        legacy_causes=causes,
     )
 
 
-def _meaning(description: str, mnemonic: str) -> str:
+def _meaning(description: str, mnemonic: str, legacy: str) -> str:
+    if description == "Unused" and legacy:
+        return (
+            f"on Volta and older GPUs: {legacy} ({mnemonic}); NVIDIA lists the code as unused "
+            "on Ampere and newer"
+        )
     if description == "Unused":
         return (
-            f"{mnemonic}: NVIDIA lists the code as unused on Ampere and newer GPUs; "
-            "Volta and older GPUs (and their drivers) log it"
+            f"{mnemonic}: NVIDIA lists the code as unused on Ampere and newer GPUs "
+            "(deprecated, or logged by Volta and older GPUs only)"
         )
     return description
 

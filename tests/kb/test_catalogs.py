@@ -110,6 +110,12 @@ def test_the_xid_catalog_is_nvidias_whole_catalog() -> None:
     assert catalog[48].immediate == "WORKFLOW_XID_48"
     assert catalog[74].applies_to == ("A100", "H100")
     assert catalog[5].unused and catalog[5].applies_to == ()
+    # the earlier listing (Volta and older) for codes 1-92: what an "Unused" code means there
+    assert catalog[1].legacy_description == "Invalid or corrupted push buffer stream"
+    assert catalog[1].name == catalog[1].legacy_description
+    assert set(catalog[1].legacy_causes) == {"driver", "system-memory", "bus", "framebuffer"}
+    assert catalog[48].legacy_causes == ("hardware",)
+    assert all(not e.legacy_description for code, e in catalog.items() if code > 92)
     for entry in catalog.values():
         assert set(entry.applies_to) <= set(PRODUCTS)
         assert entry.name and entry.meaning and entry.action
