@@ -222,12 +222,15 @@ def taken_elsewhere(elsewhere: int | None, total: int | None) -> bool:
 
 
 def analyze_xid(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
-    """Look the Xid code up in NVIDIA's catalog: what it means, what to do."""
+    """Look the Xid code up in NVIDIA's catalog (``envdoctor/catalogs/xid.yaml``, the one
+    ``envdoctor check`` reads): what it means, what to do."""
+    from envdoctor.catalogs.xid import xid_catalog  # read only when a log has an Xid
+
     raw = captures.get("xid")
     code = whole(raw, 9)
     if code is None:
         return Analysis()
-    entry = kb.xid.get(code)
+    entry = xid_catalog().get(code)
     if entry is None:
         return Analysis(
             (

@@ -1,4 +1,4 @@
-"""Load and validate the knowledge base: ``signatures/*.yaml``, ``prefilter.yaml``, ``xid.yaml``.
+"""Load and validate the knowledge base: ``signatures/*.yaml`` and ``prefilter.yaml``.
 
 Every problem in a file is an ``EnvdoctorError`` whose ``where`` is ``file:line`` (exit 2 at the
 CLI), never a traceback: unknown or missing keys, a regex that does not compile, a pattern that
@@ -26,7 +26,6 @@ from envdoctor.kb.model import (
     Pattern,
     Role,
     Signature,
-    XidEntry,
     compiled,
 )
 from envdoctor.model.finding import is_valid_code
@@ -56,15 +55,6 @@ _SIGNATURE_KEYS = {
 }
 _PATTERN_KEYS = {"regex": True, "examples": True, "anchor": False, "confidence": False}
 _CONTEXT_KEYS = {"regex": True, "weight": True, "note": True}
-_XID_KEYS = {
-    "code": True,
-    "name": True,
-    "meaning": True,
-    "action": True,
-    "severity": True,
-    "source": False,
-}
-_XID_SEVERITIES = frozenset({"app", "hardware", "driver", "info"})
 
 
 def default_root() -> Traversable:
@@ -79,7 +69,8 @@ def load_default_kb() -> KnowledgeBase:
 
 
 def load_kb(root: Traversable | Path) -> KnowledgeBase:
-    """Read ``root/signatures/*.yaml``, ``root/prefilter.yaml`` and ``root/xid.yaml``."""
+    """Read ``root/signatures/*.yaml`` and ``root/prefilter.yaml``. (NVIDIA's Xid catalog, which
+    the ``xid`` analyzer reads, is ``envdoctor/catalogs/xid.yaml``, read when an Xid is seen.)"""
     base_triggers = _load_prefilter(root / "prefilter.yaml")
     signatures: list[Signature] = []
     seen: dict[str, str] = {}
@@ -103,12 +94,9 @@ def load_kb(root: Traversable | Path) -> KnowledgeBase:
                     f"`explains` names {other!r}, which is not another signature",
                     where=signature.source,
                 )
-    xid_file = root / "xid.yaml"
-    xid = _load_xid(xid_file) if xid_file.is_file() else {}
     return KnowledgeBase(
         signatures=tuple(signatures),
         triggers=select_triggers(base_triggers, (p.anchor for s in signatures for p in s.patterns)),
-        xid=xid,
     )
 
 
@@ -132,7 +120,7 @@ def _read(path: Traversable | Path) -> Node:
 
 
 def _header(doc: Node, list_key: str) -> tuple[Node, ...]:
-    """A file's ``schema: 1`` and its one list (``signatures:``, ``triggers:`` or ``codes:``)."""
+    """A file's ``schema: 1`` and its one list (``signatures:`` or ``triggers:``)."""
     top = _READ.keys(
         _READ.mapping(doc, "the file"),
         "the file",
@@ -156,32 +144,6 @@ def _load_prefilter(path: Traversable | Path) -> tuple[str, ...]:
 
 def _load_signature_file(path: Traversable | Path, prefer: tuple[str, ...]) -> list[Signature]:
     return [_signature(item, prefer) for item in _header(_read(path), "signatures")]
-
-
-def _load_xid(path: Traversable | Path) -> dict[int, XidEntry]:
-    doc = _read(path)
-    items = _header(doc, "codes")
-    default_source = _text(doc, "source") if isinstance(doc, Map) and "source" in doc.items else ""
-    catalog: dict[int, XidEntry] = {}
-    for item in items:
-        entry = _mapping(item, "codes", _XID_KEYS)
-        code = _READ.integer(entry.items["code"], "code", low=1)
-        if code in catalog:
-            raise _READ.error(entry.items["code"], f"code: duplicate Xid {code}")
-        severity = _text(entry, "severity")
-        if severity not in _XID_SEVERITIES:
-            raise _READ.error(
-                entry.items["severity"], f"severity: one of {', '.join(sorted(_XID_SEVERITIES))}"
-            )
-        catalog[code] = XidEntry(
-            code=code,
-            name=_text(entry, "name"),
-            meaning=_text(entry, "meaning"),
-            action=_text(entry, "action"),
-            severity=severity,
-            source=_text(entry, "source") if "source" in entry.items else default_source,
-        )
-    return catalog
 
 
 # --- one signature --------------------------------------------------------------------------

@@ -11,7 +11,7 @@ import functools
 import re
 
 from envdoctor import exitcodes
-from envdoctor.model.record import field, record
+from envdoctor.model.record import record
 
 
 @functools.lru_cache(maxsize=1024)
@@ -102,24 +102,11 @@ class Signature:
 
 
 @record
-class XidEntry:
-    """One code of NVIDIA's Xid catalog: what it means and what to do."""
-
-    code: int
-    name: str
-    meaning: str
-    action: str
-    severity: str  # "app", "hardware", "driver", "info"
-    source: str
-
-
-@record
 class KnowledgeBase:
     """All signatures plus the prefilter literals the scanner searches for."""
 
     signatures: tuple[Signature, ...]
     triggers: tuple[str, ...]
-    xid: dict[int, XidEntry] = field(default_factory=dict)
 
     def get(self, signature_id: str) -> Signature:
         for signature in self.signatures:

@@ -69,7 +69,7 @@ def _files(root: str) -> list[str] | None:
         names = sorted(n for n in os.listdir(signatures) if n.endswith(".yaml"))
     except OSError:
         return None
-    extra = [os.path.join(root, n) for n in ("prefilter.yaml", "xid.yaml")]
+    extra = [os.path.join(root, "prefilter.yaml")]
     return [os.path.join(signatures, n) for n in names] + [p for p in extra if os.path.exists(p)]
 
 
@@ -86,18 +86,16 @@ def _encode(kb: KnowledgeBase) -> dict[str, Any]:
     return {
         "signatures": encode(kb.signatures),
         "triggers": list(kb.triggers),
-        "xid": encode(tuple(kb.xid.values())),
     }
 
 
 def _decode(data: Any) -> KnowledgeBase:
     """``_encode``'s output back; a ``ValueError`` (``DecodeError``) or ``TypeError``: a miss."""
-    from envdoctor.kb.model import KnowledgeBase, Signature, XidEntry
+    from envdoctor.kb.model import KnowledgeBase, Signature
     from envdoctor.model.codec import decode
 
     if not isinstance(data, dict):
         raise TypeError("not a stored knowledge base")
     signatures = decode(tuple[Signature, ...], data.get("signatures"))
     triggers = decode(tuple[str, ...], data.get("triggers"))
-    xid = decode(tuple[XidEntry, ...], data.get("xid"))
-    return KnowledgeBase(signatures=signatures, triggers=triggers, xid={e.code: e for e in xid})
+    return KnowledgeBase(signatures=signatures, triggers=triggers)

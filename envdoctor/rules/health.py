@@ -16,6 +16,7 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator, Mapping
 
+from envdoctor.catalogs.xid import XidCode, xid_catalog
 from envdoctor.model.facts import FabricManager, GpuFacts, KernelLog, XidEvents
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable, unknown
@@ -25,7 +26,6 @@ from envdoctor.model.views import gpu_label, nvml_system, show
 from envdoctor.model.views import nvml_gpus as gpus
 from envdoctor.rules.base import Rule, RuleContext, judged
 from envdoctor.rules.gpu import gpu_scope
-from envdoctor.rules.xid_catalog import XidMeaning, xid_catalog
 
 XID_CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 FABRIC_GUIDE_URL = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
@@ -94,7 +94,7 @@ def _xid_finding(
     log: KernelLog,
     device: str,
     events: list[XidEvents],
-    catalog: Mapping[int, XidMeaning],
+    catalog: Mapping[int, XidCode],
 ) -> Finding:
     """One GPU's Xid events: each code with its catalog meaning, and the action it needs."""
     gpu = _gpu_at(ctx, device)

@@ -6,8 +6,9 @@ from pathlib import Path
 
 import pytest
 
+from envdoctor.catalogs.xid import xid_catalog
 from envdoctor.engine import evaluate
-from envdoctor.kb.loader import default_root, load_kb
+from envdoctor.kb import explain, load_default_kb, scan_bytes
 from envdoctor.model.facts import (
     FabricFacts,
     FabricInfo,
@@ -26,7 +27,6 @@ from envdoctor.probes.environment import probe_env
 from envdoctor.probes.fabric import NO_FABRIC, probe_fabric
 from envdoctor.rules import core_rules
 from envdoctor.rules.health import is_data_centre, since_boot
-from envdoctor.rules.xid_catalog import xid_catalog
 from tests import factories as fx
 from tests.conftest import scenario_facts
 from tests.fakes.host import FakeHost
@@ -50,18 +50,22 @@ def with_log(*events: XidEvents, complete: bool = True) -> Facts:
 # --- Xid events ---------------------------------------------------------------------------------
 
 
-def test_the_checks_catalog_reading_is_the_explain_loaders() -> None:
-    strict = load_kb(default_root()).xid
-    light = xid_catalog()
-    assert set(light) == set(strict)
-    for code, entry in strict.items():
-        ours = light[code]
-        assert (ours.name, ours.meaning, ours.action, ours.severity) == (
-            entry.name,
-            entry.meaning,
-            entry.action,
-            entry.severity,
-        )
+@pytest.mark.parametrize("code", [31, 95, 140, 163])
+def test_check_and_explain_say_the_same_of_an_xid(code: int) -> None:
+    """One catalog: the check's evidence and explain's note for a code carry the same words."""
+    line = f"NVRM: Xid (PCI:0000:18:00): {code}, pid=77, name=python, something"
+    (finding,) = findings(with_log(xid(code, line)), "gpu.xid-events")
+    kb = load_default_kb()
+    (cause,) = [
+        c for c in explain(scan_bytes(line.encode(), kb), kb).causes if c.id == "kernel.xid"
+    ]
+    entry = xid_catalog()[code]
+    said = f"{entry.name}: {entry.meaning}"
+    assert any(said == text for _, text in finding.evidence)
+    assert f"Xid {code} ({entry.name}): {entry.meaning}" in cause.notes
+    assert f"Action: {entry.action}" in cause.notes
+    assert finding.remediation is not None
+    assert f"Xid {code}: {entry.action}" in finding.remediation.steps
 
 
 @pytest.mark.parametrize(
