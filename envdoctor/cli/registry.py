@@ -211,6 +211,14 @@ FIX = Command(
             choices=("wheel", "driver"),
             default="wheel",
         ),
+        Option(
+            ("--index-host",),
+            "index_host",
+            "A host besides download.pytorch.org that the script may install torch from (a "
+            "mirror named in your tables); repeatable.",
+            kind="list",
+            metavar="HOST",
+        ),
         expect_option(),
         no_cache_option(),
         color_option(),
