@@ -10,12 +10,12 @@ import json
 from pathlib import Path
 from typing import Any
 
-from envdoctor.errors import EnvdoctorError
+from envdoctor.errors import EnvdoctorError, values_hidden
 from envdoctor.inputfile import read_input
 from envdoctor.model import codec
 from envdoctor.model.facts import SNAPSHOT_SCHEMA_VERSION, Facts
 from envdoctor.render.redact import Redactor
-from envdoctor.terminal import json_document
+from envdoctor.terminal import json_document, quoted
 
 KIND = "envdoctor-snapshot"
 MAX_SNAPSHOT_BYTES = 64 << 20  # a real one is well under 1 MiB, even with thousands of processes
@@ -56,14 +56,16 @@ def parse_snapshot(text: str, *, where: str) -> Facts:
     version = data.get("schema_version")
     if version != SNAPSHOT_SCHEMA_VERSION:
         raise EnvdoctorError(
-            f"snapshot schema_version {version!r} is not supported "
+            f"snapshot schema_version {quoted(str(version))} is not supported "
             f"(this envdoctor reads {SNAPSHOT_SCHEMA_VERSION})",
             where=where,
         )
     try:
         return codec.decode(Facts, data.get("facts"))
     except codec.DecodeError as exc:
-        raise EnvdoctorError(f"malformed snapshot: {exc}", where=where) from None
+        # the path and the problem may quote the file's own keys and values
+        detail = f"({values_hidden()})" if values_hidden() else str(exc)
+        raise EnvdoctorError(f"malformed snapshot: {detail}", where=where) from None
 
 
 def load_snapshot(path: Path) -> Facts:
