@@ -19,6 +19,7 @@ from envdoctor.terminal import json_document, quoted
 
 KIND = "envdoctor-snapshot"
 MAX_SNAPSHOT_BYTES = 64 << 20  # a real one is well under 1 MiB, even with thousands of processes
+MAX_SNAPSHOT_VALUES = 2_000_000  # JSON values (commas and brackets): memory stays under ~200 MB
 
 
 def snapshot_data(facts: Facts, *, redact: bool = True) -> dict[str, Any]:
@@ -39,6 +40,16 @@ def dump_snapshot(facts: Facts, *, redact: bool = True) -> str:
 
 def parse_snapshot(text: str, *, where: str) -> Facts:
     """Facts from snapshot text; a malformed snapshot is an ``EnvdoctorError`` naming the spot."""
+    # Counted before any tree is built: 64 MiB of `[],` made 21 million lists (1.7 GB) before
+    # the decoder's type checks could refuse them. A comma or bracket inside a string counts
+    # too: an over-count, far from a real snapshot's few thousand.
+    values = text.count(",") + text.count("[") + text.count("{")
+    if values > MAX_SNAPSHOT_VALUES:
+        raise EnvdoctorError(
+            f"not a snapshot: more than {MAX_SNAPSHOT_VALUES:,} values "
+            "(a real one holds a few thousand)",
+            where=where,
+        )
     try:
         data = json.loads(text)
     except json.JSONDecodeError as exc:

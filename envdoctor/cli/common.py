@@ -140,6 +140,7 @@ def facts_for(
 
     from envdoctor.cli.progress import Progress, elapsed
     from envdoctor.platform.host import Deadline
+    from envdoctor.platform.system import children_end_with_sigterm
     from envdoctor.platform.traced import TracedHost
     from envdoctor.probes import collect_facts
 
@@ -152,7 +153,8 @@ def facts_for(
         return f"reading this machine ({elapsed(started)}): {doing}"
 
     progress = Progress(status)
-    with progress:
+    # SIGTERM (systemd stopping a job, a timeout's kill) must not leave the torch child behind
+    with progress, children_end_with_sigterm():
         return collect_facts(
             traced if progress.enabled else inv.host,
             python=python,
