@@ -195,3 +195,28 @@ def test_a_snapshot_of_millions_of_values_is_refused_in_little_memory(tmp_path: 
     result = envdoctor("check", "--snapshot", str(snap), limit=limit)
     assert result.returncode == 2, result.stderr
     assert "not a snapshot: more than 2,000,000 values" in result.stderr
+
+
+def _scan_seconds(data: bytes) -> float:
+    from envdoctor.kb import Scanner, load_default_kb
+
+    kb = load_default_kb()
+    best = float("inf")
+    for _ in range(2):  # best of two: a busy machine does not fail it
+        scanner = Scanner(kb)
+        started = time.process_time()
+        scanner.feed(data)
+        scanner.finish()
+        best = min(best, time.process_time() - started)
+    return best
+
+
+def test_lines_packed_with_trigger_words_cost_linear_time() -> None:
+    """Argued, not fixed (docs/security.md): a crafted line costs about 1 s of CPU per MB,
+    30 times plain text, but never more per byte as it grows. The bound here fails on any
+    superlinear path (a 4 MB line would take 16 times a 1 MB one)."""
+    words = b"CUDA error: out of memory RuntimeError NCCL error Xid illegal memory access "
+    one = (words * (500_000 // len(words) + 1))[:500_000] + b"\n"
+    small, large = _scan_seconds(one), _scan_seconds(one * 4)
+    assert small < 2.0, f"{small:.2f} s for 0.5 MB"
+    assert large < 4 * small * 1.6 + 0.5, f"{small:.2f} s for 0.5 MB, {large:.2f} s for 2 MB"
