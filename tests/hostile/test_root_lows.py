@@ -214,7 +214,7 @@ def _scan_seconds(data: bytes) -> float:
 def test_lines_packed_with_trigger_words_cost_linear_time() -> None:
     """Argued, not fixed (docs/security.md): a crafted line costs about 1 s of CPU per MB,
     30 times plain text, but never more per byte as it grows. The bound here fails on any
-    superlinear path (a 4 MB line would take 16 times a 1 MB one)."""
+    superlinear path (a quadratic one: a 2 MB line 16 times a 0.5 MB one)."""
     words = b"CUDA error: out of memory RuntimeError NCCL error Xid illegal memory access "
     one = (words * (500_000 // len(words) + 1))[:500_000] + b"\n"
     small, large = _scan_seconds(one), _scan_seconds(one * 4)
