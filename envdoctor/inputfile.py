@@ -232,9 +232,12 @@ def resolve(
     unresolved (``info`` is the link's). Errors are ``EnvdoctorError``s naming ``path``."""
     where = os.fspath(path)
     prefix = f"cannot {'write' if writing else 'read'}{' ' + what if what else ''}"
-    text = where if where.startswith("/") else os.path.join(os.getcwd(), where)
+    try:
+        text = where if where.startswith("/") else os.path.join(os.getcwd(), where)
+        root = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
+    except OSError as exc:  # the current directory was removed
+        raise EnvdoctorError(f"{prefix}: {exc.strerror or exc}", where=where) from None
     todo = [c for c in text.split("/") if c not in ("", ".")]
-    root = os.open("/", os.O_PATH | os.O_DIRECTORY | os.O_CLOEXEC)
     stack = [root]
     seen = ["/"]
     links = 0

@@ -196,7 +196,9 @@ FIX = Command(
     module="envdoctor.cli.fix",
     options=(
         snapshot_option("Plan for a snapshot (envdoctor collect) instead of this machine."),
-        output_option("Write to FILE (a script gets mode 0755) instead of stdout."),
+        output_option(
+            "Write to FILE (a script: executable, 0777 less the umask) instead of stdout."
+        ),
         format_option(
             "script", "steps", "json", help="script (bash), steps (a numbered plan) or json."
         ),
