@@ -15,7 +15,7 @@ from envdoctor.inputfile import read_input
 from envdoctor.model import codec
 from envdoctor.model.facts import SNAPSHOT_SCHEMA_VERSION, Facts
 from envdoctor.render.redact import Redactor
-from envdoctor.terminal import json_document, quoted
+from envdoctor.terminal import cut, json_document, quoted
 
 KIND = "envdoctor-snapshot"
 MAX_SNAPSHOT_BYTES = 64 << 20  # a real one is well under 1 MiB, even with thousands of processes
@@ -67,7 +67,7 @@ def parse_snapshot(text: str, *, where: str) -> Facts:
     version = data.get("schema_version")
     if version != SNAPSHOT_SCHEMA_VERSION:
         raise EnvdoctorError(
-            f"snapshot schema_version {quoted(str(version))} is not supported "
+            f"snapshot schema_version {_shown(version)} is not supported "
             f"(this envdoctor reads {SNAPSHOT_SCHEMA_VERSION})",
             where=where,
         )
@@ -77,6 +77,14 @@ def parse_snapshot(text: str, *, where: str) -> Facts:
         # the path and the problem may quote the file's own keys and values
         detail = f"({values_hidden()})" if values_hidden() else str(exc)
         raise EnvdoctorError(f"malformed snapshot: {detail}", where=where) from None
+
+
+def _shown(value: object) -> str:
+    """A value of the snapshot for a message: a number as written, text quoted; neither when
+    the file is not readable by everyone (``errors.keep_private``)."""
+    if isinstance(value, str) or values_hidden():
+        return quoted(str(value))
+    return cut(repr(value))
 
 
 def load_snapshot(path: Path) -> Facts:

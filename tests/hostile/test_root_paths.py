@@ -112,9 +112,11 @@ def test_links_of_ones_own_are_followed_at_any_depth(tmp_path: Path) -> None:
 
 
 @needs_root
-def test_save_refuses_a_hard_link_to_a_root_file(shared_dir: Path, root_dir: Path) -> None:
+def test_save_refuses_a_hard_link_to_a_root_file(shared_dir: Path) -> None:
     """With protected_hardlinks=0 a user links root's file into /tmp; the link, owned by root
     like its file, is what the attack leaves: made by the user where the kernel lets them."""
+    root_dir = shared_dir.parent / "cron.d"  # on the file system of the shared directory
+    root_dir.mkdir()
     victim = root_dir / "root-job"
     victim.write_text("keep\n")
     trap = shared_dir / "train.log"
