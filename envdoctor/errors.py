@@ -36,3 +36,8 @@ def keep_private(source: str) -> None:
 def values_hidden() -> str:
     """Why values are not quoted in messages ("" when they are): see ``keep_private``."""
     return f"not shown: {_PRIVATE[0]} is not readable by everyone" if _PRIVATE else ""
+
+
+def forget_private() -> None:
+    """A new command starts with no private file read (``cli.main.dispatch``)."""
+    _PRIVATE.clear()
