@@ -18,6 +18,8 @@ imports it on its start-up path.
 
 from __future__ import annotations
 
+from envdoctor.errors import values_hidden
+
 TYPE_CHECKING = False  # typing costs ~5 ms to import: help and the probe go without it
 if TYPE_CHECKING:
     from typing import Any
@@ -54,7 +56,11 @@ def cut(text: str, limit: int = 40) -> str:
 
 
 def quoted(text: str, limit: int = 40) -> str:
-    """``text`` quoted for a message (``repr``), cut short as ``cut`` cuts it."""
+    """``text`` quoted for a message (``repr``), cut short as ``cut`` cuts it; once a file not
+    everyone may read was read, a placeholder instead (``keep_private``)."""
+    hidden = values_hidden()
+    if hidden:
+        return f"(a value {hidden})"
     return repr(cut(text, limit))
 
 

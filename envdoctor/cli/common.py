@@ -185,6 +185,7 @@ def facts_for(
 
     from envdoctor.cli.progress import Progress, elapsed
     from envdoctor.platform.host import Deadline
+    from envdoctor.platform.system import children_end_with_sigterm
     from envdoctor.platform.traced import TracedHost
     from envdoctor.probes import collect_facts
 
@@ -197,7 +198,8 @@ def facts_for(
         return f"reading this machine ({elapsed(started)}): {doing}"
 
     progress = Progress(status)
-    with progress:
+    # SIGTERM (systemd stopping a job, a timeout's kill) must not leave the torch child behind
+    with progress, children_end_with_sigterm():
         facts = collect_facts(
             traced if progress.enabled else inv.host,
             python=python,

@@ -17,6 +17,8 @@ from envdoctor.cli.common import (
     target_python,
     write_report,
 )
+from envdoctor.compat.index import host_problem
+from envdoctor.errors import EnvdoctorError
 
 
 def run(inv: Invocation) -> int:
@@ -36,6 +38,11 @@ def run(inv: Invocation) -> int:
     snapshot = args.path("snapshot")
     timeout = args.number("timeout")
     python = args.text("python")
+    index_hosts = args.texts("index_host")
+    for host in index_hosts:
+        problem = host_problem(host)
+        if problem:
+            raise EnvdoctorError(f"--index-host {host!r}: expected {problem}")
     tables = tables_of(inv)
     intent = intent_for(inv)
     facts = facts_for(inv, snapshot=snapshot, timeout=timeout)
@@ -58,11 +65,15 @@ def run(inv: Invocation) -> int:
             verify_argv=verify_command(
                 live=snapshot is None, python=facts.torch.python if python else None
             ),
-            python=target_python(inv),
+            # From a snapshot, only the interpreter named here is repaired: never the one
+            # the snapshot names (its author chose that path), nor this one unasked.
+            python=target_python(inv) if snapshot is None or python else "",
             prefer=args.text("prefer") or "wheel",
             source=source,
             envdoctor_version=__version__,
             tables=tables,
+            snapshot=str(snapshot) if snapshot is not None else "",
+            index_hosts=tuple(h.lower() for h in index_hosts),
         ),
     )
     fmt = args.text("format")

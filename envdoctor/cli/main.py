@@ -23,6 +23,9 @@ if TYPE_CHECKING:
 
 def dispatch(argv: Sequence[str], app: AppContext | None = None) -> int:
     """Run the command ``argv`` names (without the program name); its exit code."""
+    from envdoctor.errors import forget_private
+
+    forget_private()  # (several commands in one process: the tests)
     return guarded(lambda: _dispatch(list(argv), app))
 
 

@@ -202,7 +202,9 @@ FIX = Command(
     module="envdoctor.cli.fix",
     options=(
         snapshot_option("Plan for a snapshot (envdoctor collect) instead of this machine."),
-        output_option("Write to FILE (a script gets mode 0755) instead of stdout."),
+        output_option(
+            "Write to FILE (a script: executable, 0777 less the umask) instead of stdout."
+        ),
         format_option(
             "script", "steps", "json", help="script (bash), steps (a numbered plan) or json."
         ),
@@ -218,6 +220,14 @@ FIX = Command(
             kind="choice",
             choices=("wheel", "driver"),
             default="wheel",
+        ),
+        Option(
+            ("--index-host",),
+            "index_host",
+            "A host besides download.pytorch.org that the script may install torch from (a "
+            "mirror named in your tables); repeatable.",
+            kind="list",
+            metavar="HOST",
         ),
         expect_option(),
         no_cache_option(),

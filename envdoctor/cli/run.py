@@ -85,8 +85,9 @@ class _Tee:
         self._closed: set[str] = set()
         self._stdout_to_stderr = stdout_to_stderr
 
-    def __call__(self, stream: str, data: bytes) -> None:
-        self._passthrough(stream, data)
+    def __call__(self, stream: str, data: bytes) -> bool:
+        """Pass ``data`` on; True when its reader is gone (the command then gets SIGPIPE)."""
+        gone = self._passthrough(stream, data)
         if stream == "stderr":
             self._tail += data
             del self._tail[: max(0, len(self._tail) - TAIL_BYTES)]
@@ -103,12 +104,13 @@ class _Tee:
             rest = bytes(partial)
             partial.clear()
             self._lines(rest)
+        return gone
 
-    def _passthrough(self, stream: str, data: bytes) -> None:
+    def _passthrough(self, stream: str, data: bytes) -> bool:
         if self._stdout_to_stderr:
             stream = "stderr"
         if stream in self._closed:
-            return
+            return True
         target = sys.stdout if stream == "stdout" else sys.stderr
         try:
             buffer = getattr(target, "buffer", None)
@@ -119,6 +121,8 @@ class _Tee:
             target.flush()
         except (BrokenPipeError, ValueError, OSError):
             self._closed.add(stream)  # e.g. `envdoctor run … | head`: keep scanning, stop writing
+            return True
+        return False
 
     def _lines(self, data: bytes) -> None:
         self._scanner.feed(data)

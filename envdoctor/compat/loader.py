@@ -18,6 +18,7 @@ from packaging.specifiers import InvalidSpecifier, Specifier, SpecifierSet
 from packaging.version import Version
 
 from envdoctor import yamlsource as y
+from envdoctor.compat.index import index_url_problem
 from envdoctor.compat.store import extra_dirs, shipped_dir, table_files
 from envdoctor.compat.tables import (
     DEFAULT_INDEX_URL,
@@ -662,8 +663,12 @@ def _parse_pytorch(ctx: _Ctx, top: y.Map, body: dict[str, y.Node]) -> dict[str, 
     template = (
         ctx.text(body["index_url"], "index_url") if "index_url" in body else DEFAULT_INDEX_URL
     )
-    if "{variant}" not in template or not template.startswith("https://"):
-        raise ctx.error(body["index_url"], "index_url: an https URL containing {variant}")
+    if "{variant}" not in template or index_url_problem(template.replace("{variant}", "cu130")):
+        why = index_url_problem(template.replace("{variant}", "cu130"))
+        raise ctx.error(
+            body["index_url"],
+            "index_url: a plain https URL containing {variant}" + (f" ({why})" if why else ""),
+        )
     rows = []
     for row in _rows(ctx, body, "releases", "releases"):
         what = "pytorch releases"
@@ -738,8 +743,9 @@ def _parse_variant(ctx: _Ctx, row: y.Map, torch: str, template: str) -> TorchVar
             f"{what}.arch: {spec!r} is not a TORCH_CUDA_ARCH_LIST like 8.0;9.0+PTX",
         )
     index_url = ctx.optional_text(row, "index_url", what) or template.format(variant=name)
-    if not index_url.startswith("https://"):
-        raise ctx.error(row.items.get("index_url"), f"{what}.index_url: an https URL")
+    why = index_url_problem(index_url)
+    if why:
+        raise ctx.error(row.items.get("index_url"), f"{what}.index_url: a plain https URL ({why})")
     return TorchVariant(
         name=name,
         cuda=cuda,

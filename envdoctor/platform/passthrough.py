@@ -47,7 +47,8 @@ from envdoctor.model.record import record
 READ_SIZE = 1 << 16
 DRAIN_SECONDS = 0.5
 
-OnOutput = Callable[[str, bytes], None]  # ("stdout" | "stderr", data)
+# ("stdout" | "stderr", data) -> True once the reader of what the command writes there is gone
+OnOutput = Callable[[str, bytes], "bool | None"]
 
 
 @record
@@ -76,6 +77,10 @@ def run_passthrough(
     for key, value in (env_defaults or {}).items():
         env.setdefault(key, value)
     env.update(env_overrides or {})
+    # Inherited as ignored (a parent that set SIGCHLD to SIG_IGN), the kernel reaps the child
+    # itself: waitpid finds no status, and a command that exited 7 looked like one that exited 0
+    if signal.getsignal(signal.SIGCHLD) == signal.SIG_IGN:
+        signal.signal(signal.SIGCHLD, signal.SIG_DFL)
     forwarder = _Forwarder()
     forwarder.install()  # before the child exists: a signal meant for it is kept, not lost
     try:
@@ -119,15 +124,25 @@ def _pump_and_wait(
     if proc.stdout is None or proc.stderr is None:  # pragma: no cover (PIPE always gives both)
         raise RuntimeError("the child's output pipes are missing")
     stop_read, stop_write = os.pipe()  # closing stop_write tells both pumps to stop
+    piped: list[bool] = []
+
+    def reader_gone() -> None:
+        """``on_output`` said its stdout's reader is gone (`envdoctor run -- yes | head -1`):
+        the command gets SIGPIPE, once, as it would writing into the closed pipe itself."""
+        if not piped and proc.returncode is None:
+            piped.append(True)
+            with contextlib.suppress(OSError):
+                proc.send_signal(signal.SIGPIPE)
+
     pumps = [
         threading.Thread(
             target=_pump,
-            args=(proc.stdout, "stdout", on_output, lock, failures, stop_read),
+            args=(proc.stdout, "stdout", on_output, lock, failures, stop_read, reader_gone),
             daemon=True,
         ),
         threading.Thread(
             target=_pump,
-            args=(proc.stderr, "stderr", on_output, lock, failures, stop_read),
+            args=(proc.stderr, "stderr", on_output, lock, failures, stop_read, None),
             daemon=True,
         ),
     ]
@@ -307,6 +322,7 @@ def _pump(
     lock: threading.Lock,
     failures: list[BaseException],
     stop: int,
+    reader_gone: Callable[[], None] | None,
 ) -> None:
     """Read one pipe to its end, or until ``stop`` becomes readable (its writer closed). A
     failing callback must not stop the reading: the child would block on a full pipe. The first
@@ -331,9 +347,12 @@ def _pump(
             if failures:
                 continue
             try:
-                on_output(name, data)
+                gone = on_output(name, data)
             except BaseException as exc:  # noqa: BLE001 (re-raised by run_passthrough)
                 failures.append(exc)
+                continue
+        if gone is True and reader_gone is not None:
+            reader_gone()
     stream.close()
 
 

@@ -6,11 +6,13 @@ starts no process and looks for no program, so it never pays for them.
 
 from __future__ import annotations
 
+import contextlib
 import os
 import stat as statmod
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Iterator, Mapping, Sequence
+from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
@@ -183,6 +185,9 @@ class SystemHost:
             return CommandResult(args, "not-found", error=f"{args[0]}: not found")
         except OSError as exc:
             return CommandResult(args, "error", error=exc.strerror or str(exc))
+        _LIVE_GROUPS.add(proc.pid)  # its own session: the group's id is its PID
+        if _ENDING:  # SIGTERM came while Popen started it: it must not outlive envdoctor
+            _kill_group(proc)
         try:
             status, out, err = _collect(proc, timeout)
         except BaseException:
@@ -190,6 +195,7 @@ class SystemHost:
             _reap(proc)
             raise
         finally:
+            _LIVE_GROUPS.discard(proc.pid)
             for pipe in (proc.stdout, proc.stderr):
                 if pipe is not None:
                     pipe.close()
@@ -267,6 +273,44 @@ def _open_close(path: str) -> str:
         return errno.errorcode.get(exc.errno or 0, f"errno {exc.errno}")
     os.close(fd)
     return "ok"
+
+
+_LIVE_GROUPS: set[int] = set()  # the process groups of ``run``'s children still running
+_ENDING: list[int] = []  # the SIGTERM being acted on (children_end_with_sigterm)
+
+
+@contextmanager
+def children_end_with_sigterm() -> Iterator[None]:
+    """Within the block (in the main thread), SIGTERM to envdoctor first kills the process
+    group of every child ``SystemHost.run`` started that still runs (the torch probe may be on
+    another thread), then ends envdoctor as SIGTERM does. An ignored SIGTERM stays ignored."""
+    import signal
+    import threading
+
+    if threading.current_thread() is not threading.main_thread():
+        yield
+        return
+    previous = signal.getsignal(signal.SIGTERM)
+    if previous == signal.SIG_IGN:
+        yield
+        return
+
+    def _end(signum: int, frame: object) -> None:
+        _ENDING.append(signum)
+        # twice: a child another thread's Popen is starting now is registered a moment later
+        for pause in (0.2, 0.0):
+            for group in tuple(_LIVE_GROUPS):
+                with contextlib.suppress(ProcessLookupError, PermissionError):
+                    os.killpg(group, signal.SIGKILL)
+            time.sleep(pause)
+        signal.signal(signum, signal.SIG_DFL)
+        os.kill(os.getpid(), signum)
+
+    signal.signal(signal.SIGTERM, _end)
+    try:
+        yield
+    finally:
+        signal.signal(signal.SIGTERM, previous)
 
 
 def _kill_group(proc: subprocess.Popen[bytes]) -> None:

@@ -435,8 +435,14 @@ def _describe(
     seen_by: tuple[str, ...],
     passwd: dict[int, str],
 ) -> GpuHolder:
-    cmdline = host.read_text(f"/proc/{pid}/cmdline")
-    argv = split_cmdline(cmdline.value) if isinstance(cmdline, Found) else ()
+    # argv exactly, bytes that are not UTF-8 included (as surrogates, which the script's quoting
+    # writes back as those bytes): decoded with replacement, it matched nothing the script read
+    cmdline = host.read_bytes(f"/proc/{pid}/cmdline")
+    argv = (
+        split_cmdline(cmdline.value.decode("utf-8", "surrogateescape"))
+        if isinstance(cmdline, Found)
+        else ()
+    )
     name, uid = "", -1
     status = host.read_text(f"/proc/{pid}/status")
     if isinstance(status, Found):

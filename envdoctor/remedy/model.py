@@ -9,6 +9,7 @@ from __future__ import annotations
 
 from typing import ClassVar, Union
 
+from envdoctor.compat.index import PYTORCH_INDEX_HOSTS
 from envdoctor.model.record import record
 from envdoctor.probes.holders import GpuHolder
 
@@ -232,6 +233,8 @@ class Plan:
     envdoctor_version: str = ""
     source: str = ""  # "live" or the snapshot path
     status: str = "unknown"  # the diagnosis the plan answers: healthy, unhealthy or unknown
+    snapshot: str = ""  # the snapshot it was made from: then the script is for reading
+    index_hosts: tuple[str, ...] = PYTORCH_INDEX_HOSTS  # where torch may come from (--index-host)
 
     @property
     def needs_root(self) -> bool:

@@ -24,6 +24,7 @@ import re
 from collections.abc import Iterable
 from dataclasses import dataclass, field
 
+from envdoctor.compat.index import PYTORCH_INDEX_HOSTS, untrusted_index
 from envdoctor.compat.tables import CompatTables
 from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
@@ -85,6 +86,12 @@ UVM_COMMAND = ("nvidia-modprobe", "-u", "-c", "0")
 NOUVEAU_CONF = "/etc/modprobe.d/blacklist-nouveau.conf"
 NOUVEAU_TEXT = "blacklist nouveau\noptions nouveau modeset=0\n"
 DEFAULT_NODE_MODE = "0666"  # the NVIDIA driver's own default (NVreg_DeviceFileMode)
+# The names of the driver's device nodes: a mode is set on nothing else (a snapshot could name
+# /dev/../etc/shadow); the script checks the same name, and that it is a character device of
+# NVIDIA's major, again right before its chmod.
+NVIDIA_NODE = re.compile(
+    r"/dev/nvidia(?:ctl|-uvm|-uvm-tools|-modeset|[0-9]{1,4}|-caps/nvidia-cap[0-9]{1,6})\Z"
+)
 CONTAINER_STOPPERS = ("docker", "podman")
 _RELOAD = "reload"
 _TITLE_COMMAND_CHARS = 100
@@ -100,6 +107,8 @@ class PlanOptions:
     source: str = "live"
     envdoctor_version: str = ""
     tables: CompatTables | None = None  # for the torch wheel choice (`envdoctor recommend`)
+    snapshot: str = ""  # planning from this snapshot: its interpreter is never used
+    index_hosts: tuple[str, ...] = ()  # index hosts besides PyTorch's (`fix --index-host`)
 
 
 def build_plan(report: Report, live: FixFacts, options: PlanOptions | None = None) -> Plan:
@@ -194,6 +203,11 @@ class _Planner:
         for title, action, code in container_steps(self.report):  # remedy/containers.py
             self._add(title, action, code, section="Containers")
             self._addressed(code)
+        if self.options.snapshot:
+            self.notes.append(
+                f"made from the snapshot {display(self.options.snapshot)}, not from the machine "
+                "the script runs on: for reading (--apply refuses it without --on-this-machine)"
+            )
         self._finish()
         unaddressed = tuple(sorted(c for c in codes if c not in self.addressed))
         return Plan(
@@ -205,6 +219,8 @@ class _Planner:
             envdoctor_version=self.options.envdoctor_version,
             source=self.options.source,
             status=self.report.status,
+            snapshot=self.options.snapshot,
+            index_hosts=(*PYTORCH_INDEX_HOSTS, *self.options.index_hosts),
         )
 
     def _codes(self) -> set[str]:
@@ -559,6 +575,14 @@ class _Planner:
             )
             self._addressed(PERMISSION_DENIED)
             return
+        strange = [n for n in denied if not NVIDIA_NODE.match(n.path)]
+        if strange:
+            self.notes.append(
+                "no mode is set on "
+                + ", ".join(display(n.path) for n in strange)
+                + ": not the name of an NVIDIA device node"
+            )
+            denied = [n for n in denied if NVIDIA_NODE.match(n.path)]
         if not self.reboot:
             for node in denied:
                 self._add(
@@ -585,10 +609,27 @@ class _Planner:
         choice, why_none = wheel.choose(
             self.report.facts, findings, self.options.tables, self.report.intent
         )
-        python = self.report.facts.torch.python or self.options.python
+        if self.options.snapshot:
+            # The snapshot's interpreter is a path its author chose: only --python counts.
+            python = self.options.python
+            if not python and choice is not None:
+                self.notes.append(
+                    "torch is not reinstalled: the plan is made from a snapshot, whose "
+                    "interpreter is not taken; name the one to repair with --python"
+                )
+                return
+        else:
+            python = self.report.facts.torch.python or self.options.python
         if choice is None or not python:
             self.notes.append(
                 why_none or "no torch wheel fits here: `envdoctor recommend` says why"
+            )
+            return
+        untrusted = untrusted_index(choice.index_url, self.options.index_hosts)
+        if untrusted:
+            self.notes.append(
+                f"torch is not reinstalled from {display(choice.index_url)}: {untrusted}; "
+                "name a mirror you trust with --index-host"
             )
             return
         self._add(

@@ -97,4 +97,8 @@ def _ansi_c(ch: str) -> str:
         return "\\'"
     if ch.isprintable():
         return ch
-    return "".join(f"\\x{byte:02x}" for byte in ch.encode("utf-8"))
+    try:  # a surrogate from a non-UTF-8 byte (\udcff) is that byte again
+        data = ch.encode("utf-8", "surrogateescape")
+    except UnicodeEncodeError:  # a lone surrogate that was never a byte (a snapshot's \ud800)
+        data = ch.encode("utf-8", "surrogatepass")
+    return "".join(f"\\x{byte:02x}" for byte in data)

@@ -101,7 +101,7 @@ def _commands_of(action: Action) -> tuple[str, ...]:
     if isinstance(action, CreateNodes | RunCommand | Verify):
         return (action.argv[0],)
     if isinstance(action, SetMode):
-        return ("chmod",)
+        return ("chmod", "stat")
     if isinstance(action, ReinstallTorch):
         return (action.python,)
     return ()
@@ -116,6 +116,15 @@ def _header(plan: Plan) -> list[str]:
         "#",
         f"# Findings it answers: {', '.join(plan.addressed) or 'none'}",
     ]
+    if plan.snapshot:
+        lines.append(
+            f"# Made from the snapshot {display(plan.snapshot)}, not from the machine it runs on: "
+            "for reading."
+        )
+        lines.append(
+            "# --apply refuses it unless --on-this-machine says you checked it against this "
+            "machine; `envdoctor fix` here plans from the machine itself."
+        )
     if plan.unaddressed:
         lines.append(f"# Not fixed here (see `envdoctor check`): {', '.join(plan.unaddressed)}")
     if plan.reboot_required:
@@ -147,6 +156,8 @@ def _data(plan: Plan) -> list[str]:
         f"TOTAL={len(plan.steps)}",
         f"NEEDS_ROOT={1 if plan.needs_root else 0}",
         f"PLAN_FOR={sh_quote(display(plan.source or 'this machine'))}",
+        f"FROM_SNAPSHOT={sh_quote(display(plan.snapshot))}",
+        f"INDEX_HOSTS=({sh_join(plan.index_hosts)})",
         "PLAN_TITLES=(",
         *titles,
         ")",

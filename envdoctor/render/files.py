@@ -1,25 +1,25 @@
 """The one file writer: every ``-o`` (reports, snapshots, specs, scripts, metrics) and ``run --save``.
 
+The path is looked up one name at a time (``inputfile.resolve``): a symbolic link is followed
+only when it belongs to the user running envdoctor or to root, at any depth, and every
+directory on the way must belong to that user or root and be writable by no one else unless
+it is sticky (``/tmp``). Otherwise the write is refused: another user could swap what is there.
+
 ``-o PATH`` (``write_atomic``) by what is at PATH:
 
-- nothing: a new file, written beside it under a temporary name, fsynced, then renamed into
-  place, so no reader (node_exporter's textfile collector, a provisioning script) ever sees a
-  part of it. Mode 0644 (0600 for ``private`` output such as an unredacted snapshot, 0755 for
-  a script), whatever the umask.
-- a regular file: replaced the same way, keeping its mode (a private output drops group and
-  other access; a script gains execute where it was readable) and, when root writes it, its
-  owner and group (not for private output: that stays root's).
+- nothing, or a regular file: a new file, written beside it under a temporary name, fsynced,
+  then renamed into place, so no reader (node_exporter's textfile collector, a provisioning
+  script) ever sees a part of it. It is the invoking user's, with a mode from its umask (0666
+  less the umask, as a shell's ``>`` gives, 0777 less it for a script; 0600 for ``private``
+  output such as an unredacted snapshot): never the owner or mode of a file it replaces.
 - a FIFO or a character device (``/dev/null``, ``/dev/full``, a terminal, a pipe behind
-  ``/proc/self/fd/1``): written through, never replaced. A FIFO nobody reads is an error at
-  once, not a hang.
-- a symbolic link: followed only when it belongs to the user running envdoctor or to root (as
-  the kernel's protected_symlinks rule does in sticky directories), and then treated as what
-  it points to; the link itself stays.
+  ``/proc/self/fd/1``): written through, never replaced, opened without following a link. A
+  FIFO nobody reads is an error at once, not a hang.
 - a directory, a block device (a disk) or a socket: refused.
 
-``run --save PATH`` (``open_log``): a log written while the command runs, so not atomic. It is
-opened with ``O_NOFOLLOW`` (a symbolic link is refused, never followed) and never writes into
-an existing file that belongs to another user; a new one gets 0644.
+``run --save PATH`` (``open_log``): a log written while the command runs, so not atomic. A link
+at PATH is refused, never followed; it never writes into an existing file that belongs to
+another user or that has other names (hard links); a new one gets 0666 less the umask.
 
 Every failure is an ``EnvdoctorError`` naming the path: one line, exit 2, and no temporary
 file left behind.
@@ -31,15 +31,18 @@ import contextlib
 import errno
 import fcntl
 import os
+import secrets
 import stat
-import tempfile
 from pathlib import Path
 from typing import BinaryIO
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.inputfile import Resolved, resolve
 
-NEW_MODE = 0o644
+NEW_MODE = 0o666  # less the umask
+SCRIPT_MODE = 0o777  # less the umask
 PRIVATE_MODE = 0o600
+PUBLISHED_MODE = 0o644  # exactly: read by node_exporter, another user
 
 
 def write_atomic(
@@ -49,15 +52,24 @@ def write_atomic(
     mode: int = NEW_MODE,
     what: str = "the output file",
     private: bool = False,
+    published: bool = False,
 ) -> None:
     """Write ``text`` to ``path`` as the module docstring describes.
 
-    ``mode`` is a new file's mode; its execute bits also make an existing file executable
-    (for whoever may read it). ``private`` output is readable by its owner only.
+    ``mode`` with an execute bit (0o755) asks for a script: 0777 less the umask; else 0666 less
+    the umask. ``private`` output is readable by its owner only; ``published`` output (the
+    Prometheus textfile, which node_exporter reads as another user and publishes anyway) is
+    0644 whatever the umask.
     """
     data = text.encode("utf-8")
     try:
-        _write(path, data, mode=PRIVATE_MODE if private else mode, private=private, what=what)
+        if private:
+            final = PRIVATE_MODE
+        elif published:
+            final = PUBLISHED_MODE
+        else:
+            final = new_mode(SCRIPT_MODE if mode & 0o111 else NEW_MODE)
+        _write(path, data, mode=final, what=what)
     except OSError as exc:
         raise EnvdoctorError(
             f"cannot write {what}: {exc.strerror or exc}", where=str(path)
@@ -68,13 +80,14 @@ def open_log(path: Path) -> BinaryIO:
     """``path`` opened for a log written as it comes (``run --save``): see the docstring."""
     where = str(path)
     flags = os.O_WRONLY | os.O_NOFOLLOW | os.O_CLOEXEC | os.O_NOCTTY
+    found = resolve(path, writing=True, follow_last=False)
     try:
         try:
-            fd = os.open(path, flags | os.O_CREAT | os.O_EXCL, NEW_MODE)
+            fd = os.open(found.name, flags | os.O_CREAT | os.O_EXCL, PRIVATE_MODE, dir_fd=found.fd)
         except FileExistsError:
-            fd = _open_existing_log(path, flags)
+            fd = _open_existing_log(found, flags, where)
         else:
-            os.fchmod(fd, NEW_MODE)  # whatever the umask
+            os.fchmod(fd, new_mode(NEW_MODE))
     except OSError as exc:
         if exc.errno == errno.ELOOP:
             raise EnvdoctorError(
@@ -84,140 +97,117 @@ def open_log(path: Path) -> BinaryIO:
         if exc.errno == errno.ENXIO:
             raise EnvdoctorError("is a FIFO that no process reads", where=where) from None
         raise EnvdoctorError(f"cannot write: {exc.strerror or exc}", where=where) from None
+    finally:
+        os.close(found.fd)
     return os.fdopen(fd, "wb")
 
 
-def _open_existing_log(path: Path, flags: int) -> int:
-    fd = os.open(path, flags | os.O_NONBLOCK)
+def _open_existing_log(found: Resolved, flags: int, where: str) -> int:
+    fd = os.open(found.name, flags | os.O_NONBLOCK, dir_fd=found.fd)
     try:
         info = os.fstat(fd)
         if info.st_uid != os.geteuid():
             raise EnvdoctorError(
                 f"belongs to another user (uid {info.st_uid}): --save does not write into it",
-                where=str(path),
+                where=where,
             )
         if stat.S_ISREG(info.st_mode):
+            if info.st_nlink > 1:  # a hard link another user made to a file of ours
+                raise EnvdoctorError(
+                    f"has {info.st_nlink} names (hard links): --save does not write into a "
+                    "file that may be another one (name a new file)",
+                    where=where,
+                )
             os.ftruncate(fd, 0)
         elif stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode):
             _blocking(fd)
         else:
-            raise EnvdoctorError(f"cannot write: {_kind(info.st_mode)}", where=str(path))
+            raise EnvdoctorError(f"cannot write: {_kind(info.st_mode)}", where=where)
     except BaseException:
         os.close(fd)
         raise
     return fd
 
 
+def new_mode(mode: int) -> int:
+    """``mode`` less the process's umask: the mode of a file envdoctor creates or replaces."""
+    mask = os.umask(0o077)  # read it: set a strict one for the instant it takes
+    os.umask(mask)
+    return mode & ~mask
+
+
 # --- -o -----------------------------------------------------------------------------------------
 
 
-def _write(path: Path, data: bytes, *, mode: int, private: bool, what: str) -> None:
+def _write(path: Path, data: bytes, *, mode: int, what: str) -> None:
     where = str(path)
+    found = resolve(path, writing=True, what=what)
     try:
-        info = os.lstat(path)
-    except FileNotFoundError:
-        _replace(path, data, mode=mode, owner=None)
-        return
-    if stat.S_ISLNK(info.st_mode):
-        if info.st_uid not in (os.geteuid(), 0):
-            raise EnvdoctorError(
-                f"cannot write {what}: a symbolic link that belongs to another user "
-                f"(uid {info.st_uid}); not followed",
-                where=where,
-            )
-        try:
-            info = os.stat(path)
-        except FileNotFoundError:
-            raise EnvdoctorError(
-                f"cannot write {what}: a symbolic link to a file that does not exist",
-                where=where,
-            ) from None
-        if stat.S_ISREG(info.st_mode):
-            path = _link_target(path, info, what)
-    if stat.S_ISREG(info.st_mode):
-        _replace(
-            path, data, mode=_kept_mode(info.st_mode, mode, private), owner=_owner(info, private)
-        )
-    elif stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode):
-        _write_through(path, data, what)
-    else:
-        raise EnvdoctorError(f"cannot write {what}: {_kind(info.st_mode)}", where=where)
+        info = found.info
+        if info is None or stat.S_ISREG(info.st_mode):
+            # A new file, or one replaced by a new one: ours, with a mode from the umask (never
+            # the old file's owner or mode: another user's 0777 file stays no one's to rewrite).
+            _replace(found, data, mode=mode)
+        elif stat.S_ISFIFO(info.st_mode) or stat.S_ISCHR(info.st_mode):
+            _write_through(found, data, what, where)
+        else:
+            raise EnvdoctorError(f"cannot write {what}: {_kind(info.st_mode)}", where=where)
+    finally:
+        os.close(found.fd)
 
 
-def _link_target(link: Path, info: os.stat_result, what: str) -> Path:
-    """The file a symbolic link leads to, by a name that is that same file (not "… (deleted)")."""
-    real = Path(os.path.realpath(link))
-    try:
-        same = os.stat(real)
-    except OSError:
-        same = None
-    if same is None or (same.st_dev, same.st_ino) != (info.st_dev, info.st_ino):
-        raise EnvdoctorError(
-            f"cannot write {what}: the symbolic link leads to a file without a name to replace",
-            where=str(link),
-        )
-    return real
-
-
-def _kept_mode(current: int, mode: int, private: bool) -> int:
-    kept = stat.S_IMODE(current)
-    if private:
-        kept &= 0o700
-    if mode & 0o111:  # a script: executable by whoever may read it
-        kept |= (kept & 0o444) >> 2
-    return kept
-
-
-def _owner(info: os.stat_result, private: bool) -> tuple[int, int] | None:
-    """The owner and group to give the replacement: root keeps them (not for private output)."""
-    if private or os.geteuid() != 0:
-        return None
-    return info.st_uid, info.st_gid
-
-
-def _replace(path: Path, data: bytes, *, mode: int, owner: tuple[int, int] | None) -> None:
-    directory = path.parent if str(path.parent) else Path(".")
+def _replace(found: Resolved, data: bytes, *, mode: int) -> None:
+    directory, name = found.fd, found.name
     # The temporary name must fit in NAME_MAX (255) beside a long final name.
-    fd, tmp = tempfile.mkstemp(prefix=f".{path.name[:200]}.", suffix=".tmp", dir=directory)
+    tmp = f".{name[:200]}.{secrets.token_hex(4)}.tmp"
+    fd = os.open(
+        tmp,
+        os.O_WRONLY | os.O_CREAT | os.O_EXCL | os.O_NOFOLLOW | os.O_CLOEXEC,
+        PRIVATE_MODE,
+        dir_fd=directory,
+    )
     try:
         os.fchmod(fd, mode)
-        if owner is not None:
-            os.fchown(fd, *owner)
         _write_all(fd, data)
         os.fsync(fd)
         os.close(fd)
         fd = -1
-        os.replace(tmp, path)
+        os.replace(tmp, name, src_dir_fd=directory, dst_dir_fd=directory)
     except BaseException:
         if fd >= 0:
             os.close(fd)
         with contextlib.suppress(OSError):
-            os.unlink(tmp)
+            os.unlink(tmp, dir_fd=directory)
         raise
     with contextlib.suppress(OSError):  # the rename itself survives a crash: best effort
-        dir_fd = os.open(directory, os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC)
+        dir_fd = os.open(".", os.O_RDONLY | os.O_DIRECTORY | os.O_CLOEXEC, dir_fd=directory)
         try:
             os.fsync(dir_fd)
         finally:
             os.close(dir_fd)
 
 
-def _write_through(path: Path, data: bytes, what: str) -> None:
-    """Write into a FIFO or character device as it is: never replaced, never created."""
+def _write_through(found: Resolved, data: bytes, what: str, where: str) -> None:
+    """Write into a FIFO or character device as it is: never replaced, never created, and
+    opened without following a link (but a /proc link to a pipe, which only the kernel
+    follows)."""
+    flags = os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC
     try:
-        fd = os.open(path, os.O_WRONLY | os.O_NONBLOCK | os.O_NOCTTY | os.O_CLOEXEC)
+        fd = os.open(found.name, flags | (0 if found.magic else os.O_NOFOLLOW), dir_fd=found.fd)
     except OSError as exc:
         if exc.errno == errno.ENXIO:
             raise EnvdoctorError(
-                f"cannot write {what}: a FIFO that no process reads", where=str(path)
+                f"cannot write {what}: a FIFO that no process reads", where=where
+            ) from None
+        if exc.errno == errno.ELOOP:
+            raise EnvdoctorError(
+                f"cannot write {what}: it changed while being opened", where=where
             ) from None
         raise
     try:
         mode = os.fstat(fd).st_mode
         if not (stat.S_ISFIFO(mode) or stat.S_ISCHR(mode)):  # it changed since we looked
-            raise EnvdoctorError(
-                f"cannot write {what}: it changed while being opened", where=str(path)
-            )
+            raise EnvdoctorError(f"cannot write {what}: it changed while being opened", where=where)
         _blocking(fd)
         _write_all(fd, data)
     finally:

@@ -69,7 +69,7 @@ def render_prometheus_unknown(
 
 def write_textfile(path: Path, text: str) -> None:
     """Write the metrics file atomically and world-readable (node_exporter runs as another user)."""
-    write_atomic(path, text, mode=0o644, what="the metrics file")
+    write_atomic(path, text, what="the metrics file", published=True)
 
 
 # --- pieces -----------------------------------------------------------------------------------

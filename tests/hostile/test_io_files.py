@@ -1,9 +1,9 @@
 """Issue 13 items 7 and 8: one file writer for every ``-o`` and for ``run --save``.
 
-``-o`` replaces a regular file atomically (mode kept, owner kept when root writes), writes
-through a FIFO or a character device instead of replacing it, follows only a symbolic link
-that its user or root owns, refuses what it must not touch, and never leaves a half-written
-file or a temporary one behind. ``--save`` never follows a link and never writes into another
+``-o`` replaces a regular file atomically (by a file of the invoking user's, with a mode from
+its umask: issue 35), writes through a FIFO or a character device instead of replacing it,
+follows only a symbolic link that its user or root owns, refuses what it must not touch, and
+never leaves a half-written file or a temporary one behind. ``--save`` never follows a link and never writes into another
 user's file. CI runs as root: the tests that need it (other owners, device nodes) run there.
 """
 
@@ -24,9 +24,24 @@ from envdoctor.snapshot import dump_snapshot
 from tests.conftest import PYTHON, scenario_facts
 from tests.fakes.host import FakeHost
 from tests.hostile.child import envdoctor
+from tests.hostile.users import sh_as_other
 from tests.runner import invoke as cli_invoke
 
 NOBODY = 65534
+
+
+def current_umask() -> int:
+    mask = os.umask(0o022)
+    os.umask(mask)
+    return mask
+
+
+def drop_to_other() -> None:  # pragma: no cover (runs in the child)
+    os.setgroups([])
+    os.setgid(NOBODY)
+    os.setuid(NOBODY)
+
+
 as_root = pytest.mark.skipif(os.geteuid() != 0, reason="needs root (CI runs as root)")
 
 
@@ -54,36 +69,57 @@ def leftovers(directory: Path) -> list[str]:
 # --- regular files ------------------------------------------------------------------------------
 
 
-def test_a_new_file_is_0644_whatever_the_umask(snap: Path, tmp_path: Path) -> None:
-    old = os.umask(0o077)
+def with_umask(mask: int, snap: Path, target: Path) -> tuple[int, str]:
+    old = os.umask(mask)
     try:
-        code, output = check_to(snap, tmp_path / "report.txt")
+        return check_to(snap, target)
     finally:
         os.umask(old)
+
+
+@pytest.mark.parametrize(("mask", "mode"), [(0o022, 0o644), (0o077, 0o600), (0o002, 0o664)])
+def test_a_new_file_has_its_mode_from_the_umask(
+    snap: Path, tmp_path: Path, mask: int, mode: int
+) -> None:
+    code, output = with_umask(mask, snap, tmp_path / "report.txt")
     assert code == 0, output
-    assert stat.S_IMODE((tmp_path / "report.txt").stat().st_mode) == 0o644
+    assert stat.S_IMODE((tmp_path / "report.txt").stat().st_mode) == mode
     assert (tmp_path / "report.txt").read_text().startswith("envdoctor ")
 
 
-def test_an_existing_0600_file_stays_0600(snap: Path, tmp_path: Path) -> None:
+def test_an_existing_file_is_replaced_by_a_new_one_of_the_umasks_mode(
+    snap: Path, tmp_path: Path
+) -> None:
     target = tmp_path / "report.txt"
     target.write_text("old")
-    target.chmod(0o600)
+    target.chmod(0o666)
     inode = target.stat().st_ino
-    assert check_to(snap, target)[0] == 0
-    assert stat.S_IMODE(target.stat().st_mode) == 0o600
+    assert with_umask(0o022, snap, target)[0] == 0
+    assert stat.S_IMODE(target.stat().st_mode) == 0o644  # never the old file's mode
     assert target.stat().st_ino != inode  # replaced by rename, not rewritten in place
     assert target.read_text().startswith("envdoctor ") and leftovers(tmp_path) == []
 
 
 @as_root
-def test_root_keeps_the_owner_of_the_file_it_replaces(snap: Path, tmp_path: Path) -> None:
-    target = tmp_path / "report.txt"
-    target.write_text("old")
-    os.chown(target, NOBODY, NOBODY)
-    assert check_to(snap, target)[0] == 0
+def test_root_never_keeps_another_users_file_as_theirs(snap: Path, shared_dir: Path) -> None:
+    """Issue 35: `fix -o /tmp/fix.sh` over a user's 0777 file kept it theirs: they rewrote
+    root's script before root ran it."""
+    target = shared_dir / "fix.sh"
+    sh_as_other(f"printf '#!/bin/sh\\n' >{target}; chmod 0777 {target}")
+    result = invoke("fix", "-o", str(target))
+    assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
     info = target.stat()
-    assert (info.st_uid, info.st_gid) == (NOBODY, NOBODY)
+    assert (info.st_uid, info.st_gid) == (0, 0)
+    assert stat.S_IMODE(info.st_mode) & 0o022 == 0  # 0777 less root's umask: no one else writes
+    # the user can no longer rewrite it
+    rewrite = subprocess.run(
+        ["/bin/sh", "-c", f"echo evil >{target}"],
+        preexec_fn=drop_to_other,
+        capture_output=True,
+        check=False,
+    )
+    assert rewrite.returncode != 0
+    assert target.read_text().startswith("#!/usr/bin/env -S -i bash")
 
 
 def test_an_unredacted_snapshot_is_private(tmp_path: Path) -> None:
@@ -96,7 +132,7 @@ def test_an_unredacted_snapshot_is_private(tmp_path: Path) -> None:
         assert stat.S_IMODE(target.stat().st_mode) == 0o600, target
     redacted = tmp_path / "redacted.json"
     assert invoke("collect", "-o", str(redacted)).exit_code == 0  # type: ignore[attr-defined]
-    assert stat.S_IMODE(redacted.stat().st_mode) == 0o644
+    assert stat.S_IMODE(redacted.stat().st_mode) == 0o666 & ~current_umask()
 
 
 def test_a_fix_script_is_executable_new_or_replaced(tmp_path: Path) -> None:
@@ -106,8 +142,8 @@ def test_a_fix_script_is_executable_new_or_replaced(tmp_path: Path) -> None:
     for target in (fresh, existing):
         result = invoke("fix", "-o", str(target))
         assert result.exit_code == 0, result.output  # type: ignore[attr-defined]
-    assert stat.S_IMODE(fresh.stat().st_mode) == 0o755
-    assert stat.S_IMODE(existing.stat().st_mode) == 0o750  # its mode, plus x where readable
+    assert stat.S_IMODE(fresh.stat().st_mode) == 0o777 & ~current_umask()
+    assert stat.S_IMODE(existing.stat().st_mode) == 0o777 & ~current_umask()  # not its 0640
 
 
 def test_a_failed_write_leaves_the_old_file_and_no_temporary(snap: Path, tmp_path: Path) -> None:
@@ -193,7 +229,7 @@ def test_a_symlink_of_ours_leads_to_its_file_and_stays_a_link(snap: Path, tmp_pa
     link.symlink_to(real)
     assert check_to(snap, link)[0] == 0
     assert link.is_symlink() and real.read_text().startswith("envdoctor ")
-    assert stat.S_IMODE(real.stat().st_mode) == 0o640
+    assert stat.S_IMODE(real.stat().st_mode) == 0o666 & ~current_umask()
     assert leftovers(real.parent) == [] and leftovers(tmp_path) == []
 
 
@@ -239,7 +275,8 @@ def run_save(save: Path) -> subprocess.CompletedProcess[str]:
 def test_save_writes_a_new_log_0644_and_truncates_its_own(tmp_path: Path) -> None:
     log = tmp_path / "train.log"
     assert run_save(log).returncode == 0
-    assert log.read_text() == "hello\n" and stat.S_IMODE(log.stat().st_mode) == 0o644
+    assert log.read_text() == "hello\n"
+    assert stat.S_IMODE(log.stat().st_mode) == 0o666 & ~current_umask()
     log.write_text("a much longer old log\n" * 10)
     assert run_save(log).returncode == 0
     assert log.read_text() == "hello\n"

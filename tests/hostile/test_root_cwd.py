@@ -243,19 +243,18 @@ def test_the_plan_tells_the_reader_where_pip_runs(tmp_path: Path) -> None:
 
 
 def test_a_relative_fake_root_is_refused(tmp_path: Path) -> None:
-    """The script works from /: a relative ENVDOCTOR_FIX_ROOT would name another directory."""
+    """The script works from /: a relative --test-root would name another directory."""
     (tmp_path / "fix.sh").write_text(render_script(Plan(steps=(), source="here")))
     run = subprocess.run(
-        ["bash", "./fix.sh"],
+        ["bash", "./fix.sh", "--test-root", "sandbox/root"],
         cwd=tmp_path,
-        env={**os.environ, "ENVDOCTOR_FIX_ROOT": "sandbox/root"},
         capture_output=True,
         text=True,
         timeout=60,
         check=False,
     )
     assert run.returncode == 2
-    assert "ENVDOCTOR_FIX_ROOT must be an absolute path" in run.stderr
+    assert "--test-root must be an absolute path" in run.stderr
 
 
 @pytest.mark.parametrize(("version", "flags"), [("3.12.3", ("-P",)), ("3.10.13", ())])

@@ -6,7 +6,7 @@ utilities the script itself uses (find, grep, sed, sort, mkdir). A command the s
 know is "command not found", never the real one. Shims record their argv exactly (NUL-separated,
 one file per call) and act on a small simulated machine:
 
-- ``root/`` stands in for ``/`` (``ENVDOCTOR_FIX_ROOT``): ``proc/modules``,
+- ``root/`` stands in for ``/`` (the script's ``--test-root``): ``proc/modules``,
   ``proc/driver/nvidia/version``, ``proc/PID/{cmdline,stat,status,cgroup,fd/N -> /dev/nvidia0}``,
   ``etc/``;
 - ``world/`` holds the simulation state: services (state, PIDs, cgroup), containers (state,
@@ -58,7 +58,7 @@ SHIMS = (
     "rm",
 )
 # What the scripts themselves may use besides the shims (on PATH next to them).
-REAL_TOOLS = ("find", "grep", "sed", "sort", "mkdir", "cat", "bash")
+REAL_TOOLS = ("find", "grep", "sed", "sort", "mkdir", "cat", "bash", "stat")
 # What the shims' behaviours use (on their PATH only, never the script's).
 BEHAVIOUR_TOOLS = ("rm", "mv", "awk", "cat", "grep", "find", "head", "chmod")
 
@@ -327,15 +327,18 @@ class Sandbox:
             "LC_ALL": "C.UTF-8",
             "SANDBOX": str(self.base),
             "ROOT": str(self.root),
-            "ENVDOCTOR_FIX_ROOT": str(self.root),
-            "ENVDOCTOR_FIX_TERM_WAIT": "2",
-            "ENVDOCTOR_FIX_KILL_WAIT": "1",
             **(env or {}),
         }
+        # The script takes nothing from its environment: the fake root, the shims' PATH and
+        # short waits are given on its command line (the environment above is the shims').
+        options = (
+            *("--test-root", str(self.root), "--path", str(self.bin)),
+            *("--term-wait", "2", "--kill-wait", "1"),
+        )
         bash = shutil.which("bash")
         assert bash
         proc = subprocess.run(
-            [bash, str(path), *args],
+            [bash, str(path), *options, *args],
             input=stdin,
             capture_output=True,
             text=True,

@@ -89,7 +89,7 @@ def test_fix_writes_an_executable_script(tmp_path: Path) -> None:
     assert result.exit_code == 0, result.output
     assert stat.S_IMODE(out.stat().st_mode) == 0o755
     script = out.read_text()
-    assert script.startswith("#!/usr/bin/env bash\n")
+    assert script.startswith("#!/usr/bin/env -S -i bash\n")
     assert "set -euo pipefail" in script
     assert f"sudo {out} --apply" in result.output
     assert shellcheck(script, *BASH_STRICT) == ""
@@ -106,7 +106,7 @@ def test_fix_steps_format() -> None:
 def test_every_scenario_gives_a_clean_script(scenario: str) -> None:
     result = invoke(FakeHost.scenario(scenario))
     assert result.exit_code == 0, result.output
-    assert result.output.startswith("#!/usr/bin/env bash\n")
+    assert result.output.startswith("#!/usr/bin/env -S -i bash\n")
     assert shellcheck(result.output, *BASH_STRICT) == ""
 
 
