@@ -29,7 +29,11 @@ _KIND_BY_CODE = {
     12: NvmlErrorKind.LIBRARY_NOT_FOUND,
     13: NvmlErrorKind.FUNCTION_NOT_FOUND,
     15: NvmlErrorKind.GPU_IS_LOST,
+    16: NvmlErrorKind.RESET_REQUIRED,
     18: NvmlErrorKind.LIB_RM_VERSION_MISMATCH,
+    22: NvmlErrorKind.VGPU_ECC_NOT_SUPPORTED,
+    25: NvmlErrorKind.ARGUMENT_VERSION_MISMATCH,
+    27: NvmlErrorKind.NOT_READY,
     999: NvmlErrorKind.UNKNOWN,
 }
 
@@ -157,6 +161,11 @@ class PynvmlSession:
             raise
         except self._nvml.NVMLError as exc:
             raise _translate(exc) from None
+        except Exception as exc:  # noqa: BLE001 (NVMLLibraryMismatchError, AttributeError … of the bindings)
+            raise NvmlError(
+                NvmlErrorKind.BINDING_ERROR,
+                f"the nvidia-ml-py bindings raised {type(exc).__name__}: {exc}",
+            ) from None
 
     def _worker_for(self, index: int) -> _Worker:
         """GPU ``index``'s worker, started on first use (a one-GPU node starts no other)."""
@@ -285,12 +294,23 @@ class PynvmlSession:
         return int(gen), int(width), int(max_gen), int(max_width)
 
     def temperature(self, index: int) -> int:
+        """The deprecated query first (every driver has it), then the versioned one (drivers
+        and bindings that dropped or refuse the old one)."""
         nvml = self._nvml
         sensor = nvml.NVML_TEMPERATURE_GPU
-        getter = getattr(nvml, "nvmlDeviceGetTemperature", None)  # deprecated, in every driver
-        if getter is None:  # bindings that dropped it
-            getter = nvml.nvmlDeviceGetTemperatureV
-        return int(self._q(index, lambda h: getter(h, sensor)))
+        old = getattr(nvml, "nvmlDeviceGetTemperature", None)
+        versioned = getattr(nvml, "nvmlDeviceGetTemperatureV", None)
+        if old is not None:
+            try:
+                return int(self._q(index, lambda h: old(h, sensor)))
+            except NvmlError as exc:
+                if versioned is None or exc.kind not in _RETRY_VERSIONED:
+                    raise
+        if versioned is None:
+            raise NvmlError(
+                NvmlErrorKind.FUNCTION_NOT_FOUND, "no temperature query in these bindings"
+            )
+        return int(self._q(index, lambda h: versioned(h, sensor)))
 
     def power_draw(self, index: int) -> int:
         return int(self._q(index, self._nvml.nvmlDeviceGetPowerUsage))
@@ -314,34 +334,38 @@ class PynvmlSession:
         return len(single), len(double)
 
     def fabric_info(self, index: int) -> tuple[str, str, int]:
-        """(state, registration status, clique id): the versioned query first (R550+, with
-        nvidia-ml-py 12.550+), else the original one (R525+), as the bindings and driver allow."""
+        """(state, registration status, clique id): the versioned query (R550+) with the newest
+        structure the driver takes (v3, then v2), else the original query (R525+).
+
+        The structures are envdoctor's own (``FABRIC_LAYOUTS``), as nvml.h lays them out, and go
+        to the binding as a pointer: the binding hands its argument to C as it is, and some
+        bindings' own structures are not C's size (12.550's is 100 bytes against 36).
+        """
         nvml = self._nvml
-        queries = [
-            (getattr(nvml, name, None), getattr(nvml, struct, None))
-            for name, struct in (
-                ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
-                ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"),
-            )
-        ]
-        available = [(fn, struct) for fn, struct in queries if fn is not None and struct]
-        if not available:
+        versioned = getattr(nvml, "nvmlDeviceGetGpuFabricInfoV", None)
+        original = getattr(nvml, "nvmlDeviceGetGpuFabricInfo", None)
+        if versioned is None and original is None:
             raise NvmlError(
                 NvmlErrorKind.FUNCTION_NOT_FOUND,
                 "these nvidia-ml-py bindings cannot query the GPU fabric; "
                 "pip install -U nvidia-ml-py",
             )
-        (newest, newest_struct), *older = available
-        try:
-            return self._fabric(index, newest, newest_struct)
-        except NvmlError as exc:  # an older driver: no such entry point, or struct version
-            retry = exc.kind in (NvmlErrorKind.FUNCTION_NOT_FOUND, NvmlErrorKind.OTHER)
-            if not (retry and older):
-                raise
-        return self._fabric(index, *older[0])
+        last: NvmlError | None = None
+        if versioned is not None:
+            for version in (3, 2):
+                try:
+                    return self._fabric(index, versioned, version)
+                except NvmlError as exc:  # noqa: PERF203 (two tries at most: the driver decides)
+                    if exc.kind not in _RETRY_OLDER_FABRIC:
+                        raise
+                    last = exc
+        if original is not None:
+            return self._fabric(index, original, 1)
+        assert last is not None  # the versioned query was tried
+        raise last
 
-    def _fabric(self, index: int, fn: Any, struct: Any) -> tuple[str, str, int]:
-        info = struct()
+    def _fabric(self, index: int, fn: Any, version: int) -> tuple[str, str, int]:
+        info = fabric_struct(version)
         self._q(index, functools.partial(_fill, fn, info))
         state, status = int(info.state), int(info.status)
         return (
@@ -401,8 +425,69 @@ def _load_native_library() -> None:
 
 
 def _fill(fn: Any, info: Any, handle: Any) -> None:
-    """Call an NVML query that fills ``info`` in place (the fabric queries)."""
-    fn(handle, info)
+    """Call an NVML query that fills ``info`` in place (the fabric queries), by pointer."""
+    import ctypes  # noqa: TID251 (the platform layer owns native access)
+
+    fn(handle, ctypes.byref(info))
+
+
+_RETRY_VERSIONED = frozenset(
+    {
+        NvmlErrorKind.FUNCTION_NOT_FOUND,
+        NvmlErrorKind.NOT_SUPPORTED,
+        NvmlErrorKind.ARGUMENT_VERSION_MISMATCH,
+        "Deprecated",
+        NvmlErrorKind.OTHER,
+        NvmlErrorKind.BINDING_ERROR,
+    }
+)
+"""How a deprecated query that a driver or binding no longer serves fails."""
+
+_RETRY_OLDER_FABRIC = frozenset(
+    {
+        NvmlErrorKind.ARGUMENT_VERSION_MISMATCH,  # a driver that knows only older versions
+        NvmlErrorKind.FUNCTION_NOT_FOUND,  # a driver before R550: no versioned entry point
+        NvmlErrorKind.BINDING_ERROR,
+    }
+)
+
+FABRIC_UUID_LEN = 16
+"""NVML_GPU_FABRIC_UUID_LEN: the bindings' own structures use 80 here, C uses 16."""
+
+FABRIC_VERSIONS = {2: 0x02000024, 3: 0x03000028}
+"""nvmlGpuFabricInfo_v2 and _v3: (version << 24) | sizeof(the structure)."""
+
+
+@functools.cache
+def fabric_layouts() -> dict[int, Any]:
+    """nvmlGpuFabricInfo_t (1: unversioned, 28 bytes), _v2_t (36) and _v3_t (40) as ctypes
+    structures, checked against their version words; the state is an ``unsigned char``."""
+    import ctypes  # noqa: TID251 (the platform layer owns native access)
+
+    head = [
+        ("clusterUuid", ctypes.c_ubyte * FABRIC_UUID_LEN),
+        ("status", ctypes.c_int),  # nvmlReturn_t
+        ("cliqueId", ctypes.c_uint),  # partitionId in R535's header: the same word
+        ("state", ctypes.c_ubyte),  # nvmlGpuFabricState_t
+    ]
+    v2 = [("version", ctypes.c_uint), *head, ("healthMask", ctypes.c_uint)]
+    fields = {1: head, 2: v2, 3: [*v2, ("healthSummary", ctypes.c_ubyte)]}
+    layouts = {
+        n: type(f"FabricInfoV{n}", (ctypes.Structure,), {"_fields_": f}) for n, f in fields.items()
+    }
+    sizes = {n: ctypes.sizeof(layout) for n, layout in layouts.items()}
+    expected = {1: 28, **{n: word & 0xFFFFFF for n, word in FABRIC_VERSIONS.items()}}
+    if sizes != expected:  # a platform whose C layout differs: refuse rather than corrupt
+        raise NvmlError(NvmlErrorKind.OTHER, f"fabric structure sizes {sizes} != {expected}")
+    return layouts
+
+
+def fabric_struct(version: int) -> Any:
+    """A zeroed fabric structure of that version, its ``version`` word set (v2, v3)."""
+    info = fabric_layouts()[version]()
+    if version in FABRIC_VERSIONS:
+        info.version = FABRIC_VERSIONS[version]
+    return info
 
 
 def _mig_query(nvml: Any, query: str, slot: int, handle: Any) -> Any:
