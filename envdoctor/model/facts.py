@@ -166,7 +166,10 @@ class MemoryInfo:
 
     total: int
     used: int
+    """Allocated by processes (NVML's v2 query); the original query counted ``reserved`` too."""
     free: int
+    reserved: int = 0
+    """Kept by the driver itself (~600 MiB on an idle H200): not a sign that the GPU is busy."""
 
 
 @record

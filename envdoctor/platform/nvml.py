@@ -75,7 +75,11 @@ class NvmlSession(Protocol):
     def uuid(self, index: int) -> str: ...
     def pci_bus_id(self, index: int) -> str: ...
     def compute_capability(self, index: int) -> tuple[int, int]: ...
-    def memory(self, index: int) -> tuple[int, int, int]: ...
+    def memory(self, index: int) -> tuple[int, int, int, int]:
+        """(total, used, free, reserved) bytes: ``used`` is what processes allocated,
+        ``reserved`` what the driver keeps for itself (~600 MiB on an idle H200)."""
+        ...
+
     def persistence_mode(self, index: int) -> bool: ...
     def compute_mode(self, index: int) -> str: ...
     def mig_mode(self, index: int) -> tuple[bool, bool]: ...
@@ -143,6 +147,24 @@ class _Worker:
         raise value
 
 
+class InlineWorker(_Worker):
+    """Runs each call on the calling thread, unbounded: for the NVML child, whose parent
+    bounds every call and kills the child when one never returns."""
+
+    def __init__(self) -> None:
+        pass
+
+    @property
+    def hung(self) -> bool:
+        return False
+
+    def sibling(self) -> _Worker:
+        return self
+
+    def call(self, fn: Callable[[], T], timeout: float) -> T:
+        return fn()
+
+
 class PynvmlSession:
     """``NvmlSession`` over the official nvidia-ml-py bindings."""
 
@@ -208,9 +230,20 @@ class PynvmlSession:
         major, minor = self._q(index, self._nvml.nvmlDeviceGetCudaComputeCapability)
         return int(major), int(minor)
 
-    def memory(self, index: int) -> tuple[int, int, int]:
-        info = self._q(index, self._nvml.nvmlDeviceGetMemoryInfo)
-        return int(info.total), int(info.used), int(info.free)
+    def memory(self, index: int) -> tuple[int, int, int, int]:
+        """The v2 query (R510+), which tells the driver's reserved memory from allocations;
+        the original one (its ``used`` counts both) where the driver refuses v2."""
+        nvml = self._nvml
+        version = getattr(nvml, "nvmlMemory_v2", None)
+        if version is not None:
+            try:
+                info = self._q(index, lambda h: nvml.nvmlDeviceGetMemoryInfo(h, version=version))
+                return int(info.total), int(info.used), int(info.free), int(info.reserved)
+            except NvmlError as exc:
+                if exc.kind not in _NO_SUCH_VERSION:
+                    raise
+        info = self._q(index, nvml.nvmlDeviceGetMemoryInfo)
+        return int(info.total), int(info.used), int(info.free), 0
 
     def persistence_mode(self, index: int) -> bool:
         return bool(self._q(index, self._nvml.nvmlDeviceGetPersistenceMode))
@@ -356,7 +389,7 @@ class PynvmlSession:
                 try:
                     return self._fabric(index, versioned, version)
                 except NvmlError as exc:  # noqa: PERF203 (two tries at most: the driver decides)
-                    if exc.kind not in _RETRY_OLDER_FABRIC:
+                    if exc.kind not in _NO_SUCH_VERSION:
                         raise
                     last = exc
         if original is not None:
@@ -381,7 +414,13 @@ class PynvmlSession:
             self._call(self._nvml.nvmlShutdown)
 
 
-def open_pynvml(timeout: float) -> PynvmlSession:
+def open_pynvml(
+    timeout: float,
+    *,
+    worker: _Worker | None = None,
+    wrap: Callable[[Any], Any] | None = None,
+    skip_load: bool = False,
+) -> PynvmlSession:
     """Import pynvml lazily and initialise NVML, translating every failure to ``NvmlError``.
 
     On Linux the driver's library is loaded first, on the worker and within ``timeout`` like
@@ -389,8 +428,8 @@ def open_pynvml(timeout: float) -> PynvmlSession:
     missing (no driver, a container without the NVIDIA runtime) the error names the loader's
     reason, and the bindings (about 10 ms of the probe's start-up) are never imported.
     """
-    worker = _Worker()
-    if sys.platform.startswith("linux"):
+    worker = worker or _Worker()
+    if sys.platform.startswith("linux") and not skip_load:
         worker.call(_load_native_library, timeout)
     try:
         import pynvml  # noqa: TID251 (the one sanctioned, lazy import of pynvml)
@@ -405,8 +444,9 @@ def open_pynvml(timeout: float) -> PynvmlSession:
             f"the pynvml module at {getattr(pynvml, '__file__', '?')} is shadowed or outdated; "
             "pip uninstall pynvml && pip install --force-reinstall nvidia-ml-py",
         )
-    session = PynvmlSession(pynvml, worker, timeout)
-    session._call(lambda: pynvml.nvmlInitWithFlags(0))
+    module = wrap(pynvml) if wrap is not None else pynvml
+    session = PynvmlSession(module, worker, timeout)
+    session._call(lambda: module.nvmlInitWithFlags(0))
     return session
 
 
@@ -443,7 +483,7 @@ _RETRY_VERSIONED = frozenset(
 )
 """How a deprecated query that a driver or binding no longer serves fails."""
 
-_RETRY_OLDER_FABRIC = frozenset(
+_NO_SUCH_VERSION = frozenset(
     {
         NvmlErrorKind.ARGUMENT_VERSION_MISMATCH,  # a driver that knows only older versions
         NvmlErrorKind.FUNCTION_NOT_FOUND,  # a driver before R550: no versioned entry point

@@ -10,7 +10,7 @@ import os
 import stat as statmod
 import sys
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import TYPE_CHECKING
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
@@ -21,7 +21,8 @@ from envdoctor.platform.host import (
     FileInfo,
     Identity,
 )
-from envdoctor.platform.nvml import NvmlSession, open_pynvml
+from envdoctor.platform.nvml import NvmlSession
+from envdoctor.platform.nvml_isolated import open_isolated
 
 if TYPE_CHECKING:
     import subprocess
@@ -206,8 +207,16 @@ class SystemHost:
             seconds=timeout if status == "timeout" else time.monotonic() - start,
         )
 
-    def open_nvml(self, *, timeout: float) -> NvmlSession:
-        return open_pynvml(timeout)
+    def open_nvml(
+        self,
+        *,
+        timeout: float,
+        init_timeout: float = 0.0,
+        remaining: Callable[[], float] | None = None,
+    ) -> NvmlSession:
+        """In a child process (``nvml_isolated``): a crash or a hang in the library there
+        costs the GPU it was reading, never envdoctor."""
+        return open_isolated(timeout, init_timeout, remaining)
 
     def open_device(self, path: str, *, timeout: float) -> str:
         """On a worker thread, so that a driver stuck in open() costs ``timeout``, not a hang;

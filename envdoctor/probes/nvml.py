@@ -34,13 +34,19 @@ from envdoctor.platform.nvml import MAX_WORKERS, NATIVE_LIBRARY, NvmlError, Nvml
 T = TypeVar("T")
 
 NVML_CALL_TIMEOUT = 2.0
+NVML_INIT_TIMEOUT = 10.0
+"""nvmlInit's own bound: without persistence mode the driver sets every GPU up on each init."""
 MAX_GPUS = 64
 
 
 def probe_nvml(host: Host, *, deadline: Deadline) -> Probed[NvmlSystem]:
     """Initialise NVML and read every GPU. A library that is missing is ``Absent``."""
     try:
-        session = host.open_nvml(timeout=deadline.cap(NVML_CALL_TIMEOUT))
+        session = host.open_nvml(
+            timeout=deadline.cap(NVML_CALL_TIMEOUT),
+            init_timeout=deadline.cap(NVML_INIT_TIMEOUT),
+            remaining=deadline.remaining,
+        )
     except NvmlError as exc:
         if exc.kind == NvmlErrorKind.LIBRARY_NOT_FOUND:
             return Absent(f"NVML library not found ({NATIVE_LIBRARY}): {exc.message}")

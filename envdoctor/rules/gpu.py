@@ -205,7 +205,16 @@ def _memory_held(ctx: RuleContext) -> Iterator[Finding]:
             code="gpu.memory-held",
             severity=Severity.ERROR if held[g.index] else Severity.WARNING,
             title=f"{gpu_label(g)} has {format_bytes(mem.free)} free of {format_bytes(mem.total)}: other processes hold its memory",
-            evidence=(("free", f"{format_bytes(mem.free)} of {format_bytes(mem.total)}"), *holders),
+            evidence=(
+                ("free", f"{format_bytes(mem.free)} of {format_bytes(mem.total)}"),
+                ("allocated", format_bytes(mem.used)),
+                *(
+                    (("reserved by the driver", format_bytes(mem.reserved)),)
+                    if mem.reserved
+                    else ()
+                ),
+                *holders,
+            ),
             remediation=Remediation(
                 summary="Stop the processes holding the GPU, or run on another GPU",
                 steps=tuple(steps),

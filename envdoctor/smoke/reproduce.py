@@ -64,6 +64,9 @@ BUDGET_S = 300.0
 # processes are invisible from here). It leaves room for the driver's own reservations on an
 # idle GPU (their size on an H100 is still to be read on one: docs/smoke.md).
 IDLE_USED = 1 * GiB
+"""Memory in use on an idle GPU as NVML's original query counts it (the driver's reserve in)."""
+IDLE_ALLOCATED = 256 * MiB
+"""Memory allocated on an idle GPU as the v2 query counts it (the reserve, ~600 MiB, apart)."""
 RAW = "raw"
 TORCH_CACHE = "torch-cache"
 
@@ -287,10 +290,16 @@ def _in_use(gpu: GpuFacts | None) -> str:
     if isinstance(gpu.processes, Found) and gpu.processes.value:
         return f"NVML lists {_holders(gpu)} on it"
     memory = gpu.memory
-    if isinstance(memory, Found) and memory.value.used > IDLE_USED:
+    idle = IDLE_ALLOCATED if isinstance(memory, Found) and memory.value.reserved else IDLE_USED
+    if isinstance(memory, Found) and memory.value.used > idle:
+        reserve = (
+            f", the driver's own {fmt_bytes(memory.value.reserved)} apart"
+            if memory.value.reserved
+            else ""
+        )
         return (
-            f"{fmt_bytes(memory.value.used)} of its memory is in use although NVML lists no "
-            "process (processes in other containers are invisible from here)"
+            f"{fmt_bytes(memory.value.used)} of its memory is allocated{reserve}, although NVML "
+            "lists no process (processes in other containers are invisible from here)"
         )
     if not isinstance(memory, Found) and not isinstance(gpu.processes, Found):
         return f"NVML can say neither which processes use it nor how much memory is in use ({why_missing(memory)})"

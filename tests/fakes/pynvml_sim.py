@@ -125,8 +125,15 @@ class _Sim:
 
     def nvmlDeviceGetMemoryInfo(self, handle: _Handle, version: Any = None) -> Any:
         self._gpu(handle, "nvmlDeviceGetMemoryInfo")
-        memory = pynvml.c_nvmlMemory_t()
-        memory.total, memory.used, memory.free = 85520809984, 1073741824, 84447068160
+        if version is None:
+            memory = pynvml.c_nvmlMemory_t()
+            memory.total, memory.used, memory.free = 85520809984, 1073741824, 84447068160
+            return memory
+        if version != pynvml.nvmlMemory_v2:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        memory = pynvml.c_nvmlMemory_v2_t()
+        memory.total, memory.reserved = 85520809984, 629145600
+        memory.used, memory.free = 444596224, 84447068160
         return memory
 
     def nvmlDeviceGetPersistenceMode(self, handle: _Handle) -> int:

@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -169,10 +170,16 @@ class HangingHost(FakeHost):
             self.release.wait(30)
         return super().read_bytes(path, limit=limit)
 
-    def open_nvml(self, *, timeout: float) -> NvmlSession:
+    def open_nvml(
+        self,
+        *,
+        timeout: float,
+        init_timeout: float = 0.0,
+        remaining: Callable[[], float] | None = None,
+    ) -> NvmlSession:
         if self.hang_on == "nvml":
             self.release.wait(30)
-        return super().open_nvml(timeout=timeout)
+        return super().open_nvml(timeout=timeout, init_timeout=init_timeout, remaining=remaining)
 
     def identity(self) -> Identity:
         if self.hang_on == "identity":  # getpwuid through a dead LDAP server

@@ -11,6 +11,7 @@ import inspect
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pynvml  # noqa: TID251 (the real bindings, to hold the simulator to them)
@@ -44,7 +45,13 @@ class SimHost(FakeHost):
         self.module = module
         self.session: PynvmlSession | None = None
 
-    def open_nvml(self, *, timeout: float) -> NvmlSession:
+    def open_nvml(
+        self,
+        *,
+        timeout: float,
+        init_timeout: float = 0.0,
+        remaining: Callable[[], float] | None = None,
+    ) -> NvmlSession:
         self.session = PynvmlSession(self.module, _Worker(), timeout)
         return self.session
 
