@@ -450,6 +450,18 @@ def open_pynvml(
     return session
 
 
+def open_isolated(
+    timeout: float, init_timeout: float, remaining: Callable[[], float] | None = None
+) -> NvmlSession:
+    """NVML in a child process (``nvml_isolated``). The driver's library is loaded here first,
+    bounded (its absence is common, and needs no child, nor json and subprocess imported)."""
+    if sys.platform.startswith("linux"):
+        _Worker().call(_load_native_library, timeout)
+    from envdoctor.platform.nvml_isolated import IsolatedSession
+
+    return IsolatedSession(timeout, init_timeout, remaining)
+
+
 NATIVE_LIBRARY = "libnvidia-ml.so.1"
 """The soname pynvml loads on Linux (the driver installs it; the CUDA toolkit only a stub)."""
 

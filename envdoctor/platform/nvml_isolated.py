@@ -521,15 +521,3 @@ def child_main() -> None:
         threading.Thread(target=answer, args=(request,), daemon=True).start()
     out.flush()
     os._exit(0)  # daemon threads may still be inside NVML: do not wait for them
-
-
-def open_isolated(
-    timeout: float, init_timeout: float, remaining: Callable[[], float] | None = None
-) -> IsolatedSession:
-    """Load the driver's library here (its absence is common and needs no child), then start
-    the child and initialise NVML there; every failure is an ``NvmlError``."""
-    from envdoctor.platform.nvml import _load_native_library, _Worker
-
-    if sys.platform.startswith("linux"):
-        _Worker().call(_load_native_library, timeout)
-    return IsolatedSession(timeout, init_timeout, remaining)

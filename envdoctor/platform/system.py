@@ -21,8 +21,7 @@ from envdoctor.platform.host import (
     FileInfo,
     Identity,
 )
-from envdoctor.platform.nvml import NvmlSession
-from envdoctor.platform.nvml_isolated import open_isolated
+from envdoctor.platform.nvml import NvmlSession, open_isolated
 
 if TYPE_CHECKING:
     import subprocess

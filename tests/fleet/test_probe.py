@@ -34,6 +34,8 @@ UNHEALTHY |= {"xid_reboot_required", "fabric_manager_stopped"}
 UNHEALTHY |= {"container_cgroup_denied", "container_require_cuda", "container_libs_missing"}
 UNHEALTHY |= {"container_capabilities", "container_image_driver", "host_cdi_stale"}
 UNHEALTHY |= {"host_cdi_missing", "host_cdi_conflict"}
+# NVML blocked on one GPU, or crashed in one query (issue 34): the probe must not say healthy
+UNHEALTHY |= {"gpu_not_responding", "nvml_crashed"}
 
 
 def invoke(scenario: str, *args: str, **overrides: object):  # type: ignore[no-untyped-def]  # click's Result
