@@ -50,6 +50,8 @@ class NvmlErrorKind:
     """NVML_ERROR_VGPU_ECC_NOT_SUPPORTED (22): a vGPU guest whose host has ECC on."""
     ARGUMENT_VERSION_MISMATCH = "ArgumentVersionMismatch"
     """NVML_ERROR_ARGUMENT_VERSION_MISMATCH (25): the driver does not know that struct version."""
+    DEPRECATED = "Deprecated"
+    """NVML_ERROR_DEPRECATED (26): a query this driver no longer serves (use the versioned one)."""
     NOT_READY = "NotReady"
     """NVML_ERROR_NOT_READY (27): the GPU or the driver is still initialising."""
     CRASHED = "Crashed"

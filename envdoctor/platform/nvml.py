@@ -33,6 +33,7 @@ _KIND_BY_CODE = {
     18: NvmlErrorKind.LIB_RM_VERSION_MISMATCH,
     22: NvmlErrorKind.VGPU_ECC_NOT_SUPPORTED,
     25: NvmlErrorKind.ARGUMENT_VERSION_MISMATCH,
+    26: NvmlErrorKind.DEPRECATED,
     27: NvmlErrorKind.NOT_READY,
     999: NvmlErrorKind.UNKNOWN,
 }
@@ -488,7 +489,7 @@ _RETRY_VERSIONED = frozenset(
         NvmlErrorKind.FUNCTION_NOT_FOUND,
         NvmlErrorKind.NOT_SUPPORTED,
         NvmlErrorKind.ARGUMENT_VERSION_MISMATCH,
-        "Deprecated",
+        NvmlErrorKind.DEPRECATED,
         NvmlErrorKind.OTHER,
         NvmlErrorKind.BINDING_ERROR,
     }

@@ -263,6 +263,8 @@ const char *nvmlErrorString(int result) {
     case 15: return "GPU is lost";
     case 16: return "GPU requires reset";
     case 25: return "Argument version mismatch";
+    case 26: return "Deprecated";
+    case 27: return "Not ready";
     default:
         snprintf(text, sizeof text, "Unknown Error %d", result);
         return text;
