@@ -212,3 +212,33 @@ def test_a_snapshot_from_before_the_health_facts_still_loads() -> None:
     assert [(f.code, f.severity) for f in report_of(old).findings] == [
         (f.code, f.severity) for f in report_of(facts).findings
     ]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        AttributeError("'c_nvmlGpuFabricInfo_t' object has no attribute 'cliqueId'"),
+        pynvml.NVMLLibraryMismatchError(
+            "Unversioned function called and the pyNVML version does not match the NVML lib version. Either use matching pyNVML and NVML lib versions or use a versioned function such as nvmlDeviceGetPciInfo_v2"
+        )
+        if hasattr(pynvml, "NVMLLibraryMismatchError")
+        else RuntimeError("the library and the bindings disagree"),
+    ],
+)
+def test_anything_the_bindings_raise_is_a_typed_nvml_error(error: Exception) -> None:
+    """Not only NVMLError: what the bindings raise otherwise is one field's BindingError, never
+    an internal error that takes the whole report down."""
+    module = make_pynvml([SimGpu()])
+
+    def broken(handle: object) -> int:
+        raise error
+
+    module.nvmlDeviceGetPowerUsage = broken
+    host = SimHost(module)
+    nvml = probe_nvml(host, deadline=Deadline(10))
+    assert isinstance(nvml, Found)
+    (gpu,) = nvml.value.gpus
+    assert isinstance(gpu.power_draw, ProbeFailed)
+    assert gpu.power_draw.error == NvmlErrorKind.BINDING_ERROR
+    assert type(error).__name__ in gpu.power_draw.detail
+    assert gpu.temperature == Found(33)
