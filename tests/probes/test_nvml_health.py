@@ -233,7 +233,7 @@ def test_anything_the_bindings_raise_is_a_typed_nvml_error(error: Exception) -> 
     def broken(handle: object) -> int:
         raise error
 
-    module.nvmlDeviceGetPowerUsage = broken
+    module.__dict__["nvmlDeviceGetPowerUsage"] = broken
     host = SimHost(module)
     nvml = probe_nvml(host, deadline=Deadline(10))
     assert isinstance(nvml, Found)
