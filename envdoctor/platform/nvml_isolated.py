@@ -42,6 +42,11 @@ CHILD_PROGRAM = (
 CLOSE_WAIT = 0.5
 """How long ``close`` waits for the child to shut NVML down before it kills it."""
 
+CALL_SHARE = 0.6
+"""A call may take this share of what is left of the deadline, at most."""
+INIT_SHARE = 0.8
+"""nvmlInit may take this share (nothing but NVML's failure is left to judge when it fails)."""
+
 PERSISTENCE_HINT = (
     "without persistence mode (nvidia-persistenced not running) the driver sets every GPU up "
     "again on each nvmlInit, which takes seconds: sudo systemctl enable --now "
@@ -181,11 +186,13 @@ class IsolatedSession:
 
     # --- children -------------------------------------------------------------------------
 
-    def _bound(self, seconds: float) -> float:
-        return max(0.05, min(seconds, self._remaining()))
+    def _bound(self, seconds: float, share: float) -> float:
+        """``seconds``, or ``share`` of what is left of the deadline when that is less: the
+        rest is for judging and printing (probe's whole budget is one second)."""
+        return max(0.05, min(seconds, share * self._remaining()))
 
     def _start(self) -> _Child:
-        bound = self._bound(self._init_timeout)
+        bound = self._bound(self._init_timeout, INIT_SHARE)
         started = time.monotonic()
         proc = subprocess.Popen(
             [sys.executable, "-I", "-c", CHILD_PROGRAM, json.dumps(sys.path)],
@@ -198,6 +205,15 @@ class IsolatedSession:
         child = _Child(proc)
         self.children += 1
         if not child.init_done.wait(bound) or child.init is None:
+            if child.dead and (child.proc.returncode or 0) > 0:  # not NVML: the child itself
+                raise self._remember(
+                    None,
+                    NvmlError(
+                        NvmlErrorKind.OTHER,
+                        f"the NVML child process ({sys.executable}) exited with "
+                        f"{child.signal_name()} before it initialised NVML",
+                    ),
+                )
             if child.dead:
                 raise self._remember(
                     None,
@@ -266,7 +282,7 @@ class IsolatedSession:
                 request, waiter = child.send(method, index, args)
                 if request < 0:
                     continue  # the child died before it got the request: ask a fresh one
-                bound = self._bound(self._timeout)
+                bound = self._bound(self._timeout, CALL_SHARE)
                 if not waiter.done.wait(bound):
                     child.kill(request)
                     call = waiter.function or method

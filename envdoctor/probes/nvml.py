@@ -58,6 +58,9 @@ def probe_nvml(host: Host, *, deadline: Deadline) -> Probed[NvmlSystem]:
 
 
 def _read_system(host: Host, session: NvmlSession) -> NvmlSystem:
+    # the driver's versions first: cheap, and kept should a GPU then take the rest of the time
+    driver = _get(session.driver_version)
+    cuda = _get(session.cuda_driver_version)
     count = _get(session.device_count)
     gpus: tuple[GpuFacts, ...] = ()
     count_error = ""
@@ -65,9 +68,8 @@ def _read_system(host: Host, session: NvmlSession) -> NvmlSystem:
         gpus = read_gpus(host, session, min(count.value, MAX_GPUS))
     elif isinstance(count, ProbeFailed):
         count_error = f"{count.error}: {count.detail}"
-    cuda = _get(session.cuda_driver_version)
     return NvmlSystem(
-        driver_version=_get(session.driver_version),
+        driver_version=driver,
         cuda_driver_version=Found(cuda_version_string(cuda.value))
         if isinstance(cuda, Found)
         else cuda,
