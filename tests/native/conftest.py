@@ -27,13 +27,14 @@ SOURCE = Path(__file__).with_name("nvml_standin.c")
 ROOT = Path(__file__).resolve().parents[2]
 
 
-@pytest.fixture(scope="session")
-def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
-    """A directory holding the stand-in as ``libnvidia-ml.so.1``, the soname pynvml loads."""
+NO_COMPILER = "no C compiler (cc) to build the native NVML stand-in: tests/native skipped"
+
+
+def build_standin(out: Path) -> Path | None:
+    """Build the stand-in into ``out`` as ``libnvidia-ml.so.1`` (None: no C compiler here)."""
     compiler = os.environ.get("CC") or shutil.which("cc") or shutil.which("gcc")
     if compiler is None:
-        pytest.skip("no C compiler (cc) to build the native NVML stand-in: tests/native skipped")
-    out = tmp_path_factory.mktemp("nvml-standin")
+        return None
     result = subprocess.run(
         [compiler, "-shared", "-fPIC", "-O1", "-Wall", "-Wextra", "-Werror", "-o",
          str(out / "libnvidia-ml.so.1"), str(SOURCE)],
@@ -41,6 +42,15 @@ def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
     )  # fmt: skip
     assert result.returncode == 0, f"the NVML stand-in does not build:\n{result.stderr}"
     return out
+
+
+@pytest.fixture(scope="session")
+def standin_dir(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A directory holding the stand-in as ``libnvidia-ml.so.1``, the soname pynvml loads."""
+    built = build_standin(tmp_path_factory.mktemp("nvml-standin"))
+    if built is None:
+        pytest.skip(NO_COMPILER)
+    return built
 
 
 @dataclass
