@@ -324,6 +324,9 @@ def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
     )
     if choice.target is None:
         return replace(base, problem=choice.problem, refused=choice.refused)
+    no_cache = _caching_off(facts, options)
+    if no_cache:
+        return replace(base, problem=no_cache)
     target = choice.target
     gpu = target_gpu(facts, target)
     nvml_free = gpu.memory.value.free if gpu and isinstance(gpu.memory, Found) else None
@@ -435,6 +438,24 @@ def search(probe: Callable[[int | None], Probe], options: ReproduceOptions) -> N
 # --- findings -------------------------------------------------------------------------------
 
 
+NO_CACHING = "PYTORCH_NO_CUDA_MEMORY_CACHING"
+
+
+def _caching_off(facts: Facts, options: ReproduceOptions) -> str:
+    """Why ``--in-process`` cannot mean anything here ("" when it can): with torch's caching
+    allocator off, freed tensors go back to CUDA, so torch's cache never holds the memory the
+    new thread's handle would need."""
+    value = options.env[NO_CACHING] if NO_CACHING in options.env else facts.env.get(NO_CACHING)
+    if not options.in_process or value in (None, "", "0"):
+        return ""
+    return (
+        f"{NO_CACHING}={value} turns torch's caching allocator off: freed memory goes back to "
+        "CUDA, so torch's cache never holds what a new thread's handle needs and --in-process "
+        f"cannot reproduce that case here; run without --in-process (memory held outside "
+        f"torch), or unset {NO_CACHING} for the reproduction"
+    )
+
+
 def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
     label = run.target.label if run.target else "GPU"
     if run.refused:
@@ -523,6 +544,8 @@ def _reproduced(facts: Facts, run: ReproduceRun, kind: Kind, hits: list[Probe]) 
     )
     if best is not None:
         title += f" and succeeds with {_free(best.free_at_step)}"
+    if not _where_status(hits, kind):
+        title += f"; {kind.status} itself never appeared (the shortage showed as {top.code})"
     evidence: list[tuple[str, str]] = [
         _levels(run),
         ("failures by free memory", _bands(run)),

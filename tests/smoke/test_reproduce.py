@@ -117,6 +117,8 @@ def test_the_workspace_oom_confirms_pressure_without_the_status_asked_about(
     found = evidence(finding)
     assert found["failures by free memory"].startswith(f"0 MiB–28 MiB free: {OOM_32}")
     assert found["CUBLAS_STATUS_ALLOC_FAILED itself"].startswith("did not appear: under pressure")
+    # the title says it too: a shortage, but not the status the user saw (issue 34)
+    assert "CUBLAS_STATUS_ALLOC_FAILED itself never appeared" in finding.title
 
 
 def test_cudnn_no_engine_confirms_pressure(fake_env: EnvMaker) -> None:
@@ -448,3 +450,18 @@ def test_an_idle_gpu_with_the_drivers_reservation_is_not_refused(fake_env: EnvMa
     assert facts.nvml.value.gpus[0].memory == Found(MemoryInfo(80 * GiB, 1 * GiB, 79 * GiB))
     run = reproduce(facts, options(fake_env(**MEMORY), leave_mib=1000))
     assert not run.refused and len(run.probes) == 2
+
+
+def test_in_process_without_torchs_cache_says_it_cannot_reproduce(
+    fake_env: EnvMaker, tmp_path: Path
+) -> None:
+    """PYTORCH_NO_CUDA_MEMORY_CACHING=1: torch's cache holds nothing, so --in-process has
+    nothing to hold; inconclusive and why, never "ruled out" (issue 34)."""
+    facts = idle_facts()
+    env = {**fake_env(**MEMORY), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    run = reproduce(facts, options(env, in_process=True))
+    assert run.probes == ()
+    finding = only(reproduce_findings(facts, run))
+    assert finding.code != "smoke.pressure-ruled-out"
+    assert finding.inconclusive
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in finding.title + str(finding.evidence)
