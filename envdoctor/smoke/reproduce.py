@@ -30,6 +30,7 @@ compute mode, or in an exclusive mode owned by another process, cannot be probed
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 
@@ -469,7 +470,7 @@ def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
     kind = KINDS[run.kind]
     pressured = [p for p in run.probes[1:] if p.held > 0]
     broke = [p for p in pressured if not p.passed]
-    memory = [p for p in broke if p.found and p.found.memory and _in_step(p, kind)]
+    memory = [p for p in broke if _memory_failure(facts, p) and _in_step(p, kind)]
     findings: list[Finding] = []
     if run.problem:
         findings.append(_inconclusive(label, run.problem, (_levels(run),)))
@@ -501,6 +502,26 @@ def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
         )
         findings.append(_inconclusive(label, why, (_levels(run),)))
     return tuple(_with_notes(f, run) for f in findings)
+
+
+LAZY_LOADING_OOM = re.compile(r"\b(CUBLAS|CUDNN)_STATUS_EXECUTION_FAILED")
+"""Under lazy module loading a kernel is loaded at its first launch; with no device memory
+left for it, the launch fails with the library's execution status, not an allocation one."""
+
+
+def lazy_loading(facts: Facts) -> bool:
+    """CUDA_MODULE_LOADING=LAZY is the default since CUDA 12.2 (torch sets it too)."""
+    return (facts.env.get("CUDA_MODULE_LOADING") or "LAZY").upper() != "EAGER"
+
+
+def _memory_failure(facts: Facts, probe: Probe) -> bool:
+    """Whether this failure, under held memory, confirms a shortage."""
+    if probe.found is None:
+        return False
+    if probe.found.memory:
+        return True
+    step = probe.failed_step
+    return lazy_loading(facts) and step is not None and bool(LAZY_LOADING_OOM.search(step.error))
 
 
 def _in_step(probe: Probe, kind: Kind) -> bool:
@@ -557,6 +578,15 @@ def _reproduced(facts: Facts, run: ReproduceRun, kind: Kind, hits: list[Probe]) 
         ),
         *_costs(run),
     ]
+    if any(p.failed_step and LAZY_LOADING_OOM.search(p.failed_step.error) for p in hits):
+        evidence.append(
+            (
+                "*_STATUS_EXECUTION_FAILED",
+                "counted as memory: under lazy module loading (CUDA_MODULE_LOADING=LAZY, the "
+                "default since CUDA 12.2) a kernel is loaded at its first launch, and a launch "
+                "with no device memory left for it fails with this status",
+            )
+        )
     gpu = target_gpu(facts, run.probes[0].run.target)
     picture = memory_picture(facts, None, gpu)
     if picture.free is not None:

@@ -134,7 +134,9 @@ def test_cudnn_no_engine_confirms_pressure(fake_env: EnvMaker) -> None:
 
 
 def test_a_failure_that_names_no_shortage_is_another_error(fake_env: EnvMaker) -> None:
-    facts = idle_facts()
+    # with eager module loading (with lazy loading, the default, this status counts as memory:
+    # test_an_execution_failure_under_lazy_loading_counts_as_memory)
+    facts = eager(idle_facts())
     env = fake_env(**MEMORY, CUBLAS_MIB="8", CUBLAS_ERROR="cublas-execution-failed")
     run = reproduce(facts, options(env))
     finding = only(reproduce_findings(facts, run))
@@ -465,3 +467,23 @@ def test_in_process_without_torchs_cache_says_it_cannot_reproduce(
     assert finding.code != "smoke.pressure-ruled-out"
     assert finding.inconclusive
     assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in finding.title + str(finding.evidence)
+
+
+def test_an_execution_failure_under_lazy_loading_counts_as_memory(fake_env: EnvMaker) -> None:
+    """CUDA_MODULE_LOADING=LAZY (the default): a kernel with no memory to load into fails its
+    launch with CUBLAS_STATUS_EXECUTION_FAILED; with EAGER loading it is some other error."""
+    env = fake_env(**MEMORY, CUBLAS_MIB="8", CUBLAS_ERROR="cublas-execution-failed")
+    facts = idle_facts()
+    finding = only(reproduce_findings(facts, reproduce(facts, options(env))))
+    assert finding.code == "smoke.pressure-reproduces"
+    assert "*_STATUS_EXECUTION_FAILED" in evidence(finding)
+
+    facts = eager(facts)
+    finding = only(reproduce_findings(facts, reproduce(facts, options(env))))
+    assert finding.code == "smoke.pressure-other-error"
+
+
+def eager(facts: Facts) -> Facts:
+    """The same machine with CUDA_MODULE_LOADING=EAGER in the environment."""
+    variables = (*facts.env.variables, ("CUDA_MODULE_LOADING", "EAGER"))
+    return replace(facts, env=replace(facts.env, variables=variables))
