@@ -36,9 +36,9 @@ from collections.abc import Callable, Mapping
 
 from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.facts import Facts, GpuFacts
+from envdoctor.model.facts import Facts, GpuFacts, NvmlSystem
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Found, value_or, why_missing
+from envdoctor.model.probed import Found, Probed, value_or, why_missing
 from envdoctor.model.record import field, record, replace
 from envdoctor.model.units import GiB, MiB, whole
 from envdoctor.model.units import format_bytes as fmt_bytes
@@ -284,6 +284,16 @@ def _compute_mode_block(gpu: GpuFacts | None) -> str:
     return ""
 
 
+def _busy_now(gpu: GpuFacts | None) -> str:
+    """Why a GPU that was idle is in use now ("" when NVML shows nobody, or cannot tell)."""
+    if gpu is None:
+        return ""
+    seen = (isinstance(gpu.processes, Found) and gpu.processes.value) or isinstance(
+        gpu.memory, Found
+    )
+    return _in_use(gpu) if seen else ""
+
+
 def _in_use(gpu: GpuFacts | None) -> str:
     """Why this GPU counts as used by someone else ("" when it does not)."""
     if gpu is None:
@@ -310,8 +320,16 @@ def _in_use(gpu: GpuFacts | None) -> str:
 # --- running the probes ---------------------------------------------------------------------
 
 
-def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
-    """Choose the GPU, run the baseline and the search; always leaves no child behind."""
+def reproduce(
+    facts: Facts,
+    options: ReproduceOptions,
+    recheck: Callable[[], Probed[NvmlSystem]] | None = None,
+) -> ReproduceRun:
+    """Choose the GPU, run the baseline and the search; always leaves no child behind.
+
+    ``recheck`` reads NVML again: before every probe after the baseline, a GPU that another
+    process has started to use since (NVML lists a process, or memory is allocated) stops the
+    search, so that a job which arrived mid-search is never starved (not with ``--force``)."""
     started = time.monotonic()
     kind = KINDS[options.kind]
     choice = choose_gpu(facts, options)
@@ -343,6 +361,13 @@ def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
                 raise _StopError(
                     f"the time budget of {options.budget:g} s ran out after {len(probes)} probes"
                 )
+            if probes and recheck is not None and not options.force:
+                busy = _busy_now(target_gpu(replace(facts, nvml=recheck()), target))
+                if busy:
+                    raise _StopError(
+                        f"before probe {len(probes) + 1} the GPU was no longer idle ({busy}): "
+                        "the search stopped rather than fill a GPU another job now uses"
+                    )
             steps = probe_steps(kind, options, leave)
             config = {
                 **smoke_config(target, smoke, steps),

@@ -487,3 +487,25 @@ def eager(facts: Facts) -> Facts:
     """The same machine with CUDA_MODULE_LOADING=EAGER in the environment."""
     variables = (*facts.env.variables, ("CUDA_MODULE_LOADING", "EAGER"))
     return replace(facts, env=replace(facts.env, variables=variables))
+
+
+def test_a_job_that_arrives_mid_search_stops_it(fake_env: EnvMaker) -> None:
+    """The GPU is read again before every probe after the baseline (issue 34): once NVML lists
+    another process on it, no further probe fills it."""
+    facts = idle_facts()
+    busy = gpu_facts(1, free_mib=40000, processes=((777, "python train.py", 40000),))
+    readings = [facts.nvml, facts.nvml, busy.nvml]
+    asked: list[int] = []
+
+    def recheck() -> object:
+        asked.append(1)
+        return readings[min(len(asked) - 1, len(readings) - 1)]
+
+    run = reproduce(facts, options(fake_env(**MEMORY)), recheck)  # type: ignore[arg-type]  # a reading
+    assert len(run.probes) == 3  # the baseline, then two probes while the GPU was idle
+    assert "no longer idle" in run.problem and "777" in run.problem
+    codes = [f.code for f in reproduce_findings(facts, run)]
+    assert codes[0] == "smoke.reproduce-inconclusive", codes
+
+    forced = reproduce(facts, options(fake_env(**MEMORY), gpu=0, force=True), recheck)  # type: ignore[arg-type]  # a reading
+    assert not forced.problem  # --force: the user accepted to fill a GPU others use
