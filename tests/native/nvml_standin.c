@@ -18,6 +18,7 @@
  *   sleep.FUNC[.N]=SECS   take that long first (sleep.nvmlInitWithFlags: a slow init)
  *   block.FUNC[.N]=1      never return
  *   crash.FUNC[.N]=1      SIGSEGV (a write through a null pointer)
+ *   abort.FUNC[.N]=1      SIGABRT (abort(), as a failed assertion in the library does)
  * NVML_STANDIN_LOG, when set, names a file that gets one line per call: `FUNC N`.
  */
 #define _GNU_SOURCE
@@ -199,6 +200,7 @@ static int enter(const char *fn, int gpu) {
         volatile int *nowhere = NULL;
         *nowhere = 1;
     }
+    if (control("abort", fn, gpu)) abort();
     if (control("block", fn, gpu))
         for (;;) pause();
     if ((v = control("fail", fn, gpu))) return atoi(v);

@@ -240,3 +240,12 @@ def test_a_crash_in_nvml_init_is_reported(native: NativeMachine) -> None:
     finding = _finding(run.json(), "gpu.nvml-failed")
     assert finding["severity"] == "error"
     assert "nvmlInitWithFlags" in str(finding)
+
+
+def test_an_abort_in_the_library_names_the_signal(native: NativeMachine) -> None:
+    nvml, _ = native.facts("gpus=2\nabort.nvmlDeviceGetUtilizationRates.0=1")
+    gpu0, gpu1 = _gpus(nvml)
+    assert gpu0["utilization"]["failed"] == "Crashed"
+    assert "SIGABRT" in gpu0["utilization"]["detail"]
+    assert "nvmlDeviceGetUtilizationRates" in gpu0["utilization"]["detail"]
+    assert _found(gpu1["utilization"]) == {"gpu": 3, "memory": 1}
