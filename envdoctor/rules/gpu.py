@@ -427,7 +427,7 @@ def _responding(ctx: RuleContext) -> Evaluation:
 def _broken_finding(
     g: GpuFacts | None, detail: str, read: int, *, crashed: bool = False
 ) -> Finding:
-    who = gpu_label(g) if g is not None else "NVML"
+    who = "NVML" if g is None else gpu_label(g) if isinstance(g.name, Found) else f"GPU {g.index}"
     target = (
         g.pci_bus_id.value
         if g is not None and isinstance(g.pci_bus_id, Found)
