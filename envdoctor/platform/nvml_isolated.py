@@ -290,8 +290,13 @@ class IsolatedSession:
                         index,
                         NvmlError(
                             NvmlErrorKind.NOT_RESPONDING,
-                            f"{_where(index)} did not answer {call} within {bound:.1f} s "
-                            "(blocked in the driver; its other queries were not tried)",
+                            f"{_where(index)} did not answer {call} within {bound:.1f} s"
+                            + (
+                                " (what the time budget left for it)"
+                                if bound < self._timeout
+                                else ""
+                            )
+                            + ": blocked in the driver; its other queries were not tried",
                         ),
                     )
                 if waiter.reply is not None:
