@@ -7,6 +7,7 @@ usage error. With ``--reproduce``: 1 the error reproduced, 0 it did not, 2 undet
 from __future__ import annotations
 
 import time
+from typing import TYPE_CHECKING
 
 from envdoctor.cli.common import (
     Invocation,
@@ -20,6 +21,13 @@ from envdoctor.cli.common import (
 from envdoctor.cli.progress import Progress, SmokeSteps, elapsed
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import json_document
+
+if TYPE_CHECKING:
+    from envdoctor.model.facts import NvmlSystem
+    from envdoctor.model.probed import Probed
+
+RECHECK_S = 10.0
+"""The bound of each NVML reading between two probes of a reproduction."""
 
 
 def run(inv: Invocation) -> int:
@@ -63,8 +71,16 @@ def run(inv: Invocation) -> int:
             budget=args.number("budget"),
         )
         started = time.monotonic()
+        from envdoctor.platform.host import Deadline
+        from envdoctor.probes.nvml import probe_nvml
+
+        host = inv.host
+
+        def recheck() -> Probed[NvmlSystem]:  # is the GPU still idle? NVML again, bounded
+            return probe_nvml(host, deadline=Deadline(RECHECK_S))
+
         with Progress(lambda: f"reproducing {reproduce} ({elapsed(started)})"):
-            result = run_reproduce(facts, options)
+            result = run_reproduce(facts, options, recheck)
         findings = reproduce_findings(facts, result)
         code = reproduce_exit_code(findings)
         if as_json:

@@ -44,6 +44,22 @@ class NvmlErrorKind:
     NOT_SUPPORTED = "NotSupported"
     TIMEOUT = "Timeout"
     FUNCTION_NOT_FOUND = "FunctionNotFound"
+    RESET_REQUIRED = "ResetRequired"
+    """NVML_ERROR_RESET_REQUIRED (16): the GPU needs a reset before it answers again."""
+    VGPU_ECC_NOT_SUPPORTED = "VgpuEccNotSupported"
+    """NVML_ERROR_VGPU_ECC_NOT_SUPPORTED (22): a vGPU guest whose host has ECC on."""
+    ARGUMENT_VERSION_MISMATCH = "ArgumentVersionMismatch"
+    """NVML_ERROR_ARGUMENT_VERSION_MISMATCH (25): the driver does not know that struct version."""
+    DEPRECATED = "Deprecated"
+    """NVML_ERROR_DEPRECATED (26): a query this driver no longer serves (use the versioned one)."""
+    NOT_READY = "NotReady"
+    """NVML_ERROR_NOT_READY (27): the GPU or the driver is still initialising."""
+    CRASHED = "Crashed"
+    """The library crashed (SIGSEGV, abort) in a call: seen from the probe's parent process."""
+    NOT_RESPONDING = "NotResponding"
+    """A call on this GPU never returned within its bound (the child reading it was killed)."""
+    BINDING_ERROR = "BindingError"
+    """The Python bindings raised something that is not an NVML return code."""
     OTHER = "Other"
 
 
@@ -152,7 +168,10 @@ class MemoryInfo:
 
     total: int
     used: int
+    """Allocated by processes (NVML's v2 query); the original query counted ``reserved`` too."""
     free: int
+    reserved: int = 0
+    """Kept by the driver itself (~600 MiB on an idle H200): not a sign that the GPU is busy."""
 
 
 @record

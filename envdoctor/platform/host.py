@@ -8,7 +8,7 @@ NVML calls by a timeout.
 from __future__ import annotations
 
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from typing import Protocol
 
 from envdoctor.model.probed import Probed
@@ -129,8 +129,17 @@ class Host(Protocol):
         """Run argv (never through a shell), killed with its process group at ``timeout``."""
         ...
 
-    def open_nvml(self, *, timeout: float) -> NvmlSession:
-        """Initialise NVML; raises ``NvmlError`` with a precise kind when it cannot."""
+    def open_nvml(
+        self,
+        *,
+        timeout: float,
+        init_timeout: float = 0.0,
+        remaining: Callable[[], float] | None = None,
+    ) -> NvmlSession:
+        """Initialise NVML; raises ``NvmlError`` with a precise kind when it cannot.
+
+        ``timeout`` bounds each call, ``init_timeout`` nvmlInit (larger: without persistence
+        mode it takes seconds); both shrink to ``remaining()`` (the deadline's) as it runs out."""
         ...
 
     def open_device(self, path: str, *, timeout: float) -> str:

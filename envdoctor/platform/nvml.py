@@ -29,7 +29,12 @@ _KIND_BY_CODE = {
     12: NvmlErrorKind.LIBRARY_NOT_FOUND,
     13: NvmlErrorKind.FUNCTION_NOT_FOUND,
     15: NvmlErrorKind.GPU_IS_LOST,
+    16: NvmlErrorKind.RESET_REQUIRED,
     18: NvmlErrorKind.LIB_RM_VERSION_MISMATCH,
+    22: NvmlErrorKind.VGPU_ECC_NOT_SUPPORTED,
+    25: NvmlErrorKind.ARGUMENT_VERSION_MISMATCH,
+    26: NvmlErrorKind.DEPRECATED,
+    27: NvmlErrorKind.NOT_READY,
     999: NvmlErrorKind.UNKNOWN,
 }
 
@@ -71,7 +76,11 @@ class NvmlSession(Protocol):
     def uuid(self, index: int) -> str: ...
     def pci_bus_id(self, index: int) -> str: ...
     def compute_capability(self, index: int) -> tuple[int, int]: ...
-    def memory(self, index: int) -> tuple[int, int, int]: ...
+    def memory(self, index: int) -> tuple[int, int, int, int]:
+        """(total, used, free, reserved) bytes: ``used`` is what processes allocated,
+        ``reserved`` what the driver keeps for itself (~600 MiB on an idle H200)."""
+        ...
+
     def persistence_mode(self, index: int) -> bool: ...
     def compute_mode(self, index: int) -> str: ...
     def mig_mode(self, index: int) -> tuple[bool, bool]: ...
@@ -139,6 +148,24 @@ class _Worker:
         raise value
 
 
+class InlineWorker(_Worker):
+    """Runs each call on the calling thread, unbounded: for the NVML child, whose parent
+    bounds every call and kills the child when one never returns."""
+
+    def __init__(self) -> None:
+        pass
+
+    @property
+    def hung(self) -> bool:
+        return False
+
+    def sibling(self) -> _Worker:
+        return self
+
+    def call(self, fn: Callable[[], T], timeout: float) -> T:
+        return fn()
+
+
 class PynvmlSession:
     """``NvmlSession`` over the official nvidia-ml-py bindings."""
 
@@ -157,6 +184,11 @@ class PynvmlSession:
             raise
         except self._nvml.NVMLError as exc:
             raise _translate(exc) from None
+        except Exception as exc:  # noqa: BLE001 (NVMLLibraryMismatchError, AttributeError … of the bindings)
+            raise NvmlError(
+                NvmlErrorKind.BINDING_ERROR,
+                f"the nvidia-ml-py bindings raised {type(exc).__name__}: {exc}",
+            ) from None
 
     def _worker_for(self, index: int) -> _Worker:
         """GPU ``index``'s worker, started on first use (a one-GPU node starts no other)."""
@@ -199,9 +231,20 @@ class PynvmlSession:
         major, minor = self._q(index, self._nvml.nvmlDeviceGetCudaComputeCapability)
         return int(major), int(minor)
 
-    def memory(self, index: int) -> tuple[int, int, int]:
-        info = self._q(index, self._nvml.nvmlDeviceGetMemoryInfo)
-        return int(info.total), int(info.used), int(info.free)
+    def memory(self, index: int) -> tuple[int, int, int, int]:
+        """The v2 query (R510+), which tells the driver's reserved memory from allocations;
+        the original one (its ``used`` counts both) where the driver refuses v2."""
+        nvml = self._nvml
+        version = getattr(nvml, "nvmlMemory_v2", None)
+        if version is not None:
+            try:
+                info = self._q(index, lambda h: nvml.nvmlDeviceGetMemoryInfo(h, version=version))
+                return int(info.total), int(info.used), int(info.free), int(info.reserved)
+            except NvmlError as exc:
+                if exc.kind not in _NO_SUCH_VERSION:
+                    raise
+        info = self._q(index, nvml.nvmlDeviceGetMemoryInfo)
+        return int(info.total), int(info.used), int(info.free), 0
 
     def persistence_mode(self, index: int) -> bool:
         return bool(self._q(index, self._nvml.nvmlDeviceGetPersistenceMode))
@@ -285,12 +328,23 @@ class PynvmlSession:
         return int(gen), int(width), int(max_gen), int(max_width)
 
     def temperature(self, index: int) -> int:
+        """The deprecated query first (every driver has it), then the versioned one (drivers
+        and bindings that dropped or refuse the old one)."""
         nvml = self._nvml
         sensor = nvml.NVML_TEMPERATURE_GPU
-        getter = getattr(nvml, "nvmlDeviceGetTemperature", None)  # deprecated, in every driver
-        if getter is None:  # bindings that dropped it
-            getter = nvml.nvmlDeviceGetTemperatureV
-        return int(self._q(index, lambda h: getter(h, sensor)))
+        old = getattr(nvml, "nvmlDeviceGetTemperature", None)
+        versioned = getattr(nvml, "nvmlDeviceGetTemperatureV", None)
+        if old is not None:
+            try:
+                return int(self._q(index, lambda h: old(h, sensor)))
+            except NvmlError as exc:
+                if versioned is None or exc.kind not in _RETRY_VERSIONED:
+                    raise
+        if versioned is None:
+            raise NvmlError(
+                NvmlErrorKind.FUNCTION_NOT_FOUND, "no temperature query in these bindings"
+            )
+        return int(self._q(index, lambda h: versioned(h, sensor)))
 
     def power_draw(self, index: int) -> int:
         return int(self._q(index, self._nvml.nvmlDeviceGetPowerUsage))
@@ -314,34 +368,38 @@ class PynvmlSession:
         return len(single), len(double)
 
     def fabric_info(self, index: int) -> tuple[str, str, int]:
-        """(state, registration status, clique id): the versioned query first (R550+, with
-        nvidia-ml-py 12.550+), else the original one (R525+), as the bindings and driver allow."""
+        """(state, registration status, clique id): the versioned query (R550+) with the newest
+        structure the driver takes (v3, then v2), else the original query (R525+).
+
+        The structures are envdoctor's own (``FABRIC_LAYOUTS``), as nvml.h lays them out, and go
+        to the binding as a pointer: the binding hands its argument to C as it is, and some
+        bindings' own structures are not C's size (12.550's is 100 bytes against 36).
+        """
         nvml = self._nvml
-        queries = [
-            (getattr(nvml, name, None), getattr(nvml, struct, None))
-            for name, struct in (
-                ("nvmlDeviceGetGpuFabricInfoV", "c_nvmlGpuFabricInfoV_t"),
-                ("nvmlDeviceGetGpuFabricInfo", "c_nvmlGpuFabricInfo_t"),
-            )
-        ]
-        available = [(fn, struct) for fn, struct in queries if fn is not None and struct]
-        if not available:
+        versioned = getattr(nvml, "nvmlDeviceGetGpuFabricInfoV", None)
+        original = getattr(nvml, "nvmlDeviceGetGpuFabricInfo", None)
+        if versioned is None and original is None:
             raise NvmlError(
                 NvmlErrorKind.FUNCTION_NOT_FOUND,
                 "these nvidia-ml-py bindings cannot query the GPU fabric; "
                 "pip install -U nvidia-ml-py",
             )
-        (newest, newest_struct), *older = available
-        try:
-            return self._fabric(index, newest, newest_struct)
-        except NvmlError as exc:  # an older driver: no such entry point, or struct version
-            retry = exc.kind in (NvmlErrorKind.FUNCTION_NOT_FOUND, NvmlErrorKind.OTHER)
-            if not (retry and older):
-                raise
-        return self._fabric(index, *older[0])
+        last: NvmlError | None = None
+        if versioned is not None:
+            for version in (3, 2):
+                try:
+                    return self._fabric(index, versioned, version)
+                except NvmlError as exc:  # noqa: PERF203 (two tries at most: the driver decides)
+                    if exc.kind not in _NO_SUCH_VERSION:
+                        raise
+                    last = exc
+        if original is not None:
+            return self._fabric(index, original, 1)
+        assert last is not None  # the versioned query was tried
+        raise last
 
-    def _fabric(self, index: int, fn: Any, struct: Any) -> tuple[str, str, int]:
-        info = struct()
+    def _fabric(self, index: int, fn: Any, version: int) -> tuple[str, str, int]:
+        info = fabric_struct(version)
         self._q(index, functools.partial(_fill, fn, info))
         state, status = int(info.state), int(info.status)
         return (
@@ -357,7 +415,13 @@ class PynvmlSession:
             self._call(self._nvml.nvmlShutdown)
 
 
-def open_pynvml(timeout: float) -> PynvmlSession:
+def open_pynvml(
+    timeout: float,
+    *,
+    worker: _Worker | None = None,
+    wrap: Callable[[Any], Any] | None = None,
+    skip_load: bool = False,
+) -> PynvmlSession:
     """Import pynvml lazily and initialise NVML, translating every failure to ``NvmlError``.
 
     On Linux the driver's library is loaded first, on the worker and within ``timeout`` like
@@ -365,8 +429,8 @@ def open_pynvml(timeout: float) -> PynvmlSession:
     missing (no driver, a container without the NVIDIA runtime) the error names the loader's
     reason, and the bindings (about 10 ms of the probe's start-up) are never imported.
     """
-    worker = _Worker()
-    if sys.platform.startswith("linux"):
+    worker = worker or _Worker()
+    if sys.platform.startswith("linux") and not skip_load:
         worker.call(_load_native_library, timeout)
     try:
         import pynvml  # noqa: TID251 (the one sanctioned, lazy import of pynvml)
@@ -381,9 +445,22 @@ def open_pynvml(timeout: float) -> PynvmlSession:
             f"the pynvml module at {getattr(pynvml, '__file__', '?')} is shadowed or outdated; "
             "pip uninstall pynvml && pip install --force-reinstall nvidia-ml-py",
         )
-    session = PynvmlSession(pynvml, worker, timeout)
-    session._call(lambda: pynvml.nvmlInitWithFlags(0))
+    module = wrap(pynvml) if wrap is not None else pynvml
+    session = PynvmlSession(module, worker, timeout)
+    session._call(lambda: module.nvmlInitWithFlags(0))
     return session
+
+
+def open_isolated(
+    timeout: float, init_timeout: float, remaining: Callable[[], float] | None = None
+) -> NvmlSession:
+    """NVML in a child process (``nvml_isolated``). The driver's library is loaded here first,
+    bounded (its absence is common, and needs no child, nor json and subprocess imported)."""
+    if sys.platform.startswith("linux"):
+        _Worker().call(_load_native_library, timeout)
+    from envdoctor.platform.nvml_isolated import IsolatedSession
+
+    return IsolatedSession(timeout, init_timeout, remaining)
 
 
 NATIVE_LIBRARY = "libnvidia-ml.so.1"
@@ -401,8 +478,69 @@ def _load_native_library() -> None:
 
 
 def _fill(fn: Any, info: Any, handle: Any) -> None:
-    """Call an NVML query that fills ``info`` in place (the fabric queries)."""
-    fn(handle, info)
+    """Call an NVML query that fills ``info`` in place (the fabric queries), by pointer."""
+    import ctypes  # noqa: TID251 (the platform layer owns native access)
+
+    fn(handle, ctypes.byref(info))
+
+
+_RETRY_VERSIONED = frozenset(
+    {
+        NvmlErrorKind.FUNCTION_NOT_FOUND,
+        NvmlErrorKind.NOT_SUPPORTED,
+        NvmlErrorKind.ARGUMENT_VERSION_MISMATCH,
+        NvmlErrorKind.DEPRECATED,
+        NvmlErrorKind.OTHER,
+        NvmlErrorKind.BINDING_ERROR,
+    }
+)
+"""How a deprecated query that a driver or binding no longer serves fails."""
+
+_NO_SUCH_VERSION = frozenset(
+    {
+        NvmlErrorKind.ARGUMENT_VERSION_MISMATCH,  # a driver that knows only older versions
+        NvmlErrorKind.FUNCTION_NOT_FOUND,  # a driver before R550: no versioned entry point
+        NvmlErrorKind.BINDING_ERROR,
+    }
+)
+
+FABRIC_UUID_LEN = 16
+"""NVML_GPU_FABRIC_UUID_LEN: the bindings' own structures use 80 here, C uses 16."""
+
+FABRIC_VERSIONS = {2: 0x02000024, 3: 0x03000028}
+"""nvmlGpuFabricInfo_v2 and _v3: (version << 24) | sizeof(the structure)."""
+
+
+@functools.cache
+def fabric_layouts() -> dict[int, Any]:
+    """nvmlGpuFabricInfo_t (1: unversioned, 28 bytes), _v2_t (36) and _v3_t (40) as ctypes
+    structures, checked against their version words; the state is an ``unsigned char``."""
+    import ctypes  # noqa: TID251 (the platform layer owns native access)
+
+    head = [
+        ("clusterUuid", ctypes.c_ubyte * FABRIC_UUID_LEN),
+        ("status", ctypes.c_int),  # nvmlReturn_t
+        ("cliqueId", ctypes.c_uint),  # partitionId in R535's header: the same word
+        ("state", ctypes.c_ubyte),  # nvmlGpuFabricState_t
+    ]
+    v2 = [("version", ctypes.c_uint), *head, ("healthMask", ctypes.c_uint)]
+    fields = {1: head, 2: v2, 3: [*v2, ("healthSummary", ctypes.c_ubyte)]}
+    layouts = {
+        n: type(f"FabricInfoV{n}", (ctypes.Structure,), {"_fields_": f}) for n, f in fields.items()
+    }
+    sizes = {n: ctypes.sizeof(layout) for n, layout in layouts.items()}
+    expected = {1: 28, **{n: word & 0xFFFFFF for n, word in FABRIC_VERSIONS.items()}}
+    if sizes != expected:  # a platform whose C layout differs: refuse rather than corrupt
+        raise NvmlError(NvmlErrorKind.OTHER, f"fabric structure sizes {sizes} != {expected}")
+    return layouts
+
+
+def fabric_struct(version: int) -> Any:
+    """A zeroed fabric structure of that version, its ``version`` word set (v2, v3)."""
+    info = fabric_layouts()[version]()
+    if version in FABRIC_VERSIONS:
+        info.version = FABRIC_VERSIONS[version]
+    return info
 
 
 def _mig_query(nvml: Any, query: str, slot: int, handle: Any) -> Any:

@@ -11,7 +11,7 @@ import os
 import stat as statmod
 import sys
 import time
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
 from typing import TYPE_CHECKING
 
@@ -23,7 +23,7 @@ from envdoctor.platform.host import (
     FileInfo,
     Identity,
 )
-from envdoctor.platform.nvml import NvmlSession, open_pynvml
+from envdoctor.platform.nvml import NvmlSession, open_isolated
 
 if TYPE_CHECKING:
     import subprocess
@@ -212,8 +212,16 @@ class SystemHost:
             seconds=timeout if status == "timeout" else time.monotonic() - start,
         )
 
-    def open_nvml(self, *, timeout: float) -> NvmlSession:
-        return open_pynvml(timeout)
+    def open_nvml(
+        self,
+        *,
+        timeout: float,
+        init_timeout: float = 0.0,
+        remaining: Callable[[], float] | None = None,
+    ) -> NvmlSession:
+        """In a child process (``nvml_isolated``): a crash or a hang in the library there
+        costs the GPU it was reading, never envdoctor."""
+        return open_isolated(timeout, init_timeout, remaining)
 
     def open_device(self, path: str, *, timeout: float) -> str:
         """On a worker thread, so that a driver stuck in open() costs ``timeout``, not a hang;

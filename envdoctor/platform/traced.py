@@ -81,8 +81,20 @@ class TracedHost:
         what = f"running {' '.join(argv[:2])}"
         return self._call(what, self._host.run, argv, timeout=timeout, env=env)
 
-    def open_nvml(self, *, timeout: float) -> NvmlSession:
-        session = self._call("initialising NVML", self._host.open_nvml, timeout=timeout)
+    def open_nvml(
+        self,
+        *,
+        timeout: float,
+        init_timeout: float = 0.0,
+        remaining: Callable[[], float] | None = None,
+    ) -> NvmlSession:
+        session = self._call(
+            "initialising NVML",
+            self._host.open_nvml,
+            timeout=timeout,
+            init_timeout=init_timeout,
+            remaining=remaining,
+        )
         self.doing = "querying NVML"
         return session
 

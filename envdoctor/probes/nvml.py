@@ -34,13 +34,19 @@ from envdoctor.platform.nvml import MAX_WORKERS, NATIVE_LIBRARY, NvmlError, Nvml
 T = TypeVar("T")
 
 NVML_CALL_TIMEOUT = 2.0
+NVML_INIT_TIMEOUT = 10.0
+"""nvmlInit's own bound: without persistence mode the driver sets every GPU up on each init."""
 MAX_GPUS = 64
 
 
 def probe_nvml(host: Host, *, deadline: Deadline) -> Probed[NvmlSystem]:
     """Initialise NVML and read every GPU. A library that is missing is ``Absent``."""
     try:
-        session = host.open_nvml(timeout=deadline.cap(NVML_CALL_TIMEOUT))
+        session = host.open_nvml(
+            timeout=deadline.cap(NVML_CALL_TIMEOUT),
+            init_timeout=deadline.cap(NVML_INIT_TIMEOUT),
+            remaining=deadline.remaining,
+        )
     except NvmlError as exc:
         if exc.kind == NvmlErrorKind.LIBRARY_NOT_FOUND:
             return Absent(f"NVML library not found ({NATIVE_LIBRARY}): {exc.message}")
@@ -52,6 +58,9 @@ def probe_nvml(host: Host, *, deadline: Deadline) -> Probed[NvmlSystem]:
 
 
 def _read_system(host: Host, session: NvmlSession) -> NvmlSystem:
+    # the driver's versions first: cheap, and kept should a GPU then take the rest of the time
+    driver = _get(session.driver_version)
+    cuda = _get(session.cuda_driver_version)
     count = _get(session.device_count)
     gpus: tuple[GpuFacts, ...] = ()
     count_error = ""
@@ -59,9 +68,8 @@ def _read_system(host: Host, session: NvmlSession) -> NvmlSystem:
         gpus = read_gpus(host, session, min(count.value, MAX_GPUS))
     elif isinstance(count, ProbeFailed):
         count_error = f"{count.error}: {count.detail}"
-    cuda = _get(session.cuda_driver_version)
     return NvmlSystem(
-        driver_version=_get(session.driver_version),
+        driver_version=driver,
         cuda_driver_version=Found(cuda_version_string(cuda.value))
         if isinstance(cuda, Found)
         else cuda,

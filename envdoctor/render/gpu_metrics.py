@@ -89,7 +89,16 @@ FAMILIES = (
         _attr("memory", 0.01),
     ),
     Family(
-        "envdoctor_gpu_memory_used_bytes", "GPU memory in use, in bytes.", "memory", _attr("used")
+        "envdoctor_gpu_memory_used_bytes",
+        "GPU memory allocated by processes, in bytes (NVML's v2 query: the driver's reserve apart).",
+        "memory",
+        _attr("used"),
+    ),
+    Family(
+        "envdoctor_gpu_memory_reserved_bytes",
+        "GPU memory the driver keeps for itself, in bytes (0 where only the original query answers).",
+        "memory",
+        _attr("reserved"),
     ),
     Family(
         "envdoctor_gpu_memory_free_bytes", "GPU memory free, in bytes.", "memory", _attr("free")

@@ -4,10 +4,11 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from envdoctor.model.facts import GpuProcess, NvmlErrorKind
+from envdoctor.model.facts import GpuFacts, GpuProcess, NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
+from envdoctor.model.record import fields
 from envdoctor.model.units import each, format_bytes
 from envdoctor.model.views import free_gpus, gpu_label, module_state, nvml_gpus, show
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
@@ -205,7 +206,16 @@ def _memory_held(ctx: RuleContext) -> Iterator[Finding]:
             code="gpu.memory-held",
             severity=Severity.ERROR if held[g.index] else Severity.WARNING,
             title=f"{gpu_label(g)} has {format_bytes(mem.free)} free of {format_bytes(mem.total)}: other processes hold its memory",
-            evidence=(("free", f"{format_bytes(mem.free)} of {format_bytes(mem.total)}"), *holders),
+            evidence=(
+                ("free", f"{format_bytes(mem.free)} of {format_bytes(mem.total)}"),
+                ("allocated", format_bytes(mem.used)),
+                *(
+                    (("reserved by the driver", format_bytes(mem.reserved)),)
+                    if mem.reserved
+                    else ()
+                ),
+                *holders,
+            ),
             remediation=Remediation(
                 summary="Stop the processes holding the GPU, or run on another GPU",
                 steps=tuple(steps),
@@ -375,6 +385,100 @@ def _pcie(ctx: RuleContext) -> Iterator[Finding]:
         )
 
 
+_BROKEN_KINDS = (NvmlErrorKind.CRASHED, NvmlErrorKind.NOT_RESPONDING)
+_NOT_READ = "not read: "
+
+
+def _broken_reading(g: GpuFacts, kind: str) -> tuple[str, int] | None:
+    """The message of the reading of ``g`` that failed with ``kind`` (the first one, not the
+    ones skipped after it), and how many of its fields were read all the same."""
+    values = [getattr(g, f.name) for f in fields(g)]
+    failed = [v.detail for v in values if isinstance(v, ProbeFailed) and v.error == kind]
+    if not failed:
+        return None
+    first = next((d for d in failed if not d.startswith(_NOT_READ)), failed[0])
+    read = sum(isinstance(v, Found) for v in values)
+    return first.removeprefix(_NOT_READ), read
+
+
+def _responding(ctx: RuleContext) -> Evaluation:
+    """A GPU on which NVML blocked or crashed (seen from outside: the probe's child)."""
+    facts = ctx.facts
+    gpus = nvml_gpus(facts)
+    count_error = facts.nvml.value.device_count_error if isinstance(facts.nvml, Found) else ""
+    said = False
+    if any(kind in count_error for kind in _BROKEN_KINDS):
+        said = True
+        yield _broken_finding(None, count_error.partition(": ")[2] or count_error, 0)
+    for g in gpus:
+        for kind in _BROKEN_KINDS:
+            broken = _broken_reading(g, kind)
+            if broken is not None:
+                said = True
+                yield _broken_finding(g, *broken, crashed=kind == NvmlErrorKind.CRASHED)
+                break
+    if said:
+        return
+    if gpus:
+        yield passed(f"NVML answered every query of {each(len(gpus), 'GPU')} without crashing")
+    else:
+        yield not_applicable("NVML lists no GPU")
+
+
+def _broken_finding(
+    g: GpuFacts | None, detail: str, read: int, *, crashed: bool = False
+) -> Finding:
+    who = "NVML" if g is None else gpu_label(g) if isinstance(g.name, Found) else f"GPU {g.index}"
+    target = (
+        g.pci_bus_id.value
+        if g is not None and isinstance(g.pci_bus_id, Found)
+        else (str(g.index) if g is not None else "")
+    )
+    kept = ("fields read before", str(read)) if g is not None else ("GPUs", "none could be listed")
+    if crashed:
+        return Finding(
+            code="gpu.nvml-crashed",
+            severity=Severity.ERROR,
+            title=f"NVML crashed while reading {who}",
+            evidence=(("NVML", detail), kept),
+            remediation=Remediation(
+                summary="The NVML library crashes on this GPU: check the driver's user-space "
+                "library, then the GPU",
+                steps=(
+                    "timeout 60 nvidia-smi -q"
+                    + (f" -i {target}" if target else "")
+                    + "   # does NVIDIA's own tool crash too?",
+                    "ldconfig -p | grep libnvidia-ml   # one copy, of the loaded module's version",
+                    "cat /proc/driver/nvidia/version",
+                    "sudo dmesg | grep -i xid",
+                    "reinstall the driver's user-space libraries of the module's version; "
+                    "if only this GPU crashes it, reset it or reboot",
+                ),
+                needs_root=True,
+            ),
+            subject=str(g.index) if g is not None else "",
+        )
+    reset = f"sudo nvidia-smi -r -i {target}" if target else "sudo nvidia-smi -r"
+    return Finding(
+        code="gpu.not-responding",
+        severity=Severity.ERROR,
+        title=f"{who} does not respond: {detail}",
+        evidence=(("NVML", detail), kept),
+        remediation=Remediation(
+            summary="Drain the node: a GPU whose NVML queries block needs a reset or a reboot",
+            steps=(
+                "sudo dmesg | grep -i xid   # Xid 79/119/120: fallen off the bus, GSP timeouts",
+                "timeout 60 nvidia-smi -q" + (f" -i {target}" if target else ""),
+                "stop every process using the GPU, then: " + reset,
+                "if the reset hangs or fails: reboot",
+            ),
+            needs_root=True,
+            needs_reboot=True,
+        ),
+        subject=str(g.index) if g is not None else "",
+    )
+
+
 EXPLAINED_ELSEWHERE = {
     NvmlErrorKind.LIB_RM_VERSION_MISMATCH: "driver.version-mismatch",
     NvmlErrorKind.DRIVER_NOT_LOADED: "driver.module-not-loaded",
@@ -418,6 +522,22 @@ def _nvml_failed(ctx: RuleContext) -> Evaluation:
             ),
         )
         return
+    if kind in _BROKEN_KINDS:  # the library crashed or hung in nvmlInit itself
+        yield Finding(
+            code="gpu.nvml-failed",
+            severity=Severity.ERROR,
+            title=f"NVML {'crashed' if kind == NvmlErrorKind.CRASHED else 'hung'} while initialising: no GPU could be read",
+            evidence=evidence,
+            remediation=Remediation(
+                summary="Run nvidia-smi to see whether NVIDIA's own tool fails the same way",
+                steps=(
+                    "timeout 60 nvidia-smi",
+                    "ldconfig -p | grep libnvidia-ml   # one copy, of the loaded module's version",
+                    "sudo dmesg | grep -i xid; a GPU reset or a reboot may be needed",
+                ),
+            ),
+        )
+        return
     yield Finding(
         code="gpu.nvml-failed",
         severity=Severity.WARNING,
@@ -427,6 +547,9 @@ def _nvml_failed(ctx: RuleContext) -> Evaluation:
             summary="Run nvidia-smi to see the driver's own error",
             steps=(
                 "nvidia-smi",
+                "Timeout: is persistence mode on? nvidia-smi -q | grep -i persistence; without it "
+                "every nvmlInit sets the GPUs up again (seconds): "
+                "sudo systemctl enable --now nvidia-persistenced",
                 "Timeout/Unknown: sudo dmesg | grep -i xid; a GPU reset or reboot may be needed",
             ),
         ),
@@ -532,6 +655,12 @@ def _per_gpu(
 RULES = (
     Rule("gpu.reachable", "No GPU has fallen off the bus", ("gpu.lost",), _lost),
     Rule("gpu.nvml", "NVML initialises", ("gpu.nvml-failed",), _nvml_failed),
+    Rule(
+        "gpu.responding",
+        "NVML answers every query of every GPU, without blocking or crashing",
+        ("gpu.not-responding", "gpu.nvml-crashed"),
+        _responding,
+    ),
     Rule(
         "gpu.ecc",
         "No uncorrectable ECC errors or pending remaps",

@@ -312,7 +312,7 @@ def _memory_cause(facts: Facts, child: ChildRun, code: str) -> Cause | None:
             summary="Rule memory pressure out for certain, then reinstall torch's CUDA libraries",
             steps=(
                 confirm,
-                "pip install --force-reinstall torch   # restores its nvidia-* library wheels",
+                _reinstall_step(facts),
                 "envdoctor check   # driver and library consistency",
             ),
             docs=DOCS,
@@ -332,6 +332,49 @@ def _cudnn_major(version: str) -> int | None:
     return number // 10000 if number >= 10000 else number // 1000
 
 
+NGC_CUDA = (
+    "/usr/local/cuda/",
+    "/usr/local/cuda-",
+    "/usr/lib/x86_64-linux-gnu/",
+    "/usr/lib/aarch64-linux-gnu/",
+)
+"""Where an NGC image's torch (a ``+….nvYY.MM`` version) takes CUDA, cuBLAS and cuDNN from: it
+is built against the image's toolkit, not against nvidia-* wheels."""
+
+
+def _reinstall_step(facts: Facts) -> str:
+    """How to restore torch's CUDA libraries, by how this torch was installed: pip's nvidia-*
+    wheels, a conda environment, or an NGC image (whose libraries are the image's own)."""
+    build = torch_build(facts)
+    version = build.version if build else ""
+    location = build.location if build and build.location else ""
+    if re.search(r"\+.*\.nv\d", version):
+        return (
+            "this NGC image's torch uses the image's own CUDA libraries: start a fresh "
+            "container from the image (nothing to reinstall with pip)"
+        )
+    prefix, found, _ = location.partition("/lib/python")
+    conda = facts.env.get("CONDA_PREFIX") == prefix or any(
+        word in part for part in prefix.split("/") for word in ("conda", "miniforge", "mamba")
+    )
+    if found and conda:
+        return f"conda install -p {prefix} --force-reinstall pytorch   # conda's own CUDA libraries"
+    return "pip install --force-reinstall torch   # restores its nvidia-* library wheels"
+
+
+def _own_directories(version: str, site: str) -> tuple[str, ...]:
+    """The directories whose libraries are torch's own: its site-packages (pip's nvidia-*
+    wheels), its environment's ``lib`` (conda installs CUDA libraries there), and the image's
+    CUDA for an NGC build. Copies elsewhere are foreign."""
+    own = [site] if site else []
+    prefix, found, _ = site.partition("/lib/python")
+    if found and prefix:
+        own.append(prefix + "/lib/")
+    if re.search(r"\+.*\.nv\d", version):
+        own.extend(NGC_CUDA)
+    return tuple(own)
+
+
 def _library_cause(facts: Facts, child: ChildRun, family: str, code: str) -> Cause | None:
     """A copy of ``family`` loaded from outside torch's own wheels, or of the wrong major."""
     build = torch_build(facts)
@@ -346,7 +389,8 @@ def _library_cause(facts: Facts, child: ChildRun, family: str, code: str) -> Cau
     if not loaded:
         return None
     site = build.location.rsplit("/", 1)[0] if build and build.location else ""
-    foreign = [p for p in loaded if site and not p.startswith(site)]
+    own = _own_directories(build.version if build else "", site)
+    foreign = [p for p in loaded if site and not p.startswith(own)]
     evidence: list[tuple[str, str]] = [(f"{family} loaded", "\n".join(loaded))]
     built = value_or(build.cudnn_version, "") if build and family == "libcudnn" else ""
     wrong_major = []

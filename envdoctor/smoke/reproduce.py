@@ -30,14 +30,15 @@ compute mode, or in an exclusive mode owned by another process, cannot be probed
 
 from __future__ import annotations
 
+import re
 import time
 from collections.abc import Callable, Mapping
 
 from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.facts import Facts, GpuFacts
+from envdoctor.model.facts import Facts, GpuFacts, NvmlSystem
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.probed import Found, value_or, why_missing
+from envdoctor.model.probed import Found, Probed, value_or, why_missing
 from envdoctor.model.record import field, record, replace
 from envdoctor.model.units import GiB, MiB, whole
 from envdoctor.model.units import format_bytes as fmt_bytes
@@ -64,6 +65,9 @@ BUDGET_S = 300.0
 # processes are invisible from here). It leaves room for the driver's own reservations on an
 # idle GPU (their size on an H100 is still to be read on one: docs/smoke.md).
 IDLE_USED = 1 * GiB
+"""Memory in use on an idle GPU as NVML's original query counts it (the driver's reserve in)."""
+IDLE_ALLOCATED = 256 * MiB
+"""Memory allocated on an idle GPU as the v2 query counts it (the reserve, ~600 MiB, apart)."""
 RAW = "raw"
 TORCH_CACHE = "torch-cache"
 
@@ -280,6 +284,16 @@ def _compute_mode_block(gpu: GpuFacts | None) -> str:
     return ""
 
 
+def _busy_now(gpu: GpuFacts | None) -> str:
+    """Why a GPU that was idle is in use now ("" when NVML shows nobody, or cannot tell)."""
+    if gpu is None:
+        return ""
+    seen = (isinstance(gpu.processes, Found) and gpu.processes.value) or isinstance(
+        gpu.memory, Found
+    )
+    return _in_use(gpu) if seen else ""
+
+
 def _in_use(gpu: GpuFacts | None) -> str:
     """Why this GPU counts as used by someone else ("" when it does not)."""
     if gpu is None:
@@ -287,10 +301,16 @@ def _in_use(gpu: GpuFacts | None) -> str:
     if isinstance(gpu.processes, Found) and gpu.processes.value:
         return f"NVML lists {_holders(gpu)} on it"
     memory = gpu.memory
-    if isinstance(memory, Found) and memory.value.used > IDLE_USED:
+    idle = IDLE_ALLOCATED if isinstance(memory, Found) and memory.value.reserved else IDLE_USED
+    if isinstance(memory, Found) and memory.value.used > idle:
+        reserve = (
+            f", the driver's own {fmt_bytes(memory.value.reserved)} apart"
+            if memory.value.reserved
+            else ""
+        )
         return (
-            f"{fmt_bytes(memory.value.used)} of its memory is in use although NVML lists no "
-            "process (processes in other containers are invisible from here)"
+            f"{fmt_bytes(memory.value.used)} of its memory is allocated{reserve}, although NVML "
+            "lists no process (processes in other containers are invisible from here)"
         )
     if not isinstance(memory, Found) and not isinstance(gpu.processes, Found):
         return f"NVML can say neither which processes use it nor how much memory is in use ({why_missing(memory)})"
@@ -300,8 +320,16 @@ def _in_use(gpu: GpuFacts | None) -> str:
 # --- running the probes ---------------------------------------------------------------------
 
 
-def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
-    """Choose the GPU, run the baseline and the search; always leaves no child behind."""
+def reproduce(
+    facts: Facts,
+    options: ReproduceOptions,
+    recheck: Callable[[], Probed[NvmlSystem]] | None = None,
+) -> ReproduceRun:
+    """Choose the GPU, run the baseline and the search; always leaves no child behind.
+
+    ``recheck`` reads NVML again: before every probe after the baseline, a GPU that another
+    process has started to use since (NVML lists a process, or memory is allocated) stops the
+    search, so that a job which arrived mid-search is never starved (not with ``--force``)."""
     started = time.monotonic()
     kind = KINDS[options.kind]
     choice = choose_gpu(facts, options)
@@ -315,6 +343,9 @@ def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
     )
     if choice.target is None:
         return replace(base, problem=choice.problem, refused=choice.refused)
+    no_cache = _caching_off(facts, options)
+    if no_cache:
+        return replace(base, problem=no_cache)
     target = choice.target
     gpu = target_gpu(facts, target)
     nvml_free = gpu.memory.value.free if gpu and isinstance(gpu.memory, Found) else None
@@ -330,6 +361,13 @@ def reproduce(facts: Facts, options: ReproduceOptions) -> ReproduceRun:
                 raise _StopError(
                     f"the time budget of {options.budget:g} s ran out after {len(probes)} probes"
                 )
+            if probes and recheck is not None and not options.force:
+                busy = _busy_now(target_gpu(replace(facts, nvml=recheck()), target))
+                if busy:
+                    raise _StopError(
+                        f"before probe {len(probes) + 1} the GPU was no longer idle ({busy}): "
+                        "the search stopped rather than fill a GPU another job now uses"
+                    )
             steps = probe_steps(kind, options, leave)
             config = {
                 **smoke_config(target, smoke, steps),
@@ -426,6 +464,24 @@ def search(probe: Callable[[int | None], Probe], options: ReproduceOptions) -> N
 # --- findings -------------------------------------------------------------------------------
 
 
+NO_CACHING = "PYTORCH_NO_CUDA_MEMORY_CACHING"
+
+
+def _caching_off(facts: Facts, options: ReproduceOptions) -> str:
+    """Why ``--in-process`` cannot mean anything here ("" when it can): with torch's caching
+    allocator off, freed tensors go back to CUDA, so torch's cache never holds the memory the
+    new thread's handle would need."""
+    value = options.env[NO_CACHING] if NO_CACHING in options.env else facts.env.get(NO_CACHING)
+    if not options.in_process or value in (None, "", "0"):
+        return ""
+    return (
+        f"{NO_CACHING}={value} turns torch's caching allocator off: freed memory goes back to "
+        "CUDA, so torch's cache never holds what a new thread's handle needs and --in-process "
+        f"cannot reproduce that case here; run without --in-process (memory held outside "
+        f"torch), or unset {NO_CACHING} for the reproduction"
+    )
+
+
 def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
     label = run.target.label if run.target else "GPU"
     if run.refused:
@@ -439,7 +495,7 @@ def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
     kind = KINDS[run.kind]
     pressured = [p for p in run.probes[1:] if p.held > 0]
     broke = [p for p in pressured if not p.passed]
-    memory = [p for p in broke if p.found and p.found.memory and _in_step(p, kind)]
+    memory = [p for p in broke if _memory_failure(facts, p) and _in_step(p, kind)]
     findings: list[Finding] = []
     if run.problem:
         findings.append(_inconclusive(label, run.problem, (_levels(run),)))
@@ -471,6 +527,26 @@ def reproduce_findings(facts: Facts, run: ReproduceRun) -> tuple[Finding, ...]:
         )
         findings.append(_inconclusive(label, why, (_levels(run),)))
     return tuple(_with_notes(f, run) for f in findings)
+
+
+LAZY_LOADING_OOM = re.compile(r"\b(CUBLAS|CUDNN)_STATUS_EXECUTION_FAILED")
+"""Under lazy module loading a kernel is loaded at its first launch; with no device memory
+left for it, the launch fails with the library's execution status, not an allocation one."""
+
+
+def lazy_loading(facts: Facts) -> bool:
+    """CUDA_MODULE_LOADING=LAZY is the default since CUDA 12.2 (torch sets it too)."""
+    return (facts.env.get("CUDA_MODULE_LOADING") or "LAZY").upper() != "EAGER"
+
+
+def _memory_failure(facts: Facts, probe: Probe) -> bool:
+    """Whether this failure, under held memory, confirms a shortage."""
+    if probe.found is None:
+        return False
+    if probe.found.memory:
+        return True
+    step = probe.failed_step
+    return lazy_loading(facts) and step is not None and bool(LAZY_LOADING_OOM.search(step.error))
 
 
 def _in_step(probe: Probe, kind: Kind) -> bool:
@@ -514,6 +590,8 @@ def _reproduced(facts: Facts, run: ReproduceRun, kind: Kind, hits: list[Probe]) 
     )
     if best is not None:
         title += f" and succeeds with {_free(best.free_at_step)}"
+    if not _where_status(hits, kind):
+        title += f"; {kind.status} itself never appeared (the shortage showed as {top.code})"
     evidence: list[tuple[str, str]] = [
         _levels(run),
         ("failures by free memory", _bands(run)),
@@ -525,6 +603,15 @@ def _reproduced(facts: Facts, run: ReproduceRun, kind: Kind, hits: list[Probe]) 
         ),
         *_costs(run),
     ]
+    if any(p.failed_step and LAZY_LOADING_OOM.search(p.failed_step.error) for p in hits):
+        evidence.append(
+            (
+                "*_STATUS_EXECUTION_FAILED",
+                "counted as memory: under lazy module loading (CUDA_MODULE_LOADING=LAZY, the "
+                "default since CUDA 12.2) a kernel is loaded at its first launch, and a launch "
+                "with no device memory left for it fails with this status",
+            )
+        )
     gpu = target_gpu(facts, run.probes[0].run.target)
     picture = memory_picture(facts, None, gpu)
     if picture.free is not None:

@@ -6,7 +6,7 @@ import copy
 import functools
 import json
 import time
-from collections.abc import Mapping, Sequence
+from collections.abc import Callable, Mapping, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -242,7 +242,13 @@ class FakeHost:
 
     # --- NVML ----------------------------------------------------------------------------
 
-    def open_nvml(self, *, timeout: float) -> NvmlSession:
+    def open_nvml(
+        self,
+        *,
+        timeout: float,
+        init_timeout: float = 0.0,
+        remaining: Callable[[], float] | None = None,
+    ) -> NvmlSession:
         self.nvml_opened += 1
         nvml = self.data.get("nvml") or {"error": "LibraryNotFound"}
         if "error" in nvml:

@@ -88,9 +88,10 @@ class FakeNvml:
         major, minor = self._gpu(index, "compute_capability")
         return int(major), int(minor)
 
-    def memory(self, index: int) -> tuple[int, int, int]:
-        total, used, free = self._gpu(index, "memory")
-        return int(total), int(used), int(free)
+    def memory(self, index: int) -> tuple[int, int, int, int]:
+        """``[total, used, free]`` or ``[total, used, free, reserved]``."""
+        total, used, free, *reserved = self._gpu(index, "memory")
+        return int(total), int(used), int(free), int(reserved[0] if reserved else 0)
 
     def persistence_mode(self, index: int) -> bool:
         return bool(self._gpu(index, "persistence_mode"))

@@ -125,8 +125,15 @@ class _Sim:
 
     def nvmlDeviceGetMemoryInfo(self, handle: _Handle, version: Any = None) -> Any:
         self._gpu(handle, "nvmlDeviceGetMemoryInfo")
-        memory = pynvml.c_nvmlMemory_t()
-        memory.total, memory.used, memory.free = 85520809984, 1073741824, 84447068160
+        if version is None:
+            memory = pynvml.c_nvmlMemory_t()
+            memory.total, memory.used, memory.free = 85520809984, 1073741824, 84447068160
+            return memory
+        if version != pynvml.nvmlMemory_v2:
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        memory = pynvml.c_nvmlMemory_v2_t()
+        memory.total, memory.reserved = 85520809984, 629145600
+        memory.used, memory.free = 444596224, 84447068160
         return memory
 
     def nvmlDeviceGetPersistenceMode(self, handle: _Handle) -> int:
@@ -217,10 +224,22 @@ class _Sim:
 
     def nvmlDeviceGetGpuFabricInfoV(self, device: _Handle, gpuFabricInfo: Any) -> int:
         gpu = self._gpu(device, "nvmlDeviceGetGpuFabricInfoV")
-        gpuFabricInfo.state, gpuFabricInfo.status, gpuFabricInfo.cliqueId = gpu.fabric
+        info = _pointee(gpuFabricInfo)
+        if info.version not in (0x02000024, 0x03000028):  # nvmlGpuFabricInfo_v2, _v3
+            raise pynvml.NVMLError(pynvml.NVML_ERROR_ARGUMENT_VERSION_MISMATCH)
+        info.state, info.status, info.cliqueId = gpu.fabric
         return 0
 
     def nvmlDeviceGetGpuFabricInfo(self, device: _Handle, gpuFabricInfo: Any) -> int:
         gpu = self._gpu(device, "nvmlDeviceGetGpuFabricInfo")
-        gpuFabricInfo.state, gpuFabricInfo.status, gpuFabricInfo.cliqueId = gpu.fabric
+        info = _pointee(gpuFabricInfo)
+        info.state, info.status, info.cliqueId = gpu.fabric
         return 0
+
+
+def _pointee(argument: Any) -> Any:
+    """The structure a ``ctypes.byref`` points at, as C would see it; the binding passes its
+    argument straight to C, so a structure passed by value is refused here (C would crash)."""
+    if not hasattr(argument, "_obj"):
+        raise TypeError("the fabric query takes a pointer (ctypes.byref), not a structure")
+    return argument._obj

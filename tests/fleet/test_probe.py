@@ -9,6 +9,7 @@ import subprocess
 import sys
 import threading
 import time
+from collections.abc import Callable
 from pathlib import Path
 
 import pytest
@@ -33,6 +34,8 @@ UNHEALTHY |= {"xid_reboot_required", "fabric_manager_stopped"}
 UNHEALTHY |= {"container_cgroup_denied", "container_require_cuda", "container_libs_missing"}
 UNHEALTHY |= {"container_capabilities", "container_image_driver", "host_cdi_stale"}
 UNHEALTHY |= {"host_cdi_missing", "host_cdi_conflict"}
+# NVML blocked on one GPU, or crashed in one query (issue 34): the probe must not say healthy
+UNHEALTHY |= {"gpu_not_responding", "nvml_crashed"}
 
 
 def invoke(scenario: str, *args: str, **overrides: object):  # type: ignore[no-untyped-def]  # click's Result
@@ -169,10 +172,16 @@ class HangingHost(FakeHost):
             self.release.wait(30)
         return super().read_bytes(path, limit=limit)
 
-    def open_nvml(self, *, timeout: float) -> NvmlSession:
+    def open_nvml(
+        self,
+        *,
+        timeout: float,
+        init_timeout: float = 0.0,
+        remaining: Callable[[], float] | None = None,
+    ) -> NvmlSession:
         if self.hang_on == "nvml":
             self.release.wait(30)
-        return super().open_nvml(timeout=timeout)
+        return super().open_nvml(timeout=timeout, init_timeout=init_timeout, remaining=remaining)
 
     def identity(self) -> Identity:
         if self.hang_on == "identity":  # getpwuid through a dead LDAP server

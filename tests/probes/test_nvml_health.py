@@ -11,6 +11,7 @@ import inspect
 import json
 import threading
 import time
+from collections.abc import Callable
 from typing import Any
 
 import pynvml  # noqa: TID251 (the real bindings, to hold the simulator to them)
@@ -44,7 +45,13 @@ class SimHost(FakeHost):
         self.module = module
         self.session: PynvmlSession | None = None
 
-    def open_nvml(self, *, timeout: float) -> NvmlSession:
+    def open_nvml(
+        self,
+        *,
+        timeout: float,
+        init_timeout: float = 0.0,
+        remaining: Callable[[], float] | None = None,
+    ) -> NvmlSession:
         self.session = PynvmlSession(self.module, _Worker(), timeout)
         return self.session
 
@@ -53,12 +60,18 @@ def session(gpus: list[SimGpu], *, timeout: float = 2.0, delay: float = 0.0) -> 
     return PynvmlSession(make_pynvml(gpus, delay=delay), _Worker(), timeout)
 
 
+NEWER_THAN_THE_FLOOR = {"nvmlDeviceGetGpuFabricInfoV": "12.550"}
+"""Bindings the simulator has that nvidia-ml-py 12.535 (the pyproject's floor) lacks."""
+
+
 def test_the_simulator_has_the_real_bindings_names_and_parameters() -> None:
     """A misspelt binding, or a parameter the real one lacks, fails here and not on a GPU."""
     for name, method in inspect.getmembers(_Sim, inspect.isfunction):
         if not name.startswith("nvml"):
             continue
         real = getattr(pynvml, name, None)
+        if real is None and name in NEWER_THAN_THE_FLOOR:
+            continue  # the floor's bindings (scripts/test --floor) predate it
         assert real is not None, f"pynvml has no {name}"
         real_params = list(inspect.signature(real).parameters)
         sim_params = list(inspect.signature(method).parameters)[1:]  # without self
@@ -205,3 +218,33 @@ def test_a_snapshot_from_before_the_health_facts_still_loads() -> None:
     assert [(f.code, f.severity) for f in report_of(old).findings] == [
         (f.code, f.severity) for f in report_of(facts).findings
     ]
+
+
+@pytest.mark.parametrize(
+    "error",
+    [
+        AttributeError("'c_nvmlGpuFabricInfo_t' object has no attribute 'cliqueId'"),
+        pynvml.NVMLLibraryMismatchError(
+            "Unversioned function called and the pyNVML version does not match the NVML lib version. Either use matching pyNVML and NVML lib versions or use a versioned function such as nvmlDeviceGetPciInfo_v2"
+        )
+        if hasattr(pynvml, "NVMLLibraryMismatchError")
+        else RuntimeError("the library and the bindings disagree"),
+    ],
+)
+def test_anything_the_bindings_raise_is_a_typed_nvml_error(error: Exception) -> None:
+    """Not only NVMLError: what the bindings raise otherwise is one field's BindingError, never
+    an internal error that takes the whole report down."""
+    module = make_pynvml([SimGpu()])
+
+    def broken(handle: object) -> int:
+        raise error
+
+    module.__dict__["nvmlDeviceGetPowerUsage"] = broken
+    host = SimHost(module)
+    nvml = probe_nvml(host, deadline=Deadline(10))
+    assert isinstance(nvml, Found)
+    (gpu,) = nvml.value.gpus
+    assert isinstance(gpu.power_draw, ProbeFailed)
+    assert gpu.power_draw.error == NvmlErrorKind.BINDING_ERROR
+    assert type(error).__name__ in gpu.power_draw.detail
+    assert gpu.temperature == Found(33)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+from typing import Any
 
 import pytest
 
@@ -70,8 +71,8 @@ def test_nvml_session_is_closed() -> None:
     sessions: list[object] = []
     original = host.open_nvml
 
-    def spy(*, timeout: float) -> object:
-        session = original(timeout=timeout)
+    def spy(**kwargs: Any) -> object:
+        session = original(**kwargs)
         sessions.append(session)
         return session
 

@@ -23,6 +23,8 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
     "no_permission": ("unhealthy", {"device.permission-denied", "torch.cuda-unavailable"}),
     "cpu_wheel_on_gpu": ("unhealthy", {"torch.cpu-build"}),
     "gpu_lost": ("unhealthy", {"gpu.lost"}),
+    "gpu_not_responding": ("unhealthy", {"gpu.not-responding"}),
+    "nvml_crashed": ("unhealthy", {"gpu.nvml-crashed"}),
     "cvd_hides_all": ("unhealthy", {"env.cuda-visible-devices", "torch.cuda-unavailable"}),
     "mig_enabled": ("unhealthy", {"gpu.mig-enabled", "torch.cuda-unavailable"}),
     "memory_held": ("unhealthy", {"gpu.memory-held"}),

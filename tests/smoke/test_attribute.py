@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from envdoctor.model.facts import DeviceNode, EccErrors, Facts, RowRemap
 from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found
@@ -245,3 +247,36 @@ def test_not_run_is_inconclusive() -> None:
 def test_fmt_bytes() -> None:
     assert fmt_bytes(210 << 20) == "210 MiB"
     assert fmt_bytes(int(79.1 * (1 << 30))) == "79.1 GiB"
+
+
+@pytest.mark.parametrize(
+    ("version", "location", "library"),
+    [
+        # an NGC image: torch built against the image's CUDA, no nvidia-* wheels
+        (
+            "2.5.0a0+e000cf0ad9.nv24.10",
+            "/usr/local/lib/python3.10/dist-packages/torch",
+            "/usr/local/cuda/lib64/libcudnn.so.9.5.0",
+        ),
+        # conda: the CUDA libraries live in the environment's lib
+        (
+            "2.5.1",
+            "/opt/conda/lib/python3.11/site-packages/torch",
+            "/opt/conda/lib/libcudnn.so.9.5.0",
+        ),
+    ],
+)
+def test_ngc_and_conda_libraries_are_torchs_own(version: str, location: str, library: str) -> None:
+    """Not "foreign" copies to force-reinstall over (issue 34)."""
+    facts = gpu_facts(
+        1,
+        torch_over={
+            "version": version,
+            "location": location,
+            "loaded_libraries": (("libcudnn", library),),
+        },
+    )
+    finding = only(facts, failing("conv-forward", "cudnn-not-initialized"))
+    assert "not its own copy" not in finding.title
+    assert finding.remediation is not None
+    assert not any("pip install --force-reinstall" in step for step in finding.remediation.steps)

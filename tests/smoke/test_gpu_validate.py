@@ -17,6 +17,7 @@ from pathlib import Path
 
 import pytest
 
+from tests.native.conftest import NO_COMPILER, build_standin
 from tests.shellcheck import shellcheck
 from tests.smoke.conftest import FAKE_TORCH
 
@@ -25,11 +26,45 @@ SCRIPT = ROOT / "scripts" / "gpu-validate"
 LIMIT = 16 * 1024 * 1024
 
 
+# nvidia-smi on the dry run: what it would print for the stand-in's two GPUs, but GPU 1 at 60 C
+# (the stand-in says 33), so that the comparison has one difference to find
+FAKE_SMI = """#!{python}
+import sys
+query = next((a.split("=", 1)[1] for a in sys.argv[1:] if a.startswith("--query-gpu=")), None)
+if query is None:
+    print("fake nvidia-smi for the gpu-validate dry run")
+    sys.exit(0)
+values = {{
+    "index": ["0", "1"], "name": ["NVIDIA H100 80GB HBM3"] * 2,
+    "uuid": ["GPU-00000000-1111-2222-3333-444455556666", "GPU-00000001-1111-2222-3333-444455556666"],
+    "pci.bus_id": ["00000000:18:00.0", "00000000:28:00.0"], "driver_version": ["580.159.04"] * 2,
+    "persistence_mode": ["Enabled"] * 2, "compute_mode": ["Default"] * 2,
+    "mig.mode.current": ["Disabled"] * 2, "memory.total": ["143771"] * 2,
+    "memory.used": ["0"] * 2, "memory.reserved": ["600"] * 2, "memory.free": ["143171"] * 2,
+    "temperature.gpu": ["33", "60"], "enforced.power.limit": ["700.00"] * 2,
+    "pcie.link.width.current": ["16"] * 2, "ecc.errors.uncorrected.volatile.total": ["0"] * 2,
+}}
+for gpu in range(2):
+    print(", ".join(values.get(f, ["[N/A]"] * 2)[gpu] for f in query.split(",")))
+"""
+
+
 @pytest.fixture(scope="module")
 def validated(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """A dry run: NVML is tests/native's stand-in (two GPUs), nvidia-smi a fake beside it."""
     out = tmp_path_factory.mktemp("gpu-validate-out")
+    tools = tmp_path_factory.mktemp("gpu-validate-tools")
     env = {**os.environ, "OUT": str(out), "PYTHON": sys.executable, "BUDGET": "300"}
     env.pop("PYTHONPATH", None)
+    lib = build_standin(tools)
+    if lib is not None:
+        (tools / "scenario.txt").write_text("gpus=2\n", encoding="utf-8")
+        smi = tools / "nvidia-smi"
+        smi.write_text(FAKE_SMI.format(python=sys.executable), encoding="utf-8")
+        smi.chmod(0o755)
+        env["LD_LIBRARY_PATH"] = str(lib)
+        env["NVML_STANDIN_SCENARIO"] = str(tools / "scenario.txt")
+        env["PATH"] = f"{tools}{os.pathsep}{env.get('PATH', '')}"
     subprocess.run([str(SCRIPT)], env=env, cwd="/", capture_output=True, timeout=420, check=False)
     return out
 
@@ -48,18 +83,19 @@ def test_the_files_fit_what_the_device_tool_brings_back(validated: Path) -> None
         "check.json",
         "snapshot.json",
         "smoke.json",
-        "reproduce-cublas-alloc.json",
-        "reproduce-cudnn-init.json",
+        "reproduce.jsonl",
         "reproduce-in-process.jsonl",
+        "comparison.md",
     } == names
 
 
 def test_smoke_and_both_reproductions_ran_from_the_checkout(validated: Path) -> None:
     smoke = json.loads((validated / "smoke.json").read_text())
     assert smoke["kind"] == "smoke"
-    for kind in ("cublas-alloc", "cudnn-init"):
-        data = json.loads((validated / f"reproduce-{kind}.json").read_text())
-        assert (data["kind"], data["reproduce"], data["hold"]) == ("reproduce", kind, "raw")
+    raw = [json.loads(line) for line in (validated / "reproduce.jsonl").read_text().splitlines()]
+    assert [(d["kind"], d["reproduce"], d["hold"]) for d in raw] == [
+        ("reproduce", kind, "raw") for kind in ("cublas-alloc", "cudnn-init")
+    ]
     lines = (validated / "reproduce-in-process.jsonl").read_text().splitlines()
     assert [json.loads(line)["hold"] for line in lines] == ["torch-cache", "torch-cache"]
     assert json.loads((validated / "check.json").read_text())["schema_version"]
@@ -77,7 +113,27 @@ def test_versions_persistence_and_compute_mode_come_first(validated: Path) -> No
     assert answer.startswith(importlib.metadata.version("torch") + " "), torch_part
     log = (validated / "log.txt").read_text()
     assert log.index("== check --json") < log.index("== smoke --json")
-    assert "exit" in log.split("== smoke --reproduce cublas-alloc", 1)[1].splitlines()[1]
+    assert re.search(r"\n   smoke --reproduce cublas-alloc: exit \d+ after", log), log
+
+
+def test_the_dry_run_compares_envdoctor_with_nvidia_smi_and_pynvml(validated: Path) -> None:
+    """Against the stand-in, envdoctor, nvidia-smi (the fake) and a direct pynvml reading agree
+    on every fact but the one temperature the fake says otherwise; torch (a CPU build) has no
+    GPU to say anything about."""
+    if not (validated / "comparison.md").exists() and build_standin(validated.parent) is None:
+        pytest.skip(NO_COMPILER)
+    table = (validated / "comparison.md").read_text()
+    rows = {
+        (cells[1], cells[2]): cells
+        for line in table.splitlines()
+        if line.startswith("| ") and (cells := [c.strip() for c in line.split("|")])[1].isdigit()
+    }
+    assert rows[("0", "name")][3:8] == ["NVIDIA H100 80GB HBM3"] * 3 + ["—", "same"]
+    assert rows[("1", "temperature_c")][3:8] == ["33", "60", "33", "—", "differs"]
+    assert rows[("1", "memory_reserved_mib")][-2] == "same"
+    differs = [key for key, cells in rows.items() if cells[-2] == "differs"]
+    assert differs == [("1", "temperature_c")], table
+    assert "torch: CUDA is not available" in table
 
 
 def test_it_never_installs_resets_or_unloads() -> None:

@@ -117,6 +117,8 @@ def test_the_workspace_oom_confirms_pressure_without_the_status_asked_about(
     found = evidence(finding)
     assert found["failures by free memory"].startswith(f"0 MiB–28 MiB free: {OOM_32}")
     assert found["CUBLAS_STATUS_ALLOC_FAILED itself"].startswith("did not appear: under pressure")
+    # the title says it too: a shortage, but not the status the user saw (issue 34)
+    assert "CUBLAS_STATUS_ALLOC_FAILED itself never appeared" in finding.title
 
 
 def test_cudnn_no_engine_confirms_pressure(fake_env: EnvMaker) -> None:
@@ -132,7 +134,9 @@ def test_cudnn_no_engine_confirms_pressure(fake_env: EnvMaker) -> None:
 
 
 def test_a_failure_that_names_no_shortage_is_another_error(fake_env: EnvMaker) -> None:
-    facts = idle_facts()
+    # with eager module loading (with lazy loading, the default, this status counts as memory:
+    # test_an_execution_failure_under_lazy_loading_counts_as_memory)
+    facts = eager(idle_facts())
     env = fake_env(**MEMORY, CUBLAS_MIB="8", CUBLAS_ERROR="cublas-execution-failed")
     run = reproduce(facts, options(env))
     finding = only(reproduce_findings(facts, run))
@@ -448,3 +452,60 @@ def test_an_idle_gpu_with_the_drivers_reservation_is_not_refused(fake_env: EnvMa
     assert facts.nvml.value.gpus[0].memory == Found(MemoryInfo(80 * GiB, 1 * GiB, 79 * GiB))
     run = reproduce(facts, options(fake_env(**MEMORY), leave_mib=1000))
     assert not run.refused and len(run.probes) == 2
+
+
+def test_in_process_without_torchs_cache_says_it_cannot_reproduce(
+    fake_env: EnvMaker, tmp_path: Path
+) -> None:
+    """PYTORCH_NO_CUDA_MEMORY_CACHING=1: torch's cache holds nothing, so --in-process has
+    nothing to hold; inconclusive and why, never "ruled out" (issue 34)."""
+    facts = idle_facts()
+    env = {**fake_env(**MEMORY), "PYTORCH_NO_CUDA_MEMORY_CACHING": "1"}
+    run = reproduce(facts, options(env, in_process=True))
+    assert run.probes == ()
+    finding = only(reproduce_findings(facts, run))
+    assert finding.code != "smoke.pressure-ruled-out"
+    assert finding.inconclusive
+    assert "PYTORCH_NO_CUDA_MEMORY_CACHING=1" in finding.title + str(finding.evidence)
+
+
+def test_an_execution_failure_under_lazy_loading_counts_as_memory(fake_env: EnvMaker) -> None:
+    """CUDA_MODULE_LOADING=LAZY (the default): a kernel with no memory to load into fails its
+    launch with CUBLAS_STATUS_EXECUTION_FAILED; with EAGER loading it is some other error."""
+    env = fake_env(**MEMORY, CUBLAS_MIB="8", CUBLAS_ERROR="cublas-execution-failed")
+    facts = idle_facts()
+    finding = only(reproduce_findings(facts, reproduce(facts, options(env))))
+    assert finding.code == "smoke.pressure-reproduces"
+    assert "*_STATUS_EXECUTION_FAILED" in evidence(finding)
+
+    facts = eager(facts)
+    finding = only(reproduce_findings(facts, reproduce(facts, options(env))))
+    assert finding.code == "smoke.pressure-other-error"
+
+
+def eager(facts: Facts) -> Facts:
+    """The same machine with CUDA_MODULE_LOADING=EAGER in the environment."""
+    variables = (*facts.env.variables, ("CUDA_MODULE_LOADING", "EAGER"))
+    return replace(facts, env=replace(facts.env, variables=variables))
+
+
+def test_a_job_that_arrives_mid_search_stops_it(fake_env: EnvMaker) -> None:
+    """The GPU is read again before every probe after the baseline (issue 34): once NVML lists
+    another process on it, no further probe fills it."""
+    facts = idle_facts()
+    busy = gpu_facts(1, free_mib=40000, processes=((777, "python train.py", 40000),))
+    readings = [facts.nvml, facts.nvml, busy.nvml]
+    asked: list[int] = []
+
+    def recheck() -> object:
+        asked.append(1)
+        return readings[min(len(asked) - 1, len(readings) - 1)]
+
+    run = reproduce(facts, options(fake_env(**MEMORY)), recheck)  # type: ignore[arg-type]  # a reading
+    assert len(run.probes) == 3  # the baseline, then two probes while the GPU was idle
+    assert "no longer idle" in run.problem and "777" in run.problem
+    codes = [f.code for f in reproduce_findings(facts, run)]
+    assert codes[0] == "smoke.reproduce-inconclusive", codes
+
+    forced = reproduce(facts, options(fake_env(**MEMORY), gpu=0, force=True), recheck)  # type: ignore[arg-type]  # a reading
+    assert not forced.problem  # --force: the user accepted to fill a GPU others use
