@@ -9,6 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from envdoctor.model.facts import (
     COMPANION_NAMES,
+    NOT_REPORTED,
     Companion,
     InstallerFacts,
     TorchBroken,
@@ -80,7 +81,7 @@ def decode_environment(data: dict[str, Any] | None) -> dict[str, Any]:
         why = (
             ProbeFailed(f"the torch probe could not read the environment: {cut(str(error))}")
             if error
-            else Absent("the torch probe did not report the environment")
+            else NOT_REPORTED
         )
         return {"companions": why, "installer": why}
     try:

@@ -209,7 +209,7 @@ def has_module(name: str) -> bool:
 def environment() -> Dict[str, Any]:
     """The companions of torch (torchvision, torchaudio, triton) with their versions, and how
     this environment installs packages: pip, a uv-made venv, a conda env, torch's INSTALLER."""
-    dists = dist_dirs(COMPANIONS + ("torch",))
+    dists = dist_dirs((*COMPANIONS, "torch"))
     companions = []
     for name in COMPANIONS:
         dist = dists.get(name)
