@@ -42,7 +42,6 @@ from envdoctor.remedy.model import (
     Note,
     Plan,
     RebootRequired,
-    ReinstallTorch,
     RequireNoHolders,
     RunCommand,
     SetMode,
@@ -591,11 +590,10 @@ class _Planner:
                 why_none or "no torch wheel fits here: `envdoctor recommend` says why"
             )
             return
-        self._add(
-            f"Reinstall torch from the {choice.variant} index ({choice.why})",
-            ReinstallTorch(python, choice.requirement, choice.index_url, choice.variant),
-            *reasons,
-        )
+        for title, action in wheel.set_actions(
+            self.report.facts, choice, python, self.options.tables
+        ):  # torch with its torchvision/torchaudio, in the environment's installer
+            self._add(title, action, *reasons)
         for code in reasons:
             self._addressed(code)
 
