@@ -213,3 +213,18 @@ def test_the_child_reads_a_uv_venv_and_the_dist_info_of_a_cpu_torchvision(tmp_pa
     assert installer.value.uv_venv and installer.value.uv_version == "0.9.2"
     assert installer.value.pip is False
     assert Companion("torchvision", Found("0.28.0+cpu"), "uv") in companions.value
+
+
+def test_a_snapshot_from_before_the_companions_loads_and_is_not_judged() -> None:
+    from envdoctor.model.codec import decode, encode
+    from envdoctor.model.facts import NOT_REPORTED, Facts
+
+    data = encode(f.facts())
+    for key in ("companions", "installer"):
+        del data["torch"][key]
+    facts = decode(Facts, data)
+    assert facts.torch.companions == NOT_REPORTED and facts.torch.installer == NOT_REPORTED
+    report = report_of(facts)
+    (check,) = [c for c in report.checks if c.rule.name == "torch.companions"]
+    assert check.outcome is Outcome.NOT_APPLICABLE
+    assert "snapshot from an older envdoctor" in check.reason
