@@ -97,6 +97,17 @@ def test_versions_not_released_together_or_another_cuda_are_flagged(
     assert any(says in value for _, value in finding.evidence), finding.evidence
 
 
+def test_a_pypi_cuda_torch_without_a_tag_beside_a_cpu_torchvision_is_an_error() -> None:
+    facts = with_companions("0.26.0+cpu", torch_version="2.11.0")  # PyPI's: torch.version.cuda
+    (finding,) = findings(report_of(facts), CODE)
+    assert finding.severity is Severity.ERROR
+    assert "is a CPU build beside the CUDA build torch 2.11.0" in finding.title
+    assert finding.remediation is not None
+    assert finding.remediation.steps[-1].endswith(
+        "--index-url https://download.pytorch.org/whl/cu130"
+    )
+
+
 def test_a_patch_release_apart_is_a_warning() -> None:
     facts = with_companions("0.29.0+cu130", torch_version="2.14.1+cu130")
     (finding,) = findings(report_of(facts), CODE)
