@@ -66,6 +66,7 @@ DRIVER_CODES = ("driver.not-installed", "driver.gpu-unsupported", "driver.open-m
 DRIVER_TOO_OLD = "torch.driver-too-old"
 CPU_BUILD = "torch.cpu-build"
 ARCH_UNSUPPORTED = "torch.arch-unsupported"
+COMPANIONS_MISMATCHED = "torch.companions-mismatched"  # the set reinstalled from torch's index
 MEMORY_HELD = "gpu.memory-held"
 KERNEL_CODES = frozenset(
     {
@@ -180,7 +181,7 @@ class _Planner:
             self._permissions()
         wheel_codes = tuple(
             c
-            for c in (CPU_BUILD, ARCH_UNSUPPORTED, DRIVER_TOO_OLD)
+            for c in (CPU_BUILD, ARCH_UNSUPPORTED, DRIVER_TOO_OLD, COMPANIONS_MISMATCHED)
             if c in codes and not (c == DRIVER_TOO_OLD and wants_driver)
         )
         if wheel_codes and wants_driver:

@@ -239,3 +239,24 @@ def test_a_snapshot_from_before_the_companions_loads_and_is_not_judged() -> None
     (check,) = [c for c in report.checks if c.rule.name == "torch.companions"]
     assert check.outcome is Outcome.NOT_APPLICABLE
     assert "snapshot from an older envdoctor" in check.reason
+
+
+def test_fix_reinstalls_the_cpu_torchvision_from_torchs_cuda_index() -> None:
+    report = report_of(scenario_facts("cpu_torchvision_cuda_torch"))
+    plan = build_plan(report, fix_facts(), PlanOptions(tables=TABLES))
+    assert CODE in plan.addressed
+    actions = [s.action for s in plan.steps]
+    assert isinstance(actions[0], ReinstallTorch) and actions[0].requirement == "torch==2.11.0"
+    assert isinstance(actions[1], RunCommand)
+    assert actions[1].argv == (
+        "/opt/venv/bin/python",
+        "-m",
+        "pip",
+        "install",
+        "--force-reinstall",
+        "--no-deps",
+        "torchvision==0.26.0",
+        "torchaudio==2.11.0",
+        "--index-url",
+        "https://download.pytorch.org/whl/cu130",
+    )
