@@ -10,6 +10,8 @@ advice is the environment's pip, as before. docs/fix.md explains the choices.
 
 from __future__ import annotations
 
+from shlex import quote
+
 from envdoctor.model.facts import InstallerFacts, TorchFacts
 from envdoctor.model.probed import Found
 from envdoctor.model.record import record
@@ -98,11 +100,15 @@ def installer_for(torch: TorchFacts) -> Installer:
 
 
 def _pip(installer: Installer) -> str:
-    return f"{installer.python} -m pip" if installer.python else "pip"
+    return f"{quote(installer.python)} -m pip" if installer.python else "pip"
 
 
 def _uv(installer: Installer) -> str:
-    return f"uv pip install --python {installer.python}" if installer.python else "uv pip install"
+    return (
+        f"uv pip install --python {quote(installer.python)}"
+        if installer.python
+        else ("uv pip install")
+    )
 
 
 def install_command(installer: Installer, wanted: InstallSet, *, reinstall: bool = False) -> str:
@@ -110,28 +116,28 @@ def install_command(installer: Installer, wanted: InstallSet, *, reinstall: bool
     if installer.kind == UV:
         force = " --reinstall" if reinstall else ""
         if wanted.standard_index and wanted.variant and not wanted.extra_index:
-            where = f"--torch-backend {wanted.variant}"  # uv's own name for PyTorch's index
+            where = f"--torch-backend {quote(wanted.variant)}"  # uv's name for PyTorch's index
         else:
             flag = "--extra-index-url" if wanted.extra_index else "--index-url"
-            where = f"{flag} {wanted.index_url}"
+            where = f"{flag} {quote(wanted.index_url)}"
         return f"{_uv(installer)}{force} {wanted.pins()} {where}"
     force = " --force-reinstall" if reinstall else ""
     flag = "--extra-index-url" if wanted.extra_index else "--index-url"
-    return f"{_pip(installer)} install{force} {wanted.pins()} {flag} {wanted.index_url}"
+    return f"{_pip(installer)} install{force} {wanted.pins()} {flag} {quote(wanted.index_url)}"
 
 
 def removal_steps(installer: Installer, names: tuple[str, ...]) -> tuple[str, ...]:
     """What takes the installed ``names`` out first, in the same installer (conda: conda's own
     packages, by conda, then pip's copies by pip)."""
     if installer.kind == CONDA and "torch" in names:
-        prefix = f" --prefix {installer.prefix}" if installer.prefix else ""
+        prefix = f" --prefix {quote(installer.prefix)}" if installer.prefix else ""
         packages = " ".join(installer.conda_packages)
         return (
             f"conda remove{prefix} --force -y {packages}   # conda's torch: pip's wheels replace it",
             f"{_pip(installer)} uninstall -y {' '.join(names)}",
         )
     if installer.kind == UV:
-        target = f" --python {installer.python}" if installer.python else ""  # uv: no -y
+        target = f" --python {quote(installer.python)}" if installer.python else ""  # no -y
         return (f"uv pip uninstall{target} {' '.join(names)}",)
     return (f"{_pip(installer)} uninstall -y {' '.join(names)}",)
 
@@ -144,7 +150,9 @@ def install_steps(
     version: pip would keep it) or when conda installed torch, then the install itself."""
     steps: list[str] = []
     if installer.ensure_pip:
-        steps.append(f"{installer.python} -m ensurepip --upgrade   # this environment has no pip")
+        steps.append(
+            f"{quote(installer.python)} -m ensurepip --upgrade   # this environment has no pip"
+        )
     if replace or installer.kind == CONDA:
         steps.extend(removal_steps(installer, wanted.names))
     steps.append(install_command(installer, wanted, reinstall=reinstall))

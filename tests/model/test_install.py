@@ -134,3 +134,14 @@ def test_uv_takes_a_sites_own_index_and_1x_wheels_by_url() -> None:
         extra_index=True,
     )
     assert one_line(uv, old).endswith("--extra-index-url https://download.pytorch.org/whl/cu116")
+
+
+def test_paths_from_the_machine_are_quoted_for_the_shell() -> None:
+    odd = TorchFacts(
+        python="/home/a b/env/bin/python",
+        torch=Absent("not read here"),
+        installer=Found(env(prefix="/home/a b/env", conda=True, torch_by_conda=True)),
+    )
+    steps = install_steps(installer_for(odd), CU130)
+    assert steps[0].startswith("conda remove --prefix '/home/a b/env' --force -y pytorch")
+    assert steps[-1].startswith("'/home/a b/env/bin/python' -m pip install torch==2.13.0")
