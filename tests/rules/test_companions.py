@@ -260,3 +260,12 @@ def test_fix_reinstalls_the_cpu_torchvision_from_torchs_cuda_index() -> None:
         "--index-url",
         "https://download.pytorch.org/whl/cu130",
     )
+
+
+def test_the_report_names_torchs_companions_and_the_installer_it_advises() -> None:
+    from envdoctor.render.summary import machine_lines
+
+    lines = dict(machine_lines(scenario_facts("uv_venv_cpu_wheel")))
+    assert lines["with"] == "torchvision 0.28.0+cpu"
+    assert lines["install"] == "uv: a venv made by uv 0.9.2 (pyvenv.cfg)"
+    assert "with" not in dict(machine_lines(scenario_facts("healthy_h100")))  # not reported
