@@ -34,6 +34,7 @@ from envdoctor.compat.tables import (
     GpuProduct,
     MinorVersionFloor,
     MinorVersionLimitation,
+    TorchCompanions,
     TorchRelease,
     TorchVariant,
 )
@@ -676,7 +677,7 @@ def _parse_pytorch(ctx: _Ctx, top: y.Map, body: dict[str, y.Node]) -> dict[str, 
             row,
             what,
             required=("torch", "latest", "python", "variants", "source"),
-            optional=("default", "note"),
+            optional=("default", "note", "companions"),
         )
         torch = ctx.version(row.items["torch"], f"{what}.torch")
         if torch.count(".") != 1:
@@ -702,6 +703,11 @@ def _parse_pytorch(ctx: _Ctx, top: y.Map, body: dict[str, y.Node]) -> dict[str, 
                 row.items["default"],
                 f"{what} {torch}: default {default!r} is not one of its variants",
             )
+        companions = (
+            _parse_companions(ctx, row.items["companions"], torch, latest)
+            if "companions" in row.items
+            else ()
+        )
         rows.append(
             TorchRelease(
                 torch=torch,
@@ -712,9 +718,57 @@ def _parse_pytorch(ctx: _Ctx, top: y.Map, body: dict[str, y.Node]) -> dict[str, 
                 source=ctx.source(row, f"{what} {torch}"),
                 note=ctx.optional_text(row, "note", what) or "",
                 where=ctx.where(row),
+                companions=companions,
             )
         )
     return {"torch_releases": _unique(ctx, rows, _SECTION_KEYS["torch_releases"], "torch release")}
+
+
+def _parse_companions(
+    ctx: _Ctx, node: y.Node, torch: str, latest: str
+) -> tuple[TorchCompanions, ...]:
+    """``companions:`` of a torch release: per patch release (``2.13.0``) the torchvision and
+    torchaudio released with it, each row with its source; the latest patch must have one."""
+    what = f"torch {torch} companions"
+    rows = []
+    for item in ctx.sequence(node, f"{what}"):
+        row = ctx.mapping(item, what)
+        ctx.keys(
+            row, what, required=("torch", "torchvision", "torchaudio", "source"), optional=("note",)
+        )
+        patch = ctx.version(row.items["torch"], f"{what}.torch")
+        if patch.count(".") != 2 or not patch.startswith(torch + "."):
+            raise ctx.error(
+                row.items["torch"], f"{what}.torch: {patch!r} is not a {torch}.x patch release"
+            )
+        if Version(patch) > Version(latest):
+            raise ctx.error(
+                row.items["torch"], f"{what}.torch: {patch} is newer than latest: {latest}"
+            )
+        versions = {}
+        for name in ("torchvision", "torchaudio"):
+            value = ctx.version(row.items[name], f"{what}.{name}")
+            if "+" in value or value.count(".") != 2:
+                raise ctx.error(
+                    row.items[name],
+                    f"{what}.{name}: {value!r} is not a release like 0.28.0 (no +cuXYZ tag: "
+                    "the variant is the index's)",
+                )
+            versions[name] = value
+        rows.append(
+            TorchCompanions(
+                torch=patch,
+                torchvision=versions["torchvision"],
+                torchaudio=versions["torchaudio"],
+                source=ctx.source(row, f"{what} {patch}"),
+                note=ctx.optional_text(row, "note", what) or "",
+                where=ctx.where(row),
+            )
+        )
+    out = _unique(ctx, rows, lambda c: c.torch, f"{what} row for torch")
+    if out and latest not in {c.torch for c in out}:
+        raise ctx.error(node, f"{what}: no row for the latest patch release {latest}")
+    return out
 
 
 def _parse_variant(ctx: _Ctx, row: y.Map, torch: str, template: str) -> TorchVariant:

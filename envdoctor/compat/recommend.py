@@ -11,6 +11,7 @@ from __future__ import annotations
 from typing import Any
 
 from envdoctor import exitcodes
+from envdoctor.compat.companions import cpu_set, matched_set
 from envdoctor.compat.judge import (
     ArchFit,
     DriverFit,
@@ -33,7 +34,8 @@ from envdoctor.compat.versions import (
     torch_release_of,
 )
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.facts import Facts, NvmlErrorKind, NvmlSystem
+from envdoctor.model.facts import OWN_INTERPRETER, Facts, NvmlErrorKind, NvmlSystem
+from envdoctor.model.install import BARE, Installer, InstallSet, installer_for, one_line
 from envdoctor.model.probed import Found, ProbeFailed, why_missing
 from envdoctor.model.record import field, record, replace
 from envdoctor.model.views import (
@@ -45,8 +47,6 @@ from envdoctor.model.views import (
     torch_broken,
     torch_build,
 )
-
-CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 
 # What to fix first when NVML lists no GPU on a machine that has NVIDIA GPUs, by NVML's failure
 # kind: one line of what the driver.*, device.* and gpu.* findings of `envdoctor check` advise.
@@ -112,6 +112,7 @@ class Machine:
     kind: MachineKind = MachineKind.GPU
     intent: Intent = NO_INTENT
     installed_torch: str | None = None  # the public version of the torch in use ("2.13.0")
+    installer: Installer = BARE  # how the target environment installs (model/install.py)
 
 
 def machine_from_facts(facts: Facts, tables: CompatTables, intent: Intent = NO_INTENT) -> Machine:
@@ -154,7 +155,16 @@ def machine_from_facts(facts: Facts, tables: CompatTables, intent: Intent = NO_I
         kind=view.kind,
         intent=intent,
         installed_torch=_installed_torch(facts),
+        installer=_installer(facts),
     )
+
+
+def _installer(facts: Facts) -> Installer:
+    """The target environment's installer when the torch probe read it; the bare ``pip``
+    otherwise (an older snapshot), and never envdoctor's own environment."""
+    if not isinstance(facts.torch.installer, Found) or facts.torch.chosen_by == OWN_INTERPRETER:
+        return BARE
+    return installer_for(facts.torch)
 
 
 def _installed_torch(facts: Facts) -> str | None:
@@ -192,6 +202,7 @@ class Candidate:
     problems: tuple[str, ...]
     notes: tuple[str, ...]
     reasons: tuple[str, ...]
+    installer: Installer = BARE
 
     @property
     def works(self) -> bool:
@@ -202,8 +213,14 @@ class Candidate:
         return f"torch {self.version} {self.variant.name}"
 
     @property
+    def install_set(self) -> InstallSet:
+        """torch with the torchvision and torchaudio released with it, from the variant's index."""
+        return matched_set(self.release, self.variant, self.version)
+
+    @property
     def command(self) -> str:
-        return install_command(self.release, self.variant, self.version)
+        """The set's install command in the target environment's installer."""
+        return one_line(self.installer, self.install_set)
 
     def rank(self) -> tuple[Any, ...]:
         native = self.driver is not None and self.driver.fit is DriverFit.NATIVE
@@ -219,6 +236,7 @@ class Recommendation:
     notes: tuple[str, ...] = ()
     pinned: str | None = None
     cpu_command: str | None = None
+    cpu_install: InstallSet | None = None  # the CPU build's set, when ``cpu_command`` is given
     considered: tuple[str, ...] = field(default=())
     kept_installed: bool = False
 
@@ -233,13 +251,6 @@ class Recommendation:
     @property
     def exit_code(self) -> int:
         return exitcodes.HEALTHY if self.status in ("ok", "cpu-only") else exitcodes.UNHEALTHY
-
-
-def install_command(release: TorchRelease, variant: TorchVariant, version: str) -> str:
-    """The pip command for a variant: ``--index-url`` since 2.0, ``+cuXYZ`` with 1.x."""
-    if release.release_version.major < 2:
-        return f"pip install torch=={version}+{variant.name} --extra-index-url {variant.index_url}"
-    return f"pip install torch=={version} --index-url {variant.index_url}"
 
 
 def judge_candidate(
@@ -321,6 +332,7 @@ def judge_candidate(
         problems=tuple(problems),
         notes=tuple(notes),
         reasons=tuple(reasons),
+        installer=machine.installer,
     )
 
 
@@ -621,7 +633,8 @@ def _no_gpu_list(
         rejected=(),
         notes=(_cpu_note(machine),),
         pinned=pin,
-        cpu_command=f"pip install torch=={version} --index-url {CPU_INDEX}" if release else None,
+        cpu_command=one_line(machine.installer, cpu_set(release, version)) if release else None,
+        cpu_install=cpu_set(release, version) if release else None,
     )
 
 

@@ -233,6 +233,22 @@ class TorchVariant:
 
 
 @record
+class TorchCompanions:
+    """The torchvision and torchaudio released with one torch patch release (``"2.13.0"``):
+    the set to install together, from one index (PyTorch's published version pairs)."""
+
+    torch: str
+    torchvision: str
+    torchaudio: str
+    source: tuple[str, ...]
+    note: str = ""
+    where: str = field(default="", compare=False)
+
+    def version_of(self, name: str) -> str | None:
+        return {"torchvision": self.torchvision, "torchaudio": self.torchaudio}.get(name)
+
+
+@record
 class TorchRelease:
     """A PyTorch feature release (``"2.11"``) and its official CUDA wheels."""
 
@@ -244,6 +260,13 @@ class TorchRelease:
     default: str | None = None
     note: str = ""
     where: str = field(default="", compare=False)
+    companions: tuple[TorchCompanions, ...] = ()
+    """torchvision/torchaudio for each patch release; () when the table gives none."""
+
+    def companions_of(self, version: str) -> TorchCompanions | None:
+        """The set released with torch ``version`` (``"2.13.0"``, ``"2.13.0+cpu"``)."""
+        public = version.split("+", 1)[0]
+        return next((c for c in self.companions if c.torch == public), None)
 
     @property
     def release_version(self) -> Version:

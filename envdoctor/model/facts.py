@@ -487,6 +487,45 @@ OWN_INTERPRETER = "envdoctor's own interpreter (no active environment and no pyt
 torch there (envdoctor's own venv, pipx's), which would fix nothing the user runs."""
 
 
+COMPANION_NAMES = ("torchvision", "torchaudio", "triton")
+"""The packages released with torch whose builds must match it, as the torch child reports them."""
+
+NOT_REPORTED = Absent(
+    "not reported (a snapshot from an older envdoctor, or a torch probe that gave no result)"
+)
+
+
+@record
+class Companion:
+    """A package released with torch (torchvision, torchaudio, triton), from its distribution
+    metadata in the target interpreter (never imported). ``version`` keeps the local tag
+    (``0.28.0+cpu``); Absent("not installed") when the environment has no such distribution."""
+
+    name: str
+    version: Probed[str]
+    installer: str = ""  # its dist-info's INSTALLER ("pip", "uv", "conda"), "" when unrecorded
+
+
+@record
+class InstallerFacts:
+    """How the target environment installs packages, read from the environment itself.
+
+    ``prefix``: ``sys.prefix``. ``pip``: the environment has pip (``python -m pip`` works).
+    ``uv_venv``: a venv made by uv (its ``pyvenv.cfg`` has a ``uv =`` line). ``conda``: a conda
+    environment (``conda-meta/`` in the prefix). ``torch_by_conda``: conda installed torch there
+    (``conda-meta/pytorch-*.json`` or ``torch-*.json``, or torch's INSTALLER says conda).
+    ``torch_installer``: the INSTALLER file of torch's dist-info ("pip", "uv", "conda"; "" when
+    there is none)."""
+
+    prefix: str
+    pip: bool
+    uv_venv: bool
+    conda: bool
+    torch_by_conda: bool = False
+    torch_installer: str = ""
+    uv_version: str = ""  # the ``uv = X`` of pyvenv.cfg
+
+
 @record
 class TorchFacts:
     python: str
@@ -494,6 +533,17 @@ class TorchFacts:
     chosen_by: str = ""
     """Why this interpreter was the one read (``--python``, the active venv, …); empty in
     snapshots from before it was recorded."""
+    companions: Probed[tuple[Companion, ...]] = NOT_REPORTED
+    """torchvision, torchaudio and triton in the target environment, each installed or not."""
+    installer: Probed[InstallerFacts] = NOT_REPORTED
+    """How the target environment installs packages (pip, a uv venv, conda)."""
+
+    def companion(self, name: str) -> Companion | None:
+        """The companion ``name`` when the probe reported it (installed or not)."""
+        found = getattr(self.companions, "value", None)
+        if not isinstance(found, tuple):
+            return None
+        return next((c for c in found if c.name == name), None)
 
 
 # --- everything -----------------------------------------------------------------------------

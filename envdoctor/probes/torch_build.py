@@ -7,7 +7,15 @@ import json
 import signal
 from typing import TYPE_CHECKING, Any
 
-from envdoctor.model.facts import TorchBroken, TorchBuild, TorchFacts
+from envdoctor.model.facts import (
+    COMPANION_NAMES,
+    NOT_REPORTED,
+    Companion,
+    InstallerFacts,
+    TorchBroken,
+    TorchBuild,
+    TorchFacts,
+)
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import CommandResult, Deadline, Host
 from envdoctor.probes import torch_child
@@ -54,10 +62,58 @@ def probe_torch(
     if cache is not None and not version_only:
         from envdoctor.probes.torch_cache import probe_cached  # only commands that import torch
 
-        probed = probe_cached(host, cache, args, python=python, deadline=deadline)
-        return TorchFacts(python=python, torch=probed)
+        probed, data = probe_cached(host, cache, args, python=python, deadline=deadline)
+        return TorchFacts(python=python, torch=probed, **decode_environment(data))
     result = run_python(host, python, args, timeout=timeout)
-    return TorchFacts(python=python, torch=parse_child(result, python))
+    data = last_json(result.stdout) if result.ok else None
+    return TorchFacts(python=python, torch=parse_child(result, python), **decode_environment(data))
+
+
+def decode_environment(data: dict[str, Any] | None) -> dict[str, Any]:
+    """``companions`` and ``installer`` of ``TorchFacts`` from the child's ``environment``; a
+    missing or malformed one keeps its reason (the torch facts stand without it)."""
+    if data is None:
+        why: Probed[Any] = ProbeFailed("the torch probe gave no result")
+        return {"companions": why, "installer": why}
+    env = data.get("environment")
+    if not isinstance(env, dict):
+        error = data.get("environment_error")
+        why = (
+            ProbeFailed(f"the torch probe could not read the environment: {cut(str(error))}")
+            if error
+            else NOT_REPORTED
+        )
+        return {"companions": why, "installer": why}
+    try:
+        companions: Probed[tuple[Companion, ...]] = Found(
+            tuple(
+                Companion(
+                    name=str(c["name"]),
+                    version=_probed_str(c["version"]),
+                    installer=cut(str(c.get("installer", ""))),
+                )
+                for c in env["companions"]
+                if c["name"] in COMPANION_NAMES
+            )
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        companions = ProbeFailed(f"the torch probe's companions are malformed: {exc}")
+    try:
+        raw = env["installer"]
+        installer: Probed[InstallerFacts] = Found(
+            InstallerFacts(
+                prefix=str(raw["prefix"]),
+                pip=raw["pip"] is True,
+                uv_venv=raw["uv_venv"] is True,
+                conda=raw["conda"] is True,
+                torch_by_conda=raw.get("torch_by_conda") is True,
+                torch_installer=cut(str(raw.get("torch_installer", ""))),
+                uv_version=cut(str(raw.get("uv_version", ""))),
+            )
+        )
+    except (KeyError, TypeError, ValueError) as exc:
+        installer = ProbeFailed(f"the torch probe's installer facts are malformed: {exc}")
+    return {"companions": companions, "installer": installer}
 
 
 def parse_child(result: CommandResult, python: str) -> Probed[TorchBuild | TorchBroken]:

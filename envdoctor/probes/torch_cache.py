@@ -62,9 +62,9 @@ class CachedImport:
 
 def probe_cached(
     host: Host, cache: CacheDir, args: list[str], *, python: str, deadline: Deadline
-) -> Probed[TorchBuild | TorchBroken]:
+) -> tuple[Probed[TorchBuild | TorchBroken], dict[str, Any] | None]:
     """Run the torch child (``python ARGS``) with the cache: reuse an unchanged import, store a
-    new one."""
+    new one. Also the child's last result (its ``environment`` is read afresh every run)."""
     realpath = host.realpath(python)
     name = entry_name(python, realpath, cache.uid)
     entry = lookup(cache, name, python=python, realpath=realpath)
@@ -73,7 +73,7 @@ def probe_cached(
     result = run_python(host, python, [*args, "--manifest", *reuse], timeout=timeout)
     data = last_json(result.stdout) if result.ok else None
     if entry is not None and data is not None and data.get("unchanged") is True:
-        return _reused(entry, data.get("cuda_now"), python)
+        return _reused(entry, data.get("cuda_now"), python), data
     if entry is not None and data is not None and "stale" in data:
         # The child loaded libcuda to check it: import torch in a fresh process, not there.
         result = run_python(host, python, [*args, "--manifest"], timeout=timeout)
@@ -83,7 +83,7 @@ def probe_cached(
         _store(cache, name, data, python=python, realpath=realpath)
     elif entry is not None:
         cache.remove(name)  # the import ran afresh and did not complete: keep nothing of it
-    return probed
+    return probed, data
 
 
 def entry_name(python: str, realpath: str, uid: int) -> str:

@@ -143,6 +143,125 @@ def nvidia_wheels() -> List[Tuple[str, str]]:
     return sorted(names.items())
 
 
+COMPANIONS = ("torchvision", "torchaudio", "triton")
+
+
+def dist_dirs(names: Tuple[str, ...]) -> Dict[str, str]:
+    """The ``.dist-info`` (or ``.egg-info``) directory of each distribution in ``names`` on
+    ``sys.path``, the first on the path winning as in an import; from directory names only."""
+    found: Dict[str, str] = {}
+    for entry in sys.path:
+        base = entry or "."
+        try:
+            listing = sorted(os.listdir(base))
+        except OSError:
+            continue
+        for item in listing:
+            if not item.endswith((".dist-info", ".egg-info")):
+                continue
+            key = item.rsplit(".", 1)[0].partition("-")[0].lower().replace("_", "-")
+            if key in names and key not in found:
+                found[key] = os.path.join(base, item)
+    return found
+
+
+def read_head(path: str, limit: int = 8192) -> str:
+    try:
+        with open(path, "rb") as handle:
+            return handle.read(limit).decode("utf-8", "replace")
+    except OSError:
+        return ""
+
+
+def metadata_version(dist: str) -> str:
+    """``Version:`` of a distribution's METADATA (PKG-INFO for an egg), local tag kept."""
+    for name in ("METADATA", "PKG-INFO"):
+        for line in read_head(os.path.join(dist, name)).splitlines():
+            if line.startswith("Version:"):
+                return line.split(":", 1)[1].strip()
+            if not line.strip():
+                break
+    base = os.path.basename(dist).rsplit(".", 1)[0]  # torchvision-0.28.0+cpu
+    return base.partition("-")[2].split("-")[0]
+
+
+def installer_of(dist: str) -> str:
+    """The first line of a distribution's INSTALLER ("pip", "uv", "conda"), "" without one."""
+    lines = read_head(os.path.join(dist, "INSTALLER"), 256).strip().splitlines()
+    return lines[0].strip() if lines else ""
+
+
+def has_module(name: str) -> bool:
+    """Whether ``import NAME`` would find a module, asked of the finders (nothing imported)."""
+    if name in sys.modules:
+        return True
+    for finder in sys.meta_path:
+        find_spec = getattr(finder, "find_spec", None)
+        if find_spec is not None:
+            try:
+                if find_spec(name, None) is not None:
+                    return True
+            except Exception:  # noqa: S112 (a broken finder: the next one may know)
+                continue
+    return False
+
+
+def environment() -> Dict[str, Any]:
+    """The companions of torch (torchvision, torchaudio, triton) with their versions, and how
+    this environment installs packages: pip, a uv-made venv, a conda env, torch's INSTALLER."""
+    dists = dist_dirs((*COMPANIONS, "torch"))
+    companions = []
+    for name in COMPANIONS:
+        dist = dists.get(name)
+        if dist is None:
+            companions.append({"name": name, "version": {"absent": "not installed"}})
+            continue
+        version = metadata_version(dist)
+        entry = {"name": name, "installer": installer_of(dist)}  # type: Dict[str, Any]
+        entry["version"] = {"found": version} if version else {"absent": "no version in " + dist}
+        companions.append(entry)
+    prefix = sys.prefix
+    uv_version = ""
+    uv_venv = False
+    for line in read_head(os.path.join(prefix, "pyvenv.cfg")).splitlines():
+        key, equals, value = line.partition("=")
+        if equals and key.strip() == "uv":
+            uv_venv, uv_version = True, value.strip()
+    conda = os.path.isdir(os.path.join(prefix, "conda-meta"))
+    torch_installer = installer_of(dists["torch"]) if "torch" in dists else ""
+    by_conda = torch_installer == "conda"
+    if conda and not by_conda:
+        try:
+            records = os.listdir(os.path.join(prefix, "conda-meta"))
+        except OSError:
+            records = []
+        for item in records:
+            for stem in ("pytorch-", "torch-"):
+                if item.startswith(stem) and item[len(stem) : len(stem) + 1].isdigit():
+                    by_conda = True
+    return {
+        "companions": companions,
+        "installer": {
+            "prefix": prefix,
+            "pip": has_module("pip"),
+            "uv_venv": uv_venv,
+            "uv_version": uv_version,
+            "conda": conda,
+            "torch_by_conda": by_conda,
+            "torch_installer": torch_installer,
+        },
+    }
+
+
+def emit_with_environment(data: Dict[str, Any]) -> None:
+    """``emit``, with what ``environment`` says (it never stops the result)."""
+    try:
+        data["environment"] = environment()
+    except Exception:
+        data["environment_error"] = format_exc().strip().splitlines()[-1]
+    emit(data)
+
+
 def allocator_verdict(torch: Any, value: str) -> str:
     """torch's own parser on an allocator-config value: "" when it accepts it, else its error
     (torch >= 2.9 parses it in every build; older CUDA builds through torch.cuda.memory)."""
@@ -440,7 +559,9 @@ def unchanged(version: Optional[Dict[str, Any]], argv: List[str]) -> Optional[Di
 def main() -> None:
     spec = find_torch()
     if spec is None:
-        emit({"installed": False, "error": "No module named 'torch'", "executable": sys.executable})
+        emit_with_environment(
+            {"installed": False, "error": "No module named 'torch'", "executable": sys.executable}
+        )
         return
     version, location = read_version_file(spec)
     cpu = version is not None and not version.get("cuda") and not version.get("hip")
@@ -449,7 +570,7 @@ def main() -> None:
         # A CPU-only build cannot use a GPU whatever happens at import: skip the import.
         # --version-only: the caller wants the build's identity, not what CUDA makes of it.
         not_read = "envdoctor read only torch/version.py"
-        emit(
+        emit_with_environment(
             {
                 "installed": True,
                 "version": str(version.get("__version__", "")),
@@ -473,7 +594,7 @@ def main() -> None:
         return
     reuse = unchanged(version, sys.argv)
     if reuse is not None:
-        emit(reuse)
+        emit_with_environment(reuse)
         return
     # torch's import makes ~370 collector passes over what it builds and frees almost nothing:
     # ~10 % of the import's time. This child ends once its line is written, so it stays off.
@@ -481,7 +602,7 @@ def main() -> None:
     try:
         import torch  # type: ignore[import-not-found,unused-ignore]  # the target's torch, may be absent here
     except BaseException as exc:
-        emit(
+        emit_with_environment(
             {
                 "installed": True,
                 "import_error": "%s: %s" % (type(exc).__name__, exc),
@@ -544,7 +665,7 @@ def main() -> None:
         manifest = import_manifest(libraries)
         if manifest is not None:
             result["manifest"] = pack(manifest)
-    emit(result)
+    emit_with_environment(result)
 
 
 def finish() -> None:

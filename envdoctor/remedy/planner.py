@@ -43,7 +43,6 @@ from envdoctor.remedy.model import (
     Note,
     Plan,
     RebootRequired,
-    ReinstallTorch,
     RequireNoHolders,
     RunCommand,
     SetMode,
@@ -68,6 +67,7 @@ DRIVER_CODES = ("driver.not-installed", "driver.gpu-unsupported", "driver.open-m
 DRIVER_TOO_OLD = "torch.driver-too-old"
 CPU_BUILD = "torch.cpu-build"
 ARCH_UNSUPPORTED = "torch.arch-unsupported"
+COMPANIONS_MISMATCHED = "torch.companions-mismatched"  # the set reinstalled from torch's index
 MEMORY_HELD = "gpu.memory-held"
 KERNEL_CODES = frozenset(
     {
@@ -190,7 +190,7 @@ class _Planner:
             self._permissions()
         wheel_codes = tuple(
             c
-            for c in (CPU_BUILD, ARCH_UNSUPPORTED, DRIVER_TOO_OLD)
+            for c in (CPU_BUILD, ARCH_UNSUPPORTED, DRIVER_TOO_OLD, COMPANIONS_MISMATCHED)
             if c in codes and not (c == DRIVER_TOO_OLD and wants_driver)
         )
         if wheel_codes and wants_driver:
@@ -632,11 +632,10 @@ class _Planner:
                 "name a mirror you trust with --index-host"
             )
             return
-        self._add(
-            f"Reinstall torch from the {choice.variant} index ({choice.why})",
-            ReinstallTorch(python, choice.requirement, choice.index_url, choice.variant),
-            *reasons,
-        )
+        for title, action in wheel.set_actions(
+            self.report.facts, choice, python, self.options.tables
+        ):  # torch with its torchvision/torchaudio, in the environment's installer
+            self._add(title, action, *reasons)
         for code in reasons:
             self._addressed(code)
 

@@ -21,6 +21,7 @@ from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found
 from envdoctor.model.record import record
 from envdoctor.model.views import NO_INTENT, Intent
+from envdoctor.remedy.model import Action, ReinstallTorch, RunCommand
 
 INDEX_BASE = "https://download.pytorch.org/whl/"
 # The CUDA variants of the official wheels (pytorch/pytorch RELEASE.md; test-infra's
@@ -156,3 +157,60 @@ def _version(text: str) -> tuple[int, int] | None:
 def _variant_version(variant: str) -> tuple[int, int]:
     digits = variant[2:]
     return (int(digits[:-1]), int(digits[-1]))
+
+
+def set_actions(
+    facts: Facts, choice: WheelChoice, python: str, tables: CompatTables | None
+) -> list[tuple[str, Action]]:
+    """The steps that install ``choice`` as a set, in the environment's own installer
+    (docs/fix.md): pip keeps ``ReinstallTorch`` and reinstalls the installed torchvision and
+    torchaudio after it from the same index; uv installs all of them in one ``uv pip install``;
+    a conda environment whose torch conda installed removes conda's packages first. Each entry
+    is (title, action)."""
+    from envdoctor.model.install import CONDA, UV, installer_for
+
+    installer = installer_for(facts.torch)
+    pins = _companion_pins(facts, choice, tables)
+    title = f"Reinstall torch from the {choice.variant} index ({choice.why})"
+    where: tuple[str, ...] = ("--index-url", choice.index_url)
+    if installer.kind == UV:
+        if choice.index_url == INDEX_BASE + choice.variant:
+            where = ("--torch-backend", choice.variant)
+        names = ("torch", *(p.split("==", 1)[0] for p in pins))
+        again = tuple(w for n in names for w in ("--reinstall-package", n))
+        argv = ("uv", "pip", "install", "--python", python, *again, choice.requirement, *pins)
+        return [(title + " with uv", RunCommand((*argv, *where), needs_root=False))]
+    out: list[tuple[str, Action]] = []
+    if installer.kind == CONDA:
+        prefix = ("--prefix", installer.prefix) if installer.prefix else ()
+        removal = ("conda", "remove", *prefix, "--force", "-y", *installer.conda_packages)
+        out.append(
+            (
+                "Remove conda's torch (pip's wheels replace it)",
+                RunCommand(removal, needs_root=False),
+            )
+        )
+    out.append(
+        (title, ReinstallTorch(python, choice.requirement, choice.index_url, choice.variant))
+    )
+    if pins:
+        argv = (python, "-m", "pip", "install", "--force-reinstall", "--no-deps", *pins, *where)
+        listed = " and ".join(p.split("==", 1)[0] for p in pins)
+        out.append((f"Reinstall {listed} from the same index", RunCommand(argv, needs_root=False)))
+    return out
+
+
+def _companion_pins(facts: Facts, choice: WheelChoice, tables: CompatTables | None) -> list[str]:
+    """The installed torchvision/torchaudio, pinned to the release of the chosen torch when the
+    tables give it (else unpinned: the index's newest, which matches its newest torch)."""
+    version = choice.requirement.partition("==")[2]
+    release = tables.torch_release(version) if tables is not None and version else None
+    row = release.companions_of(version) if release is not None else None
+    pins = []
+    for name in ("torchvision", "torchaudio"):
+        companion = facts.torch.companion(name)
+        if companion is None or not isinstance(companion.version, Found):
+            continue
+        pinned = row.version_of(name) if row is not None else None
+        pins.append(f"{name}=={pinned}" if pinned else name)
+    return pins

@@ -124,7 +124,7 @@ COLOURS = (
         ("bold",),
     ),
     (r"  (✗) ", ("error",)),
-    (r"  (pip3? install .*)$", ("ok",)),  # the command to run
+    (r"  ((?:\S+ -m )?(?:uv )?pip3? install .*|conda remove .*)$", ("ok",)),  # the command
     (r"(No (?:wheel recommended|official torch wheel) .*)$", ("warning",)),
 )
 """Where the recommendation's text takes colour."""

@@ -35,7 +35,28 @@ def machine_lines(facts: Facts) -> list[tuple[str, str]]:
         if presence.pci:
             lines.append(("GPUs", f"{len(presence.pci)} on the PCI bus (NVML lists none)"))
     lines.append(("torch", _torch(facts)))
+    lines.extend(_companions(facts))
     return lines
+
+
+def _companions(facts: Facts) -> list[tuple[str, str]]:
+    """torchvision/torchaudio beside torch and the environment's installer, when the torch
+    probe reported them (snapshots from before it did say nothing here)."""
+    from envdoctor.model.install import installer_for
+
+    out = []
+    companions = facts.torch.companions
+    if isinstance(companions, Found):
+        installed = [
+            f"{c.name} {c.version.value}"
+            for c in companions.value
+            if c.name != "triton" and isinstance(c.version, Found)
+        ]
+        out.append(("with", ", ".join(installed) or "no torchvision, no torchaudio"))
+    if isinstance(facts.torch.installer, Found):
+        installer = installer_for(facts.torch)
+        out.append(("install", f"{installer.kind}: {installer.why}"))
+    return out
 
 
 @record

@@ -98,6 +98,10 @@ def table_text(key: str, tables: CompatTables) -> str:
         for rel in tables.releases_newest_first():
             default = f", PyPI default {rel.default}" if rel.default else ""
             lines.append(f"torch {rel.torch} (latest {rel.latest}, Python {rel.python}{default})")
+            lines.extend(
+                f"  with {c.torch}: torchvision {c.torchvision}, torchaudio {c.torchaudio}"
+                for c in rel.companions
+            )
             for v in rel.variants:
                 flags = " experimental" if v.experimental else ""
                 flags += " (unconfirmed)" if not v.confirmed else ""

@@ -50,9 +50,9 @@ def core_rules() -> tuple[Rule, ...]:
 @functools.cache
 def all_rules() -> tuple[Rule, ...]:
     """Core rules plus the compatibility-table rules."""
-    from envdoctor.rules import compat
+    from envdoctor.rules import companions, compat
 
-    return (*core_rules(), *compat.RULES)
+    return (*core_rules(), *compat.RULES, *companions.RULES)
 
 
 def all_codes() -> tuple[str, ...]:

@@ -38,6 +38,7 @@ from envdoctor.compat.versions import (
 )
 from envdoctor.model.facts import Facts, GpuFacts, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.install import install_command, install_steps, installer_for, removal_steps
 from envdoctor.model.outcome import Verdict, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, missing_because
 from envdoctor.model.record import record
@@ -147,13 +148,36 @@ def _advice(ctx: RuleContext, pin: str | None = None) -> Recommendation | None:
 
 
 def _install_steps(ctx: RuleContext, rec: Recommendation | None) -> tuple[str, ...]:
-    py = torch_python(ctx.facts)
+    """Replace the installed torch (and its torchvision, torchaudio) with the recommended set,
+    in the environment's own installer."""
     if rec is None or rec.choice is None:
         return ("envdoctor recommend   # the torch wheel that fits this driver and GPU",)
+    steps = install_steps(installer_for(ctx.facts.torch), rec.choice.install_set, replace=True)
     return (
-        f"{py} -m pip uninstall -y torch",
-        f"{py} -m {rec.choice.command}   # {rec.choice.variant.name}: see `envdoctor recommend`",
+        *steps[:-1],
+        f"{steps[-1]}   # {rec.choice.variant.name}: see `envdoctor recommend`",
     )
+
+
+def _reinstall_same(ctx: RuleContext, build: TorchBuild) -> str:
+    """Reinstall the installed torch set as it is (same version, same variant's index): what
+    restores the libraries its wheel depends on."""
+    from envdoctor.compat.companions import build_variant, cpu_set, matched_set
+
+    version = build.version.split("+", 1)[0]
+    release = ctx.tables.torch_release(build.version)
+    variant_name = build_variant(build)
+    row = release.variant(variant_name) if release else None
+    if release is not None and row is not None:
+        wanted = matched_set(release, row, version)
+    elif variant_name == "cpu":
+        wanted = cpu_set(release, version)
+    else:
+        return (
+            f"{torch_python(ctx.facts)} -m pip install --force-reinstall torch=={version}   "
+            "# from the index it came from (envdoctor recommend names one)"
+        )
+    return install_command(installer_for(ctx.facts.torch), wanted, reinstall=True)
 
 
 def _gpu_cc(gpu: GpuFacts) -> tuple[int, int] | None:
@@ -411,10 +435,8 @@ def _cudnn_cuda_incompatible(ctx: RuleContext) -> Evaluation:
                 remediation=Remediation(
                     summary=f"Install the cuDNN wheel for CUDA {cuda[0]} that torch depends on",
                     steps=(
-                        f"{torch_python(ctx.facts)} -m pip uninstall -y {wheel[0]}",
-                        f"{torch_python(ctx.facts)} -m pip install --force-reinstall "
-                        f"torch=={build.version.split('+')[0]} "
-                        "--index-url <the index torch came from>",
+                        *removal_steps(installer_for(ctx.facts.torch), (wheel[0],)),
+                        _reinstall_same(ctx, build),
                     ),
                 ),
             )
@@ -451,8 +473,7 @@ def _cudnn_cuda_incompatible(ctx: RuleContext) -> Evaluation:
                 summary="Let torch load the cuDNN it was built with",
                 steps=(
                     "remove other cuDNN directories from LD_LIBRARY_PATH",
-                    f"{torch_python(ctx.facts)} -m pip install --force-reinstall "
-                    f"torch=={build.version.split('+')[0]} --index-url <the index torch came from>",
+                    _reinstall_same(ctx, build),
                 ),
             ),
         )

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 from envdoctor.model.facts import OWN_INTERPRETER
 from envdoctor.model.finding import Finding, Remediation, Severity
+from envdoctor.model.install import install_steps as set_steps
+from envdoctor.model.install import installer_for, removal_steps
 from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, ProbeFailed
 from envdoctor.model.views import show, torch_broken, torch_build, torch_not_probed
@@ -12,26 +14,35 @@ from envdoctor.rules.base import Evaluation, Rule, RuleContext
 RECOMMEND = "envdoctor recommend   # prints the torch wheel and index URL that match this driver"
 
 
-def install_steps(ctx: RuleContext) -> tuple[str, ...]:
-    """The exact pip command `envdoctor recommend` picks for this machine, from the tables."""
+def install_steps(ctx: RuleContext, *, replace: bool = False) -> tuple[str, ...]:
+    """The install `envdoctor recommend` picks for this machine, from the tables: torch with
+    its torchvision and torchaudio, from one index, in the environment's own installer
+    (model/install.py); ``replace`` removes the installed set first."""
     from envdoctor.compat.recommend import (  # lazy: the probe tier never needs the tables
         machine_from_facts,
         recommend,
     )
 
     python = ctx.facts.torch.python
+    installer = installer_for(ctx.facts.torch)
     rec = recommend(ctx.tables, machine_from_facts(ctx.facts, ctx.tables, ctx.intent))
     if rec.choice is not None:
         why = ", ".join(rec.choice.reasons[:1]) or "best match"
-        return (f"{python} -m {rec.choice.command}   # {why}",)
-    if rec.cpu_command is not None:
-        return (f"{python} -m {rec.cpu_command}   # no NVIDIA GPU here: the CPU build",)
+        steps = set_steps(installer, rec.choice.install_set, replace=replace)
+        return (*steps[:-1], f"{steps[-1]}   # {why}")
+    if rec.cpu_install is not None:
+        steps = set_steps(installer, rec.cpu_install, replace=replace)
+        return (*steps[:-1], f"{steps[-1]}   # no NVIDIA GPU here: the CPU build")
+    removal = removal_steps(installer, ("torch",)) if replace else ()
     if rec.blockers:
         return (
             f"first: {rec.blockers[0]}",
             "then: envdoctor recommend   # the wheel that fits once the GPUs are usable",
         )
-    return (f"envdoctor recommend --python {python}   # the torch wheel and index URL that match",)
+    return (
+        *removal,
+        f"envdoctor recommend --python {python}   # the torch wheel and index URL that match",
+    )
 
 
 def _installed(ctx: RuleContext) -> Evaluation:
@@ -156,8 +167,7 @@ def _import_failed(ctx: RuleContext) -> Evaluation:
             summary="Reinstall torch cleanly in this environment",
             steps=(
                 *steps,
-                f"{python} -m pip uninstall -y torch",
-                *install_steps(ctx),
+                *install_steps(ctx, replace=True),
             ),
         ),
     )
@@ -191,10 +201,7 @@ def _cpu_build(ctx: RuleContext) -> Evaluation:
         evidence=tuple(evidence),
         remediation=Remediation(
             summary="Replace it with a CUDA build of torch",
-            steps=(
-                f"{ctx.facts.torch.python} -m pip uninstall -y torch",
-                *install_steps(ctx),
-            ),
+            steps=install_steps(ctx, replace=True),
         ),
     )
 

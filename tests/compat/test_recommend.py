@@ -72,8 +72,10 @@ def test_choices(name: str, want: tuple[str, str]) -> None:
     assert rec.choice is not None
     assert (rec.choice.version, rec.choice.variant.name) == want
     assert rec.status == "ok" and rec.exit_code == 0
-    assert rec.choice.command == (
-        f"pip install torch=={want[0]} --index-url https://download.pytorch.org/whl/{want[1]}"
+    vision, audio = {"2.14.1": ("0.29.1", "2.11.0"), "2.11.0": ("0.26.0", "2.11.0")}[want[0]]
+    assert rec.choice.command == (  # the whole set, from one index
+        f"pip install torch=={want[0]} torchvision=={vision} torchaudio=={audio} "
+        f"--index-url https://download.pytorch.org/whl/{want[1]}"
     )
 
 
@@ -118,7 +120,8 @@ def test_v100_on_an_old_driver_gets_2_7_1_cu118() -> None:
     assert rec.choice is not None
     assert (rec.choice.version, rec.choice.variant.name) == ("2.7.1", "cu118")
     assert rec.choice.command.endswith(
-        "torch==2.7.1 --index-url https://download.pytorch.org/whl/cu118"
+        "torch==2.7.1 torchvision==0.22.1 torchaudio==2.7.1 "
+        "--index-url https://download.pytorch.org/whl/cu118"
     )
 
 
@@ -147,7 +150,8 @@ def test_a_stable_variant_beats_an_experimental_one_in_a_pinned_release(
 def test_pinned_release() -> None:
     rec = rec_for(named("h100-580"), pin="2.11")
     assert rec.choice is not None and rec.choice.command.endswith(
-        "torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130"
+        "torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0 "
+        "--index-url https://download.pytorch.org/whl/cu130"
     )
     rec = rec_for(named("h100-580"), pin="2.10.0+cu128")
     assert rec.choice is not None and rec.choice.variant.name == "cu128"
@@ -167,7 +171,8 @@ def test_torch_1x_uses_local_versions() -> None:
     rec = rec_for(named("v100-580"), pin="1.13")
     assert rec.choice is not None  # 1.13's stable CUDA is 11.6; 11.7 is its experimental one
     assert rec.choice.command == (
-        "pip install torch==1.13.1+cu116 --extra-index-url https://download.pytorch.org/whl/cu116"
+        "pip install torch==1.13.1+cu116 torchvision==0.14.1+cu116 torchaudio==0.13.1 "
+        "--extra-index-url https://download.pytorch.org/whl/cu116"
     )
 
 
@@ -176,12 +181,13 @@ def test_no_driver_means_the_cpu_build() -> None:
     rec = rec_for(cpu)
     assert rec.status == "cpu-only" and rec.exit_code == 0
     assert (
-        rec.cpu_command
-        == "pip install torch==2.14.1 --index-url https://download.pytorch.org/whl/cpu"
+        rec.cpu_command == "pip install torch==2.14.1 torchvision==0.29.1 torchaudio==2.11.0 "
+        "--index-url https://download.pytorch.org/whl/cpu"
     )
     kept = rec_for(f.cpu_machine())  # torch 2.13.0+cpu installed: its version is kept
     assert kept.cpu_command == (
-        "pip install torch==2.13.0 --index-url https://download.pytorch.org/whl/cpu"
+        "pip install torch==2.13.0 torchvision==0.28.0 torchaudio==2.11.0 "
+        "--index-url https://download.pytorch.org/whl/cpu"
     )
     with_gpu = rec_for(
         f.facts(nvml=Absent("NVML: driver not loaded"), kernel=f.kernel(driver=Absent("no module")))
@@ -249,8 +255,8 @@ def test_cli_recommend_live_through_the_host_seam() -> None:
     result = cli_invoke(["recommend"], obj=AppContext(host=FakeHost.scenario("healthy_h100")))
     assert result.exit_code == 0, result.output
     assert (  # the installed torch 2.11.0+cu130 fits: its version is kept
-        "pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130"
-        in result.output
+        "pip install torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0 "
+        "--index-url https://download.pytorch.org/whl/cu130" in result.output
     )
 
 

@@ -122,7 +122,10 @@ def test_json_gpu_carries_why_its_capability_is_unknown() -> None:
 def test_healthy_machine_still_gets_its_cuda_wheel() -> None:
     code, out = run("healthy_h100")
     assert code == 0 and "Fix first" not in out
-    assert "pip install torch==2.11.0 --index-url https://download.pytorch.org/whl/cu130" in out
+    assert (
+        "pip install torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0 --index-url https://download.pytorch.org/whl/cu130"
+        in out
+    )
 
 
 # --- the rule, on facts --------------------------------------------------------------------------

@@ -471,3 +471,91 @@ def test_specifier_cuda_matching() -> None:
     assert release is not None
     assert release.package_for((12, 8)) is not None and release.package_for((13, 0)) is None
     assert Version("12.9") in SpecifierSet(release.packages[0].cuda)
+
+
+# --- companions: torchvision/torchaudio released with each torch patch release (#37) -----------
+
+COMPANIONS = """
+    companions:
+      - {torch: "2.11.0", torchvision: "0.26.0", torchaudio: "2.11.0", source: site}
+"""
+
+
+def _with_companions(rows: str) -> str:
+    return SITE_TORCH.replace(
+        "        source: site\n        variants:",
+        "        source: site\n"
+        + textwrap.indent(textwrap.dedent(rows).strip("\n"), "        ")
+        + "\n        variants:",
+    )
+
+
+def test_a_release_gives_the_companions_of_its_patch_releases(tmp_path: Path) -> None:
+    write(tmp_path, _with_companions(COMPANIONS))
+    release = load_tables(str(tmp_path)).torch_release("2.11.0+cu130")
+    assert release is not None
+    row = release.companions_of("2.11.0+cu130")
+    assert row is not None and (row.torchvision, row.torchaudio) == ("0.26.0", "2.11.0")
+    assert row.source == ("Our private torch builds: https://wheels.example.org/",)
+
+
+@pytest.mark.parametrize(
+    ("rows", "message"),
+    [
+        pytest.param(
+            COMPANIONS.replace('torchvision: "0.26.0"', 'torchvision: "0.26"'),
+            "is not a release like 0.28.0",
+            id="feature-version",
+        ),
+        pytest.param(
+            COMPANIONS.replace('torchvision: "0.26.0"', 'torchvision: "0.26.0+cu130"'),
+            "is not a version like",
+            id="local-tag",
+        ),
+        pytest.param(
+            COMPANIONS.replace(", source: site}", "}"), "every row needs a source", id="no-source"
+        ),
+        pytest.param(
+            COMPANIONS.replace('torch: "2.11.0"', 'torch: "2.10.0"'),
+            "is not a 2.11.x patch release",
+            id="other-release",
+        ),
+        pytest.param(
+            COMPANIONS.replace('torch: "2.11.0"', 'torch: "2.11.1"'),
+            "newer than latest",
+            id="beyond-latest",
+        ),
+        pytest.param(
+            COMPANIONS.replace('torchaudio: "2.11.0"', 'torchaudio: "2.11.0", vision: "x"'),
+            "vision",
+            id="unknown-key",
+        ),
+        pytest.param(
+            COMPANIONS
+            + '      - {torch: "2.11.0", torchvision: "0.26.1", torchaudio: "2.11.0", source: site}\n',
+            "2.11.0",
+            id="duplicate",
+        ),
+    ],
+)
+def test_a_malformed_companions_row_is_an_error_at_its_line(
+    tmp_path: Path, rows: str, message: str
+) -> None:
+    write(tmp_path, _with_companions(rows))
+    with pytest.raises(EnvdoctorError) as err:
+        load_tables(str(tmp_path))
+    assert err.value.where.startswith(f"{tmp_path / 'extra.yaml'}:")
+    assert message in err.value.message, err.value.message
+
+
+def test_the_latest_patch_needs_its_companions(tmp_path: Path) -> None:
+    write(tmp_path, _with_companions(COMPANIONS).replace('latest: "2.11.0"', 'latest: "2.11.1"'))
+    with pytest.raises(EnvdoctorError, match=r"no row for the latest patch release 2\.11\.1"):
+        load_tables(str(tmp_path))
+
+
+def test_every_shipped_torch_release_has_its_companions_for_every_patch_up_to_latest() -> None:
+    for release in load_tables().torch_releases:
+        assert release.companions_of(release.latest) is not None, release.torch
+        for row in release.companions:
+            assert row.source, (release.torch, row.torch)

@@ -77,7 +77,29 @@ def _journal(facts: dict[str, Any]) -> bool:
     return "journal" in str(log.get("source", ""))
 
 
-_PIP = re.compile(r"pip install (?:--force-reinstall )?torch==(\S+) --index-url (\S+)")
+_PIP_FORM = re.compile(
+    r"pip install (?:--python \S+ )?(?:--force-reinstall |--reinstall )?torch==(\S+)"
+    r"(?: torchvision==\S+)?(?: torchaudio==\S+)? (?:--index-url|--torch-backend) (\S+)"
+)
+
+
+class _Pip:
+    """A torch install in any installer envdoctor advises (pip, ``uv pip install --python``),
+    the set's index as a URL (uv's ``--torch-backend cu130`` is PyTorch's cu130 index)."""
+
+    def search(self, text: str) -> re.Match[str] | None:
+        match = _PIP_FORM.search(text)
+        if match is None or "://" in match.group(2):
+            return match
+        return _PIP_FORM.search(
+            text.replace(
+                f"--torch-backend {match.group(2)}",
+                f"--index-url https://download.pytorch.org/whl/{match.group(2)}",
+            )
+        )
+
+
+_PIP = _Pip()
 
 
 @dataclass

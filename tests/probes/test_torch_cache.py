@@ -242,7 +242,7 @@ FULL: dict[str, Any] = {
 
 def _probe(host: ScriptedHost, cache: CacheDir) -> TorchBuild:
     args = ["-c", child_source()]
-    probed = probe_cached(host, cache, args, python="/venv/bin/python", deadline=Deadline(5))
+    probed, _ = probe_cached(host, cache, args, python="/venv/bin/python", deadline=Deadline(5))
     assert isinstance(probed, Found) and isinstance(probed.value, TorchBuild)
     return probed.value
 
@@ -268,7 +268,7 @@ def test_the_driver_api_s_odd_gpu_count_fails_the_probe(tmp_path: Path, count: o
     host = ScriptedHost([FULL, {"installed": True, "unchanged": True, "cuda_now": now}])
     _probe(host, cache)
     args = ["-c", child_source()]
-    again = probe_cached(host, cache, args, python="/venv/bin/python", deadline=Deadline(5))
+    again, _ = probe_cached(host, cache, args, python="/venv/bin/python", deadline=Deadline(5))
     assert isinstance(again, ProbeFailed)
     assert "device_count is not a count of GPUs" in again.error
 

@@ -105,7 +105,10 @@ def test_cu130_wheel_on_a_570_driver_is_too_old_across_a_major_version() -> None
     assert "580.65.06" in finding.title
     assert finding.remediation is not None
     steps = " ".join(finding.remediation.steps)
-    assert "torch==2.11.0 --index-url https://download.pytorch.org/whl/cu128" in steps
+    assert (
+        "torch==2.11.0 torchvision==0.26.0 torchaudio==2.11.0 --index-url https://download.pytorch.org/whl/cu128"
+        in steps
+    )
 
 
 def test_blackwell_with_a_cu126_wheel_has_no_kernels() -> None:
