@@ -11,6 +11,7 @@ its fix is the precise one.
 from __future__ import annotations
 
 import re
+import shlex
 
 from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation
@@ -464,8 +465,8 @@ def _arch_cause(facts: Facts, child: ChildRun) -> Cause | None:
         Remediation(
             summary=f"Install a torch build that includes {sm}",
             steps=(
-                "pip install --force-reinstall torch --index-url https://download.pytorch.org/whl/<cuXXX>"
-                f"   # a CUDA version whose builds include {sm}",
+                f"envdoctor recommend --python {shlex.quote(facts.torch.python)}   # the wheel "
+                f"whose builds include {sm}, with its install command for this environment",
             ),
             docs=DOCS,
         ),

@@ -154,6 +154,9 @@ def test_no_kernel_image_for_a_newer_gpu() -> None:
         "— torch 2.5.1+cu121 has no sm_120 kernels (built for sm_50, sm_80, sm_86, sm_90)"
     )
     assert dict(finding.evidence)["GPU architecture"] == "sm_120 (compute capability 12.0)"
+    assert finding.remediation is not None
+    (step,) = finding.remediation.steps  # a command to paste: no <cuXXX> left to fill in
+    assert step.startswith("envdoctor recommend --python ") and "<" not in step
 
 
 def test_no_kernel_image_although_the_arch_is_listed() -> None:
