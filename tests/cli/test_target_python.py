@@ -102,30 +102,25 @@ def test_check_reads_the_activated_venvs_torch_and_says_why(tmp_path: Path) -> N
         "XDG_CACHE_HOME": str(tmp_path / "cache"),
     }
     env.pop("CONDA_PREFIX", None)
-    result = subprocess.run(
-        [sys.executable, "-m", "envdoctor", "check", "--json"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
-    torch = json.loads(result.stdout)["facts"]["torch"]
+
+    def check(*args: str) -> str:
+        return subprocess.run(
+            [sys.executable, "-m", "envdoctor", "check", *args],
+            capture_output=True,
+            text=True,
+            timeout=120,
+            env=env,
+            cwd=ROOT,
+            check=False,
+        ).stdout
+
+    torch = json.loads(check("--json"))["facts"]["torch"]
     assert torch["python"] == str(venv / "bin" / "python")
     assert "2.13.0" in json.dumps(torch["torch"]), torch  # that venv's torch was read
     assert torch["chosen_by"] == f"the active virtual environment (VIRTUAL_ENV={venv})"
-    text = subprocess.run(
-        [sys.executable, "-m", "envdoctor", "check"],
-        capture_output=True,
-        text=True,
-        timeout=120,
-        env=env,
-        cwd=ROOT,
-        check=False,
-    )
+    text = check()
     # the summary's torch line, whichever width it was wrapped to
-    assert f"(the active virtual environment (VIRTUAL_ENV={venv}))" in " ".join(text.stdout.split())
+    assert f"(the active virtual environment (VIRTUAL_ENV={venv}))" in " ".join(text.split())
 
 
 def test_recommend_takes_python_and_refuses_it_with_a_snapshot(tmp_path: Path) -> None:
