@@ -341,12 +341,24 @@ def _child_pid(output: bytes) -> int:
     return int(output.split(b"ready", 1)[1].split()[0])
 
 
+# envdoctor run keeps a signal that it inherited as ignored ignored (nohup, `cmd &`), as a shell
+# does: started from a suite run under nohup, the HUP case would test that instead. The child
+# starts with every forwarded signal at its default, then runs `python -m envdoctor ARGS`.
+DEFAULT_SIGNALS = (
+    "import runpy, signal, sys\n"
+    "for name in ('SIGTERM', 'SIGINT', 'SIGHUP', 'SIGQUIT', 'SIGUSR1', 'SIGUSR2'):\n"
+    "    signal.signal(getattr(signal, name), signal.SIG_DFL)\n"
+    "sys.argv = sys.argv[2:]\n"
+    "runpy.run_module(sys.argv[0], run_name='__main__', alter_sys=True)\n"
+)
+
+
 @contextmanager
 def _envdoctor_run(*command: str) -> Iterator[subprocess.Popen[bytes]]:
     """envdoctor run in a session of its own (no controlling terminal, and a group that the
     cleanup can kill whole, the child included, whatever the test did)."""
     proc = subprocess.Popen(
-        [sys.executable, "-m", "envdoctor", "run", "--", *command],
+        [sys.executable, "-c", DEFAULT_SIGNALS, "-m", "envdoctor", "run", "--", *command],
         stdout=subprocess.PIPE,
         stderr=subprocess.PIPE,
         start_new_session=True,
