@@ -77,13 +77,20 @@ def run(inv: Invocation) -> int:
         ),
     )
     fmt = args.text("format")
+    output = args.path("output")
+    # A person at a terminal who asked for nothing in particular reads the steps, not the
+    # script's hundreds of lines; a pipe or a file still gets the script (`fix > fix.sh`).
+    for_person = output is None and not args.given("format") and sys.stdout.isatty()
+    if for_person:
+        fmt = "steps"
     if fmt == "json":
         text = json_document(plan_to_json(plan))
+    elif for_person and not plan.addressed:
+        text = _nothing_to_fix(source, plan.unaddressed)
     elif fmt == "steps":
         text = render_steps(plan)
     else:
         text = render_script(plan)
-    output = args.path("output")
     # steps are for people: coloured on a terminal, as check's report is
     write_report(
         inv,
@@ -101,7 +108,22 @@ def run(inv: Invocation) -> int:
         )
         steps = plural(len(plan.steps), "step")
         emit(safe_line(f"envdoctor fix: wrote {output} ({steps}); {how}") + "\n", err=True)
+    elif for_person and plan.addressed:
+        emit(
+            "the script of these steps (a dry run unless started with --apply): "
+            "envdoctor fix -o fix.sh, or --format script to print it\n",
+            err=True,
+        )
     return exitcodes.HEALTHY
+
+
+def _nothing_to_fix(source: str, unaddressed: tuple[str, ...]) -> str:
+    from envdoctor.terminal import safe_line
+
+    lines = [f"envdoctor fix: nothing to fix on {source}: no finding a script would change"]
+    if unaddressed:
+        lines.append(f"not fixed here (see envdoctor check): {', '.join(unaddressed)}")
+    return "".join(safe_line(line) + "\n" for line in lines)
 
 
 def verify_command(*, live: bool, python: str | None) -> tuple[str, ...]:

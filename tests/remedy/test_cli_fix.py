@@ -194,3 +194,31 @@ def test_modinfo_runs_only_for_a_plan_that_loads_the_module() -> None:
         host.commands.append(BUILT)
         assert invoke(host, "--format", "json").exit_code == 0
         assert (("modinfo", "-n", "nvidia") in host.ran) is asked, scenario
+
+
+def _fix_on_a_terminal(scenario: str, *args: str) -> tuple[int, str, str]:
+    result = cli_invoke(
+        ["fix", "--color", "never", *args],
+        obj=AppContext(host=FakeHost.scenario(scenario), python=PYTHON),
+        tty=("stdout",),
+    )
+    return result.exit_code, result.stdout, result.stderr
+
+
+def test_on_a_terminal_fix_shows_the_steps_and_how_to_get_the_script() -> None:
+    """Issue 37: `envdoctor fix` on a terminal printed a bash script of hundreds of lines; a
+    person reads the steps, and is told how to get the script."""
+    code, out, err = _fix_on_a_terminal("uvm_missing")
+    assert code == 0
+    assert out.startswith("envdoctor fix: 2 steps")
+    assert "$ nvidia-modprobe -u -c 0" in out and "#!/" not in out
+    assert "envdoctor fix -o fix.sh" in err
+    # asked for by name, or written to a file, it is still the script
+    assert _fix_on_a_terminal("uvm_missing", "--format", "script")[1].startswith("#!")
+
+
+def test_on_a_healthy_machine_fix_says_there_is_nothing_to_fix() -> None:
+    code, out, err = _fix_on_a_terminal("cpu_only")
+    assert code == 0
+    assert out.startswith("envdoctor fix: nothing to fix on ")
+    assert out.count("\n") == 1 and err == ""
