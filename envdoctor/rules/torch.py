@@ -11,8 +11,6 @@ from envdoctor.model.probed import Absent, ProbeFailed
 from envdoctor.model.views import show, torch_broken, torch_build, torch_not_probed
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
-RECOMMEND = "envdoctor recommend   # prints the torch wheel and index URL that match this driver"
-
 
 def install_steps(ctx: RuleContext, *, replace: bool = False) -> tuple[str, ...]:
     """The install `envdoctor recommend` picks for this machine, from the tables: torch with

@@ -1,8 +1,8 @@
 """A stand-in for the ``pynvml`` module (nvidia-ml-py) with simulated GPUs and a delay per call.
 
 It drives envdoctor's real NVML path (``PynvmlSession``: the workers, the timeouts, the
-translation of every answer) where no GPU is: the unit tests, and ``benchmarks/bench_nvml.py``
-("probe on 8 simulated GPUs with 1 ms per NVML call"). Each call sleeps ``delay`` seconds,
+translation of every answer) where no GPU is, in the fast unit tests (the native stand-in,
+``tests/native``, drives the bindings and the NVML child). Each call sleeps ``delay`` seconds,
 releasing the GIL as a ctypes call into ``libnvidia-ml`` does. Constants, ctypes structures and
 ``NVMLError`` are the installed nvidia-ml-py's own, and every function here has the name and
 the parameters of the real binding (``tests/probes/test_nvml_health.py`` holds it to that), so a
