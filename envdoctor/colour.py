@@ -19,10 +19,10 @@ A leaf beside ``terminal``: ``envdoctor probe`` imports it on its start-up path 
 from __future__ import annotations
 
 import os
+from typing import TYPE_CHECKING
 
 from envdoctor.terminal import is_terminal, safe_text
 
-TYPE_CHECKING = False  # typing costs ~5 ms to import: help and the probe go without it
 if TYPE_CHECKING:
     from collections.abc import Mapping, Sequence
     from typing import TextIO

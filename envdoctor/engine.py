@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Outcome, Verdict
-from envdoctor.model.record import record
 from envdoctor.model.views import NO_INTENT, Intent, machine_view
 from envdoctor.rules.base import Rule, RuleContext
 
@@ -19,7 +19,7 @@ if TYPE_CHECKING:
 NO_VERDICT = "the check gave no verdict (an envdoctor bug: please report it)"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CheckResult:
     """One check's outcome, why, and the findings it produced (when it failed)."""
 
@@ -29,7 +29,7 @@ class CheckResult:
     findings: tuple[Finding, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Report:
     """Facts and the findings drawn from them; ``status`` and ``exit_code`` follow from both.
 

@@ -20,7 +20,6 @@ from contextlib import contextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
-from envdoctor.model.record import record
 from envdoctor.model.units import whole
 
 if TYPE_CHECKING:
@@ -142,7 +141,7 @@ def _describe_bad_targets(
 # --- NaN / Inf in the forward pass ----------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class NonFinite:
     """Where the first non-finite value appeared."""
 

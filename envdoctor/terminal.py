@@ -18,9 +18,10 @@ imports it on its start-up path.
 
 from __future__ import annotations
 
+from typing import TYPE_CHECKING
+
 from envdoctor.errors import values_hidden
 
-TYPE_CHECKING = False  # typing costs ~5 ms to import: help and the probe go without it
 if TYPE_CHECKING:
     from typing import Any
 

@@ -6,6 +6,7 @@ overrides so a test states only what its scenario changes.
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from envdoctor.model.facts import (
@@ -29,7 +30,6 @@ from envdoctor.model.facts import (
     TorchFacts,
 )
 from envdoctor.model.probed import Absent, Found, Probed
-from envdoctor.model.record import replace
 
 GiB = 1 << 30
 DRIVER = "580.159.04"

@@ -7,17 +7,17 @@ import os
 import shutil
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
 
 from envdoctor.model.facts import TorchBuild
 from envdoctor.model.probed import Absent, Found
-from envdoctor.model.record import replace
 from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import Deadline
 from envdoctor.platform.system import SystemHost
-from envdoctor.probes.torch_build import probe_torch
+from envdoctor.probes.torch_probe import probe_torch
 
 NO_DRIVER = not Path("/proc/driver/nvidia/version").exists() and not any(
     Path(d, "libnvidia-ml.so.1").exists()

@@ -27,17 +27,17 @@ A catalog may have keys of its own (the Xid catalog's resolution buckets): its t
 (``envdoctor.catalogs.xid``) reads them, and this reader is told to accept them.
 
 This package sits below ``rules`` and ``kb`` so that both read the same files; it imports only
-the YAML reader and ``model.record``, and PyYAML only when a catalog is read.
+the YAML reader, and PyYAML only when a catalog is read.
 """
 
 from __future__ import annotations
 
 import os
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.record import record
 
 if TYPE_CHECKING:  # check's probe tier goes without pathlib and importlib.resources
     from pathlib import Path
@@ -69,7 +69,7 @@ _ENTRY_OPTIONAL = (
 )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Entry:
     """One message of an emitter and how ``explain`` treats it."""
 
@@ -85,7 +85,7 @@ class Entry:
     at: str  # file:line of the entry
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Catalog:
     """One emitter's catalog."""
 

@@ -15,10 +15,10 @@ from __future__ import annotations
 
 import functools
 import sys
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envdoctor.catalogs import catalog_path, read_catalog, read_root, where
-from envdoctor.model.record import record
 
 if TYPE_CHECKING:  # check's probe tier goes without pathlib and importlib.resources
     from pathlib import Path
@@ -55,7 +55,7 @@ LEGACY_CAUSES = frozenset(
 _NOTHING_MORE = frozenset({"N/A; Unused"})
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class XidCode:
     """One code of the catalog."""
 

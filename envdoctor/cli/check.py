@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import time
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
@@ -19,7 +20,6 @@ from envdoctor.cli.common import (
     write_report,
 )
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.record import replace
 
 if TYPE_CHECKING:
     from envdoctor.compat.tables import CompatTables

@@ -209,7 +209,7 @@ def facts_for(
             torch_cache=user_cache_of(inv),
             meanwhile=meanwhile,
         )
-    from envdoctor.model.record import replace
+    from dataclasses import replace
 
     return replace(facts, torch=replace(facts.torch, chosen_by=chosen_by))
 

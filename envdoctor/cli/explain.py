@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import sys
+from dataclasses import replace
 from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
@@ -11,7 +12,6 @@ from envdoctor.cli.common import Invocation, facts_for, kb_of, output_format, wr
 from envdoctor.cli.progress import Progress
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import open_stream, refuse_device
-from envdoctor.model.record import replace
 from envdoctor.model.units import binary_size, plural
 from envdoctor.terminal import safe_line
 

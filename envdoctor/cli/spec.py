@@ -8,10 +8,11 @@ MIG layout, driver branch, the CUDA version it supports, and the torch and cuDNN
 
 from __future__ import annotations
 
+from dataclasses import fields, replace
+
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, facts_for, write_output
-from envdoctor.model.record import fields, replace
 from envdoctor.terminal import safe_line
 
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
 from envdoctor.cli.common import Invocation, output_format, tables_of, write_report
-from envdoctor.compat.store import shipped_dir
+from envdoctor.compat.locations import shipped_dir
 from envdoctor.compat.tables import SECTIONS, TABLE_NAMES, count_rows
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.units import plural

@@ -9,12 +9,13 @@ the index of the torch variant it installs.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from envdoctor.compat.tables import DEFAULT_INDEX_URL, CompatTables, TorchRelease, TorchVariant
 from envdoctor.model.facts import Companion, TorchBuild
 from envdoctor.model.finding import Severity
 from envdoctor.model.install import InstallSet
 from envdoctor.model.probed import Found
-from envdoctor.model.record import record
 
 CPU_INDEX = "https://download.pytorch.org/whl/cpu"
 JUDGED = ("torchvision", "torchaudio")
@@ -93,7 +94,7 @@ def _feature(version: str) -> tuple[str, ...]:
     return tuple(version.split("+", 1)[0].split(".")[:2])
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CompanionProblem:
     """One companion that does not belong with the installed torch."""
 

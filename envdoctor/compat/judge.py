@@ -7,6 +7,7 @@ official wheel), so both always agree.
 from __future__ import annotations
 
 import enum
+from dataclasses import dataclass
 
 from envdoctor.compat.tables import CompatTables
 from envdoctor.compat.versions import (
@@ -19,7 +20,6 @@ from envdoctor.compat.versions import (
     parse_cuda,
     sm_name,
 )
-from envdoctor.model.record import record
 
 
 class DriverFit(enum.Enum):
@@ -29,7 +29,7 @@ class DriverFit(enum.Enum):
     UNKNOWN = "unknown"  # not enough facts or table rows to say
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DriverVerdict:
     """Whether a driver runs code built with CUDA ``cuda``, and which driver would."""
 
@@ -130,7 +130,7 @@ class ArchFit(enum.Enum):
     NONE = "none"  # no kernel image for this GPU
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ArchVerdict:
     fit: ArchFit
     cc: Cc

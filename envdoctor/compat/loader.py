@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, TypeVar
 
@@ -19,7 +20,7 @@ from packaging.version import Version
 
 from envdoctor import yamlsource as y
 from envdoctor.compat.index import index_url_problem
-from envdoctor.compat.store import extra_dirs, shipped_dir, table_files
+from envdoctor.compat.locations import extra_dirs, shipped_dir, table_files
 from envdoctor.compat.tables import (
     DEFAULT_INDEX_URL,
     TABLE_NAMES,
@@ -46,7 +47,6 @@ from envdoctor.compat.versions import (
     parse_driver,
 )
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.record import record
 from envdoctor.terminal import quoted
 from envdoctor.yamlsource import Reader
 
@@ -83,7 +83,7 @@ def validate_dir(path: str) -> CompatTables:
 # --- reading one directory -------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Sections:
     """Parsed rows per section name, plus which sections a file asked to replace wholesale."""
 

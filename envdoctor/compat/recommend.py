@@ -8,6 +8,7 @@ compatibility, a stable variant beats an experimental one, then the higher CUDA 
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import Any
 
 from envdoctor import exitcodes
@@ -37,7 +38,6 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import OWN_INTERPRETER, Facts, NvmlErrorKind, NvmlSystem
 from envdoctor.model.install import BARE, Installer, InstallSet, installer_for, one_line
 from envdoctor.model.probed import Found, ProbeFailed, why_missing
-from envdoctor.model.record import field, record, replace
 from envdoctor.model.views import (
     NO_INTENT,
     Intent,
@@ -81,7 +81,7 @@ FIX_USERSPACE = (
 )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MachineGpu:
     index: int
     name: str
@@ -89,7 +89,7 @@ class MachineGpu:
     cc_problem: str = ""  # why the compute capability is unknown, when it is
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Machine:
     """What the recommendation depends on, read from facts (live or a snapshot).
 
@@ -191,7 +191,7 @@ def _machine_gpus(system: NvmlSystem) -> list[MachineGpu]:
     return out
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Candidate:
     """One (release, variant) judged against the machine."""
 
@@ -227,7 +227,7 @@ class Candidate:
         return (native, not self.variant.experimental, self.variant.cuda_version)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Recommendation:
     machine: Machine
     choice: Candidate | None

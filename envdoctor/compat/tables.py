@@ -7,9 +7,8 @@ was read from, for messages).
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, replace
 from typing import TYPE_CHECKING
-
-from envdoctor.model.record import field, record, replace
 
 if TYPE_CHECKING:
     from packaging.version import Version
@@ -30,7 +29,7 @@ from envdoctor.compat.versions import (
 DEFAULT_INDEX_URL = "https://download.pytorch.org/whl/{variant}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CudaRelease:
     """A CUDA toolkit release and the driver it needs for all of its features."""
 
@@ -51,7 +50,7 @@ class CudaRelease:
         return parsed
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MinorVersionFloor:
     """CUDA ``major``.x applications run on any driver ≥ this floor (with limitations)."""
 
@@ -62,7 +61,7 @@ class MinorVersionFloor:
     where: str = field(default="", compare=False)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MinorVersionLimitation:
     feature: str
     symptom: str
@@ -70,7 +69,7 @@ class MinorVersionLimitation:
     where: str = field(default="", compare=False)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ForwardCompatGpuClass:
     gpus: str
     supported: bool
@@ -79,7 +78,7 @@ class ForwardCompatGpuClass:
     where: str = field(default="", compare=False)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ForwardCompatPackage:
     """A cuda-compat package: CUDA ``cuda`` on the listed (older) driver branches."""
 
@@ -90,7 +89,7 @@ class ForwardCompatPackage:
     where: str = field(default="", compare=False)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DriverBranch:
     """A driver branch and the highest CUDA version it supports (nvidia-smi's "CUDA Version")."""
 
@@ -105,7 +104,7 @@ class DriverBranch:
     where: str = field(default="", compare=False)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Architecture:
     """A compute capability: its architecture, example GPUs and support windows."""
 
@@ -135,7 +134,7 @@ class Architecture:
         return f"sm_{self.cc.replace('.', '')}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GpuProduct:
     """A product whose needs differ from its compute capability's row (GH200 is CC 9.0 like
     H100, but runs only with the open kernel modules), matched on NVML's GPU name."""
@@ -164,7 +163,7 @@ class GpuProduct:
         )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CudnnPackage:
     """One cuDNN package (per CUDA major) and the driver it documents."""
 
@@ -179,7 +178,7 @@ class CudnnPackage:
         return Version(f"{cuda[0]}.{cuda[1]}") in SpecifierSet(self.cuda)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CudnnRelease:
     """A range of cuDNN releases sharing one support matrix."""
 
@@ -203,7 +202,7 @@ class CudnnRelease:
         return next((p for p in self.packages if p.supports(cuda)), None)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TorchVariant:
     """One CUDA variant of a PyTorch release's official wheels."""
 
@@ -232,7 +231,7 @@ class TorchVariant:
         return parse_arch_list(self.arch_list)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TorchCompanions:
     """The torchvision and torchaudio released with one torch patch release (``"2.13.0"``):
     the set to install together, from one index (PyTorch's published version pairs)."""
@@ -248,7 +247,7 @@ class TorchCompanions:
         return {"torchvision": self.torchvision, "torchaudio": self.torchaudio}.get(name)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TorchRelease:
     """A PyTorch feature release (``"2.11"``) and its official CUDA wheels."""
 
@@ -278,7 +277,7 @@ class TorchRelease:
         return next((v for v in self.variants if v.name == name), None)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CompatTables:
     """Every table, loaded and validated. ``CompatTables()`` is the empty set of tables."""
 

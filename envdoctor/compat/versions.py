@@ -7,8 +7,7 @@ parser returns ``None`` for text it does not understand rather than guessing.
 from __future__ import annotations
 
 import re
-
-from envdoctor.model.record import record
+from dataclasses import dataclass
 
 # A number in a version is ASCII digits, at most 9 of them: text from a snapshot or a table can
 # be anything, and int() of thousands of digits raises (Python 3.11+) or takes long (3.10).
@@ -75,7 +74,7 @@ def sm_name(cc: Cc) -> str:
     return f"sm_{cc[0]}{cc[1]}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ArchTarget:
     """One entry of a compiled arch list: SASS (``sm_90``) or PTX (``compute_90``).
 
@@ -146,7 +145,7 @@ def expand_torch_arch_list(spec: str) -> tuple[str, ...] | None:
     return tuple(out)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Coverage:
     """How an arch list serves one compute capability."""
 

@@ -13,13 +13,13 @@ import json
 import re
 from collections import Counter
 from collections.abc import Iterator, Sequence
+from dataclasses import dataclass
 from typing import Any
 
 from envdoctor.envelope import envelope
 from envdoctor.fleet.requirements import format_bytes
 from envdoctor.model import codec
 from envdoctor.model.facts import Facts
-from envdoctor.model.record import record
 
 MISSING = "(none)"
 
@@ -33,7 +33,7 @@ _IDENTITY_KEYS = ("index", "name", "path", "pid", "address")
 _BYTES = re.compile(r"(\.memory\.(total|used|free)|\.used_memory)$")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Difference:
     """One fact that differs: its dotted path and each side's value (``MISSING`` if none)."""
 

@@ -20,6 +20,7 @@ from __future__ import annotations
 import operator
 import re
 from collections.abc import Callable, Iterable, Sequence
+from dataclasses import dataclass
 from typing import Any, Union
 
 from envdoctor.errors import EnvdoctorError
@@ -27,7 +28,6 @@ from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import passed
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
-from envdoctor.model.record import record
 from envdoctor.model.views import driver_view
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 
@@ -62,7 +62,7 @@ _UNITS = {
 }
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Key:
     kind: str  # "count", "version", "bytes" or "text"
     per_gpu: bool
@@ -81,7 +81,7 @@ KEYS: dict[str, _Key] = {
 _ALIASES = {"gpu": "gpus", "cc": "compute_capability", "name": "model", "cuda_driver": "cuda"}
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Requirement:
     """One parsed gate. ``text`` is the normalised expression (``gpus>=8``)."""
 
@@ -91,7 +91,7 @@ class Requirement:
     target: Target
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Outcome:
     """A gate judged against facts: ``verdict`` is "met", "unmet" or "unknown"."""
 
@@ -189,7 +189,7 @@ def format_bytes(n: int) -> str:
 # --- judging ----------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Value:
     """One observed value: where (``"GPU 3"``, or ``""`` for the machine), parsed, as read."""
 
@@ -201,7 +201,7 @@ class _Value:
         return f"{self.label}: {self.text}" if self.label else self.text
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Observed:
     """What the machine has for a key: labelled values, or why there is none."""
 

@@ -14,11 +14,11 @@ from __future__ import annotations
 
 import re
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.fleet.verdict import fit_line, one_line
 from envdoctor.model.probed import Found, Probed
-from envdoctor.model.record import record
 from envdoctor.platform.host import CommandResult, Deadline, Host
 
 REASON_PREFIX = "envdoctor:"
@@ -31,7 +31,7 @@ class SlurmError(EnvdoctorError):
     """``scontrol`` is missing, failed, or said something unexpected."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class NodeState:
     """A node as ``scontrol show node`` reports it."""
 
@@ -58,7 +58,7 @@ class NodeState:
         return any(flag.startswith("REBOOT") for flag in self.flags) or self.base == "REBOOT"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Action:
     """What the health check does to the node: "drain", "resume" or "none", and why."""
 

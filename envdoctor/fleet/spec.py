@@ -28,6 +28,7 @@ from __future__ import annotations
 import re
 import shlex
 from collections.abc import Callable, Iterable, Iterator, Sequence
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, Literal, TypeVar, Union
 
@@ -36,7 +37,6 @@ from envdoctor.model.facts import Facts, GpuFacts, TorchBroken, TorchBuild
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import passed
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
-from envdoctor.model.record import record
 from envdoctor.model.units import plural, whole
 from envdoctor.model.views import driver_view, torch_not_probed
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
@@ -75,7 +75,7 @@ MigLayout = Union[Literal["off"], tuple[Union[int, None], ...]]  # noqa: UP007 (
 """``"off"`` (MIG off on every GPU) or, per GPU in index order, a MIG device count or None (off)."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Spec:
     """The expected state; ``None`` means "not checked". ``source`` names the file for evidence."""
 

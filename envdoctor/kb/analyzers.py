@@ -8,13 +8,13 @@ from __future__ import annotations
 
 import re
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass
 
 from envdoctor.kb.model import KnowledgeBase
-from envdoctor.model.record import record
 from envdoctor.model.units import scaled, whole
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Analysis:
     """What an analyzer read from the captures: notes, a summary that replaces the signature's
     when the numbers name the cause more precisely ("" keeps it), and the confidence the

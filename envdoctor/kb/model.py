@@ -9,9 +9,9 @@ from __future__ import annotations
 import enum
 import functools
 import re
+from dataclasses import dataclass
 
 from envdoctor import exitcodes
-from envdoctor.model.record import record
 
 
 @functools.lru_cache(maxsize=1024)
@@ -40,7 +40,7 @@ class Role(enum.Enum):
     FOLLOW_ON = "follow-on"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Pattern:
     """One way a cause shows up in a log: a regex searched in a line.
 
@@ -64,7 +64,7 @@ class Pattern:
     groups: tuple[str, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ContextRule:
     """Text in the lines before a match that makes this cause more (or less) likely."""
 
@@ -73,7 +73,7 @@ class ContextRule:
     note: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Signature:
     """One cause: how to recognise it, what it means, how to fix it, how to confirm it."""
 
@@ -101,7 +101,7 @@ class Signature:
         return frozenset(names)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class KnowledgeBase:
     """All signatures plus the prefilter literals the scanner searches for."""
 
@@ -122,7 +122,7 @@ class KnowledgeBase:
 # --- what a scan found ----------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Occurrence:
     """A line that matched: its number (1-based), text (shortened) and named captures."""
 
@@ -137,7 +137,7 @@ class Occurrence:
         return None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Hit:
     """Everything the scan saw of one signature (bounded: the first few occurrences)."""
 
@@ -150,7 +150,7 @@ class Hit:
     context_notes: tuple[str, ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ScanResult:
     """The outcome of one pass over a log."""
 
@@ -172,7 +172,7 @@ class Verdict(enum.Enum):
     NEUTRAL = "neutral"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HostCheck:
     """What a live fact says about a cause (``--with-host``)."""
 
@@ -182,7 +182,7 @@ class HostCheck:
     evidence: tuple[tuple[str, str], ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Cause:
     """A ranked cause: the signature, how sure we are, where it was seen and why."""
 
@@ -207,7 +207,7 @@ class Cause:
 CONFIDENT = 0.5  # below this a cause is only "possible"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Explanation:
     """Ranked causes for one log; ``status`` says whether anything is known with confidence."""
 

@@ -26,6 +26,7 @@ from __future__ import annotations
 
 import string
 from collections.abc import Mapping, Sequence
+from dataclasses import replace
 
 from envdoctor.kb.analyzers import ANALYZERS, Analysis
 from envdoctor.kb.model import (
@@ -38,7 +39,6 @@ from envdoctor.kb.model import (
     ScanResult,
     Verdict,
 )
-from envdoctor.model.record import replace
 
 CONSEQUENCE_FACTOR = 0.4
 CONFIRM_BONUS = 0.15

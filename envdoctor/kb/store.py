@@ -35,7 +35,6 @@ READER_CODE = (
     "kb/ere.py",
     "kb/analyzers.py",
     "model/codec.py",
-    "model/record.py",
     "model/finding.py",
     "yamlsource.py",
     "inputfile.py",

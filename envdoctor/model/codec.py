@@ -16,10 +16,10 @@ import math
 import types
 import typing
 from collections.abc import Callable
+from dataclasses import MISSING, fields, is_dataclass
 from typing import Any, TypeVar, Union, cast
 
 from envdoctor.model.probed import Absent, Found, ProbeFailed
-from envdoctor.model.record import MISSING, fields, is_record
 
 T = TypeVar("T")
 
@@ -36,7 +36,7 @@ def encode(obj: object) -> Any:
         return {"absent": obj.reason}
     if isinstance(obj, ProbeFailed):
         return {"failed": obj.error, "detail": obj.detail}
-    if is_record(obj) and not isinstance(obj, type):
+    if is_dataclass(obj) and not isinstance(obj, type):
         return {f.name: encode(getattr(obj, f.name)) for f in fields(obj)}
     if isinstance(obj, enum.Enum):
         return obj.value
@@ -105,7 +105,7 @@ def _decoder(tp: Any) -> Decoder:
             return Found(_decoder(inner)(data["found"]))
 
         return found
-    if isinstance(tp, type) and is_record(tp):
+    if isinstance(tp, type) and is_dataclass(tp):
         return _record_decoder(tp)
     if isinstance(tp, type) and issubclass(tp, enum.Enum):
         return _enum_decoder(tp)
@@ -227,7 +227,7 @@ def _record_decoder(tp: type) -> Decoder:
 
 def _union_decoder(args: tuple[Any, ...]) -> Decoder:
     found = [a for a in args if typing.get_origin(a) is Found]
-    classes = [a for a in args if isinstance(a, type) and is_record(a)]
+    classes = [a for a in args if isinstance(a, type) and is_dataclass(a)]
     optional = type(None) in args
 
     def union(data: Any) -> Any:

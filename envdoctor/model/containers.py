@@ -7,8 +7,9 @@ judged by ``envdoctor/rules/containers.py``. Every field that can be missing kee
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from envdoctor.model.probed import Absent, Probed
-from envdoctor.model.record import record
 
 OLD_SNAPSHOT = "not read (a snapshot from an older envdoctor)"
 SHM_PATH = "/dev/shm"  # noqa: S108 (the shared-memory mount that is judged, not a temp file)
@@ -41,7 +42,7 @@ SHM_ENOUGH = 1 << 30
 --shm-size=1g at least); Docker's default is 64 MiB."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ToolkitConfig:
     """/etc/nvidia-container-runtime/config.toml, the keys that change a container's GPU access.
 
@@ -58,7 +59,7 @@ class ToolkitConfig:
     default_kind: str = NVIDIA_KIND
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ToolkitFacts:
     """The NVIDIA Container Toolkit's programs (name, path) and versions, and its config.
 
@@ -77,7 +78,7 @@ class ToolkitFacts:
         return bool(self.programs)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class EngineConfig:
     """One engine's configuration, reduced to what GPU containers depend on.
 
@@ -105,7 +106,7 @@ class EngineConfig:
     tier, which then goes by the config's version: 3 is containerd 2.x's)."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class EngineFacts:
     """A container engine on this host: ``docker``, ``containerd``, ``cri-o`` or ``podman``."""
 
@@ -116,7 +117,7 @@ class EngineFacts:
     rootless: bool = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CdiSpec:
     """One CDI spec file (/etc/cdi, /var/run/cdi): what it names and what of it is missing.
 
@@ -133,7 +134,7 @@ class CdiSpec:
     error: str = ""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ContainerHostFacts:
     """The host side: toolkit, engines, CDI specs, and whether this is a Kubernetes node."""
 
@@ -143,7 +144,7 @@ class ContainerHostFacts:
     kubelet: bool = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DeviceOpen:
     """What opening a device node read-write answered: "ok", an errno name, or "timeout"."""
 
@@ -151,7 +152,7 @@ class DeviceOpen:
     result: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ShmMount:
     """The shared-memory mount as /proc/self/mounts lists it; ``size`` 0 when no ``size=`` limit is shown
     (tmpfs's default, half of the memory, or the host's /dev/shm with ``--ipc=host``)."""
@@ -160,7 +161,7 @@ class ShmMount:
     size: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class InsideFacts:
     """What a container sees: device nodes it could open, /dev/shm, the image's requirements.
 
@@ -173,7 +174,7 @@ class InsideFacts:
     require: tuple[tuple[str, str], ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ContainerFacts:
     host: Probed[ContainerHostFacts]
     inside: Probed[InsideFacts]

@@ -6,9 +6,10 @@ report, the snapshot and the findings.
 
 from __future__ import annotations
 
+from dataclasses import dataclass, field, fields
+
 from envdoctor.model.containers import NOT_READ, ContainerFacts
 from envdoctor.model.probed import Absent, Probed
-from envdoctor.model.record import field, fields, record
 
 SNAPSHOT_SCHEMA_VERSION = 1
 
@@ -66,7 +67,7 @@ class NvmlErrorKind:
 # --- the host -------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PciDevice:
     """An NVIDIA PCI function seen in sysfs, whatever driver (if any) is bound to it."""
 
@@ -76,7 +77,7 @@ class PciDevice:
     driver: Probed[str]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HostFacts:
     """Operating system, kernel, container and the user envdoctor runs as."""
 
@@ -95,7 +96,7 @@ class HostFacts:
 # --- the kernel side ------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class KernelModule:
     """A line of /proc/modules."""
 
@@ -104,7 +105,7 @@ class KernelModule:
     used_by: tuple[str, ...]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SysModule:
     """/sys/module/NAME of an NVIDIA-related module: also built-in modules, which
     /proc/modules never lists. ``initstate`` is "live", "coming" or "going" for a loadable
@@ -120,7 +121,7 @@ class SysModule:
         return not self.initstate
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class KernelDriver:
     """The NVIDIA kernel module as /proc/driver/nvidia/version reports it."""
 
@@ -129,7 +130,7 @@ class KernelDriver:
     raw: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DeviceNode:
     """One /dev/nvidia* node and what the current user may do with it.
 
@@ -146,7 +147,7 @@ class DeviceNode:
     gid: int = -1
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class KernelFacts:
     """Loaded modules (/proc/modules, and /sys/module for the NVIDIA-related names), the
     kernel driver version and the device nodes."""
@@ -162,7 +163,7 @@ class KernelFacts:
 # --- NVML -----------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MemoryInfo:
     """Bytes, as NVML reports them."""
 
@@ -174,7 +175,7 @@ class MemoryInfo:
     """Kept by the driver itself (~600 MiB on an idle H200): not a sign that the GPU is busy."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MigInstance:
     """A MIG device (GPU instance + compute instance) as CUDA_VISIBLE_DEVICES names it."""
 
@@ -182,13 +183,13 @@ class MigInstance:
     name: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MigMode:
     current: bool
     pending: bool
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class EccErrors:
     """Uncorrectable ECC error counts since the last driver load (volatile) and ever (aggregate)."""
 
@@ -196,7 +197,7 @@ class EccErrors:
     aggregate_uncorrectable: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RowRemap:
     """Ampere+ memory row remapping: ``pending`` means a GPU reset is needed."""
 
@@ -206,7 +207,7 @@ class RowRemap:
     failure: bool
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class EccCorrected:
     """Corrected (single-bit) ECC error counts: since the last driver load, and ever."""
 
@@ -214,7 +215,7 @@ class EccCorrected:
     aggregate: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RetiredPages:
     """Pages retired (pre-Ampere dynamic page retirement), by cause."""
 
@@ -222,7 +223,7 @@ class RetiredPages:
     double_bit: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Utilization:
     """NVML's utilisation over its last sample period, in percent (0 to 100)."""
 
@@ -230,7 +231,7 @@ class Utilization:
     memory: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class FabricInfo:
     """The GPU's registration with the NVLink fabric (NVSwitch systems, Hopper and later).
 
@@ -244,7 +245,7 @@ class FabricInfo:
     clique_id: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GpuProcess:
     """A process with a context on a GPU; ``name`` may be unreadable (other PID namespace)."""
 
@@ -253,7 +254,7 @@ class GpuProcess:
     used_memory: Probed[int]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PcieLink:
     gen: int
     width: int
@@ -261,7 +262,7 @@ class PcieLink:
     max_width: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GpuFacts:
     """One physical GPU as NVML sees it. A field NVML refused keeps NVML's reason."""
 
@@ -304,7 +305,7 @@ class GpuFacts:
         return frozenset(kinds)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class NvmlSystem:
     """What NVML reported once it initialised."""
 
@@ -341,7 +342,7 @@ def pci_key(address: str) -> tuple[int, int, int] | None:
 # --- the kernel's log and the NVLink fabric ------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class XidEvents:
     """The ``NVRM: Xid`` lines of one code on one device in the kernel log since boot.
 
@@ -358,7 +359,7 @@ class XidEvents:
     last_message: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class KernelLog:
     """What the kernel log says about the GPUs since boot (Xid events).
 
@@ -373,7 +374,7 @@ class KernelLog:
     unread: tuple[tuple[str, str], ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class FabricManager:
     """The nvidia-fabricmanager service: its systemd state and the daemon's version."""
 
@@ -381,7 +382,7 @@ class FabricManager:
     version: Probed[str]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class FabricFacts:
     """NVSwitches (``/proc/driver/nvidia-nvswitch/devices``) and the fabric manager."""
 
@@ -392,7 +393,7 @@ class FabricFacts:
 # --- user-space libraries -------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LibraryCopy:
     """One file that the dynamic loader could pick for a library family."""
 
@@ -402,7 +403,7 @@ class LibraryCopy:
     origin: str  # "LD_LIBRARY_PATH", "ldconfig", "pip-wheel", "CUDA_HOME"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LibraryFamily:
     """All copies of one library (libcuda, libcudnn …) in loader search order."""
 
@@ -413,13 +414,13 @@ class LibraryFamily:
 # --- environment ----------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Nvcc:
     path: str
     version: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class EnvFacts:
     """The variables that change how CUDA and torch behave, and the local CUDA toolkit."""
 
@@ -440,7 +441,7 @@ class EnvFacts:
 # --- torch ----------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TorchBuild:
     """The torch that the target interpreter imports, as the child probe saw it."""
 
@@ -473,7 +474,7 @@ class TorchBuild:
         return not self.cuda and not self.hip
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TorchBroken:
     """torch is installed but ``import torch`` raised."""
 
@@ -495,7 +496,7 @@ NOT_REPORTED = Absent(
 )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Companion:
     """A package released with torch (torchvision, torchaudio, triton), from its distribution
     metadata in the target interpreter (never imported). ``version`` keeps the local tag
@@ -506,7 +507,7 @@ class Companion:
     installer: str = ""  # its dist-info's INSTALLER ("pip", "uv", "conda"), "" when unrecorded
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class InstallerFacts:
     """How the target environment installs packages, read from the environment itself.
 
@@ -526,7 +527,7 @@ class InstallerFacts:
     uv_version: str = ""  # the ``uv = X`` of pyvenv.cfg
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class TorchFacts:
     python: str
     torch: Probed[TorchBuild | TorchBroken]
@@ -549,7 +550,7 @@ class TorchFacts:
 # --- everything -----------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Facts:
     """One machine, probed once."""
 

@@ -4,9 +4,8 @@ from __future__ import annotations
 
 import enum
 import re
+from dataclasses import dataclass, field
 from typing import Any
-
-from envdoctor.model.record import field, record
 
 # Compiled on first use, through re's cache: a healthy probe creates no finding.
 _CODE = r"^[a-z][a-z0-9]*(?:-[a-z0-9]+)*(?:\.[a-z0-9]+(?:-[a-z0-9]+)*)+$"
@@ -30,7 +29,7 @@ class Severity(enum.IntEnum):
         return self.name.lower()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Remediation:
     """How to fix it: one imperative summary and the ordered steps a person can follow."""
 
@@ -41,7 +40,7 @@ class Remediation:
     docs: str | None = None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Finding:
     """One conclusion about the machine.
 

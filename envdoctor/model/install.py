@@ -10,18 +10,18 @@ advice is the environment's pip, as before. docs/fix.md explains the choices.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from shlex import quote
 
 from envdoctor.model.facts import InstallerFacts, TorchFacts
 from envdoctor.model.probed import Found
-from envdoctor.model.record import record
 
 PIP = "pip"
 UV = "uv"
 CONDA = "conda"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class InstallSet:
     """Packages to install together, all from one index: ``(name, version)`` pairs as pip
     writes them (``torch==2.13.0``; 1.x releases pin ``+cuXYZ`` and use an extra index)."""
@@ -40,7 +40,7 @@ class InstallSet:
         return " ".join(f"{name}=={version}" for name, version in self.packages)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Installer:
     """How to install into the target environment. ``python`` is the target interpreter ("":
     not known, the bare ``pip`` is shown); ``kind`` is pip, uv or conda (a conda environment

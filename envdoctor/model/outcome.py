@@ -7,8 +7,7 @@ A report never prints "passed" for a check that did not run: a rule says *why* i
 from __future__ import annotations
 
 import enum
-
-from envdoctor.model.record import record
+from dataclasses import dataclass
 
 
 class Outcome(str, enum.Enum):
@@ -22,7 +21,7 @@ class Outcome(str, enum.Enum):
     """The check could not decide: what it needs could not be read."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Verdict:
     """A rule's conclusion when it yields no finding; ``reason`` is shown to the user."""
 

@@ -7,30 +7,29 @@ not there) or ``ProbeFailed`` (envdoctor could not decide: no permission, timeou
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import Generic, TypeVar, Union
-
-from envdoctor.model.record import record
 
 T = TypeVar("T")
 U = TypeVar("U")
 T_co = TypeVar("T_co", covariant=True)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Found(Generic[T_co]):
     """The probe read a value. Covariant: a ``Found[str]`` is a ``Found[object]``."""
 
     value: T_co
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Absent:
     """The thing is not there; ``reason`` says how we know (e.g. "no such file /dev/nvidia-uvm")."""
 
     reason: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ProbeFailed:
     """The probe could not decide; ``error`` is one line, ``detail`` may hold more."""
 

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import enum
 import re
+from dataclasses import dataclass
 
 from envdoctor.model.facts import (
     DeviceNode,
@@ -29,7 +30,6 @@ from envdoctor.model.facts import (
     TorchBuild,
 )
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed, why_missing
-from envdoctor.model.record import record
 
 EXPECT_ENV = "ENVDOCTOR_EXPECT"
 """The environment variable that says what a machine is for (``gpu``), like ``--expect``."""
@@ -43,7 +43,7 @@ GPU_NODE = re.compile(r"/dev/nvidia[0-9]+")
 # --- intent -----------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Intent:
     """What the machine's owner expects of it; ``source`` says who said so."""
 
@@ -69,7 +69,7 @@ NO_INTENT = Intent()
 # --- kernel modules ---------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ModuleState:
     """Whether a kernel module is loaded; ``loaded`` is ``Found(False)`` only when read as no."""
 
@@ -133,7 +133,7 @@ def module_state(facts: Facts, name: str) -> ModuleState:
 # --- the driver -------------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class DriverView:
     """The NVIDIA driver as every judgment must read it.
 
@@ -248,7 +248,7 @@ def userspace_driver_versions(facts: Facts) -> tuple[tuple[str, str], ...]:
 # --- NVIDIA GPUs, by every source -------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GpuPresence:
     """The NVIDIA GPUs seen by each source, and what drives them."""
 
@@ -329,7 +329,7 @@ class MachineKind(str, enum.Enum):
     """A container that was given no GPU device (the host may have GPUs)."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MachineView:
     """The machine kind, the intent, and what that means for a GPU being required."""
 

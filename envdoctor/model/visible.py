@@ -13,9 +13,10 @@ cannot be mapped, and smoke says so rather than guess.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.probed import Found, value_or
-from envdoctor.model.record import record
 
 HIDE_ALL = frozenset({"-1", "none", "nodevfiles"})
 
@@ -65,7 +66,7 @@ def _gpus_here(count: int) -> str:
     return f"are only {count} GPUs: indices 0–{count - 1}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Visible:
     """The GPUs CUDA may use (``gpus``), or why none can be chosen (``problem``)."""
 

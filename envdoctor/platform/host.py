@@ -9,10 +9,10 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from typing import Protocol
 
 from envdoctor.model.probed import Probed
-from envdoctor.model.record import record
 from envdoctor.platform.nvml import NvmlSession
 
 MAX_READ_BYTES = 1 << 20
@@ -21,7 +21,7 @@ MAX_KMSG_BYTES = 8 << 20
 ``log_buf_len`` boot option seen on servers is a few MiB)."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CommandResult:
     """The outcome of one bounded subprocess.
 
@@ -59,7 +59,7 @@ class CommandResult:
         return f"`{cmd}` could not start: {self.error}"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class FileInfo:
     """What ``stat`` and ``access`` say about a path, for the current user."""
 
@@ -72,7 +72,7 @@ class FileInfo:
     gid: int = -1
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Identity:
     """Who and where envdoctor runs."""
 

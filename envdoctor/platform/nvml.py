@@ -13,10 +13,10 @@ import queue
 import sys
 import threading
 from collections.abc import Callable
+from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from envdoctor.model.facts import CLOCK_EVENT_REASONS, NvmlErrorKind
-from envdoctor.model.record import record
 
 T = TypeVar("T")
 
@@ -60,7 +60,7 @@ class NvmlError(Exception):
         self.message = message
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class NvmlProcess:
     pid: int
     used_memory: int | None

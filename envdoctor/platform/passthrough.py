@@ -39,10 +39,9 @@ import subprocess
 import threading
 import time
 from collections.abc import Callable, Mapping, Sequence
+from dataclasses import dataclass
 from types import FrameType
 from typing import IO, Any
-
-from envdoctor.model.record import record
 
 READ_SIZE = 1 << 16
 DRAIN_SECONDS = 0.5
@@ -51,7 +50,7 @@ DRAIN_SECONDS = 0.5
 OnOutput = Callable[[str, bytes], "bool | None"]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PassthroughResult:
     """How the command ended. ``returncode`` follows the shell: 128+N when killed by signal N,
     127 when the program does not exist, 126 when it cannot be executed."""

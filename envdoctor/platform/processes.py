@@ -28,9 +28,8 @@ import threading
 import time
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from contextlib import contextmanager
+from dataclasses import dataclass
 from typing import IO
-
-from envdoctor.model.record import record
 
 STDERR_TAIL_LINES = 40
 MAX_LINE_CHARS = 1 << 20
@@ -38,21 +37,21 @@ SURVIVOR_GRACE_S = 2.0
 PROC = "/proc"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Line:
     """One line the child wrote on stdout (without its newline)."""
 
     text: str
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Timeout:
     """Nothing arrived within the time asked for; the child may still be running."""
 
     seconds: float
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Eof:
     """The child closed its stdout: it exited (or closed it on purpose)."""
 

@@ -126,7 +126,7 @@ def _collect_all(
     """The full tier: the torch child and nvcc run on threads while the rest is read (each is a
     child process that the main thread would otherwise wait on)."""
     # Imported here: the fast tier pays for no thread or torch child.
-    from envdoctor.probes.torch_build import probe_torch
+    from envdoctor.probes.torch_probe import probe_torch
 
     torch_call = (
         Background(

@@ -25,9 +25,9 @@ from __future__ import annotations
 
 import fnmatch
 import re
+from dataclasses import dataclass, replace
 
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.model.record import record, replace
 from envdoctor.model.units import plural, whole
 from envdoctor.platform.host import Deadline, Host
 
@@ -115,7 +115,7 @@ _MAX_PROCESSES = 65536
 _CROSS_CHECK_TIMEOUT = 10.0
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Container:
     """The container a holder runs in, from its cgroup path."""
 
@@ -125,7 +125,7 @@ class Container:
     cgroup: str = ""  # the container's own cgroup ("/system.slice/docker-<id>.scope")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class GpuHolder:
     """A process with a file descriptor open on a /dev/nvidia* node."""
 
@@ -152,7 +152,7 @@ class GpuHolder:
         return self.name in DISPLAY_SERVERS or program in DISPLAY_SERVERS
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class FixFacts:
     """The live facts `envdoctor fix` adds to ``Facts`` (all absent for a snapshot)."""
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 import functools
 import json
 import signal
-from typing import TYPE_CHECKING, Any
+from typing import Any
 
 from envdoctor.model.facts import (
     COMPANION_NAMES,
@@ -14,17 +14,12 @@ from envdoctor.model.facts import (
     InstallerFacts,
     TorchBroken,
     TorchBuild,
-    TorchFacts,
 )
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.platform.host import CommandResult, Deadline, Host
+from envdoctor.platform.host import CommandResult
 from envdoctor.probes import torch_child
-from envdoctor.probes.interpreter import run_python
 from envdoctor.probes.torch_child import MARK as MARK  # the child prints it: one definition
 from envdoctor.terminal import cut
-
-if TYPE_CHECKING:
-    from envdoctor.platform.cache import CacheDir
 
 TORCH_TIMEOUT = 60.0
 
@@ -36,37 +31,6 @@ def child_source() -> str:
     per process (the torch cache hashes it too)."""
     with open(torch_child.__file__, encoding="utf-8") as handle:
         return handle.read()
-
-
-def probe_torch(
-    host: Host,
-    *,
-    python: str,
-    deadline: Deadline,
-    force_import: bool = False,
-    version_only: bool = False,
-    cache: CacheDir | None = None,
-) -> TorchFacts:
-    """torch's facts. A CPU-only build is read from torch/version.py without the ~1 s import,
-    unless ``force_import`` (its import can still be checked then); ``version_only`` reads
-    every build that way (``imported`` is False: what CUDA makes of it is not known).
-    With a ``cache``, an earlier import is reused while nothing it read has changed
-    (``probes/torch_cache.py``).
-
-    The child runs in ``/`` with ``-P`` where the interpreter has it: nothing the current
-    directory holds is imported (see ``probes/interpreter.py``).
-    """
-    timeout = deadline.cap(TORCH_TIMEOUT)
-    flags = ["--import"] if force_import else ["--version-only"] if version_only else []
-    args = ["-c", child_source(), *flags]
-    if cache is not None and not version_only:
-        from envdoctor.probes.torch_cache import probe_cached  # only commands that import torch
-
-        probed, data = probe_cached(host, cache, args, python=python, deadline=deadline)
-        return TorchFacts(python=python, torch=probed, **decode_environment(data))
-    result = run_python(host, python, args, timeout=timeout)
-    data = last_json(result.stdout) if result.ok else None
-    return TorchFacts(python=python, torch=parse_child(result, python), **decode_environment(data))
 
 
 def decode_environment(data: dict[str, Any] | None) -> dict[str, Any]:

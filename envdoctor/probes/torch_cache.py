@@ -26,12 +26,12 @@ from __future__ import annotations
 import functools
 import hashlib
 import json
+from dataclasses import dataclass, replace
 from typing import Any
 
 from envdoctor import __version__
 from envdoctor.model.facts import TorchBroken, TorchBuild
 from envdoctor.model.probed import Found, Probed
-from envdoctor.model.record import record, replace
 from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.probes import now_utc
@@ -51,7 +51,7 @@ DRIVER_FAMILIES = ("libcuda",)
 """Libraries the driver API loads now: the cached import's are replaced by the current ones."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CachedImport:
     """A usable entry: the full import's result, when it ran, and the manifest to hand back."""
 

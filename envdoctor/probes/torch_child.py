@@ -18,10 +18,7 @@ import gc
 import os
 import sys
 import warnings
-
-TYPE_CHECKING = False  # typing costs the child ~5 ms, json ~10 ms (its regexes): a CPU build's
-if TYPE_CHECKING:  # whole probe is ~20 ms, so neither is imported on that path
-    from typing import Any, Callable, Dict, List, Optional, Tuple
+from typing import Any, Callable, Dict, List, Optional, Tuple
 
 MARK = "ENVDOCTOR-TORCH-JSON "
 LIB_FAMILIES = (

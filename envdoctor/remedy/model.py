@@ -7,14 +7,14 @@ names); quoting happens only when a renderer writes them out.
 
 from __future__ import annotations
 
+from dataclasses import dataclass
 from typing import ClassVar, Union
 
 from envdoctor.compat.index import PYTORCH_INDEX_HOSTS
-from envdoctor.model.record import record
 from envdoctor.probes.holders import GpuHolder
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class HolderRef:
     """A holder as the script finds it again: the same PID, real uid and start time.
 
@@ -27,7 +27,7 @@ class HolderRef:
     start_time: int
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StopService:
     """Stop a systemd unit that holds or re-opens /dev/nvidia* (if it is active then).
 
@@ -42,7 +42,7 @@ class StopService:
     needs_root: ClassVar[bool] = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StartService:
     """Start a unit stopped earlier (if it is not active then)."""
 
@@ -51,7 +51,7 @@ class StartService:
     needs_root: ClassVar[bool] = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StopContainer:
     """Stop a container whose processes hold the GPU, so its restart policy does not revive it.
 
@@ -68,7 +68,7 @@ class StopContainer:
     needs_root: ClassVar[bool] = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Terminate:
     """SIGTERM, wait, then SIGKILL one PID, each signal only if it is still the same process
     (real uid, start time, exact argv) and still holds /dev/nvidia*."""
@@ -83,7 +83,7 @@ class Terminate:
     needs_root: ClassVar[bool] = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RequireNoHolders:
     """Stop the script, listing them, if any process still holds /dev/nvidia*."""
 
@@ -91,7 +91,7 @@ class RequireNoHolders:
     needs_root: ClassVar[bool] = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class UnloadModule:
     """rmmod one kernel module (if it is loaded then)."""
 
@@ -100,7 +100,7 @@ class UnloadModule:
     needs_root: ClassVar[bool] = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class LoadModule:
     """modprobe one kernel module (if it is not loaded then)."""
 
@@ -109,7 +109,7 @@ class LoadModule:
     needs_root: ClassVar[bool] = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CreateNodes:
     """Run nvidia-modprobe to load a module and create device nodes (unless they all exist)."""
 
@@ -120,7 +120,7 @@ class CreateNodes:
     needs_root: ClassVar[bool] = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RunCommand:
     """Run a fixed command (package installs, initramfs rebuilds, nvidia-smi)."""
 
@@ -129,7 +129,7 @@ class RunCommand:
     kind: ClassVar[str] = "run"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class WriteFile:
     """Write a configuration file (mode 0644), unless it already has exactly this content."""
 
@@ -139,7 +139,7 @@ class WriteFile:
     needs_root: ClassVar[bool] = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SetMode:
     """chmod a device node (unless it already has that mode)."""
 
@@ -149,7 +149,7 @@ class SetMode:
     needs_root: ClassVar[bool] = True
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ReinstallTorch:
     """Reinstall torch in the target interpreter from the index of one CUDA variant."""
 
@@ -161,7 +161,7 @@ class ReinstallTorch:
     needs_root: ClassVar[bool] = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Verify:
     """Run `envdoctor check` and report its verdict."""
 
@@ -170,7 +170,7 @@ class Verify:
     needs_root: ClassVar[bool] = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Note:
     """Something only a person can do; the script prints it and carries on."""
 
@@ -179,7 +179,7 @@ class Note:
     needs_root: ClassVar[bool] = False
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RebootRequired:
     """The verdict that a reboot, not a reload, finishes the fix; the script never reboots."""
 
@@ -207,7 +207,7 @@ Action = Union[  # noqa: UP007 (a runtime alias used in isinstance-free dispatch
 ]
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Step:
     """One numbered step: what it does for the reader, and the finding codes it answers."""
 
@@ -221,7 +221,7 @@ class Step:
         return bool(self.action.needs_root)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Plan:
     """Everything `envdoctor fix` decided, in the order the script runs it."""
 

@@ -29,7 +29,6 @@ from envdoctor.compat.tables import CompatTables
 from envdoctor.engine import Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Absent, Found
-from envdoctor.model.record import record
 from envdoctor.model.units import whole
 from envdoctor.model.views import denied_nodes, gpu_presence, group_only, nvml_gpus
 from envdoctor.probes.holders import GPU_SERVICES, FixFacts, GpuHolder
@@ -97,7 +96,7 @@ _RELOAD = "reload"
 _TITLE_COMMAND_CHARS = 100
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class PlanOptions:
     """How to plan: the verify command, the target interpreter, and one preference."""
 

@@ -14,12 +14,12 @@ from __future__ import annotations
 
 import re
 from collections.abc import Iterable
+from dataclasses import dataclass
 
 from envdoctor.compat.tables import CompatTables
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found
-from envdoctor.model.record import record
 from envdoctor.model.views import NO_INTENT, Intent
 from envdoctor.remedy.model import Action, ReinstallTorch, RunCommand
 
@@ -32,7 +32,7 @@ _INDEX = re.compile(r"https://download\.pytorch\.org/whl/(cu[0-9]{3})(?![0-9A-Za
 _PIN = re.compile(r"\btorch==([0-9]+(?:\.[0-9]+)*)(?:\+[0-9A-Za-z.]+)?(?![0-9A-Za-z.+])")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class WheelChoice:
     requirement: str  # "torch" or "torch==2.11.0"
     variant: str  # "cu128"

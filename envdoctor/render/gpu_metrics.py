@@ -12,15 +12,15 @@ snapshot (``envdoctor collect``) gives redacted UUIDs here too.
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import dataclass
 from typing import Any
 
 from envdoctor.model.facts import CLOCK_EVENT_REASONS, Facts, GpuFacts, NvmlErrorKind, NvmlSystem
 from envdoctor.model.probed import Found, Probed, why_missing
-from envdoctor.model.record import record
 from envdoctor.render.exposition import Labels, Sample, Writer, label_value
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Family:
     """One metric family drawn from one GPU fact (``field``), as (extra labels, value) samples."""
 

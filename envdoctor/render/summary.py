@@ -2,9 +2,10 @@
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from envdoctor.model.facts import Facts, TorchBroken, TorchBuild
 from envdoctor.model.probed import Found, Probed, why_missing
-from envdoctor.model.record import record
 from envdoctor.model.views import driver_view, gpu_presence
 from envdoctor.render.redact import REDACTED_HOST
 
@@ -59,7 +60,7 @@ def _companions(facts: Facts) -> list[tuple[str, str]]:
     return out
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SnapshotOrigin:
     """Where and when a snapshot's facts were read, for a report's header."""
 

@@ -3,13 +3,13 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import dataclass
 
 from envdoctor import __version__
 from envdoctor.colour import Rule, paint
 from envdoctor.engine import CheckResult, Report
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.outcome import Outcome
-from envdoctor.model.record import record
 from envdoctor.model.units import plural
 from envdoctor.render.summary import machine_lines, snapshot_origin
 from envdoctor.terminal import safe_text
@@ -31,7 +31,7 @@ SECTIONS = (
 )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Marks:
     ok: str
     info: str

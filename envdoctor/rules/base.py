@@ -3,19 +3,19 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterable
+from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
 from envdoctor.model.facts import Facts
 from envdoctor.model.finding import Finding
 from envdoctor.model.outcome import Verdict, passed
-from envdoctor.model.record import record
 from envdoctor.model.views import NO_INTENT, Intent, MachineView, machine_view
 
 if TYPE_CHECKING:
     from envdoctor.compat.tables import CompatTables
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class RuleContext:
     """What a rule may look at: the facts, the intent, the tables, and the shared views."""
 
@@ -47,7 +47,7 @@ Evaluation = Iterable[Finding | Verdict]
 """What a rule yields: its findings, or one ``Verdict`` saying why there is none."""
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Rule:
     """A named check. ``codes`` lists every finding code it can emit (documented and tested).
 

@@ -7,6 +7,7 @@ value): the driver, torch and library rules already report those.
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
 from envdoctor.compat.judge import (
     ArchFit,
@@ -41,7 +42,6 @@ from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.install import install_command, install_steps, installer_for, removal_steps
 from envdoctor.model.outcome import Verdict, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, missing_because
-from envdoctor.model.record import record
 from envdoctor.model.views import (
     cuda_torch,
     gpu_label,
@@ -61,7 +61,7 @@ OPEN_DOCS = "https://download.nvidia.com/XFree86/Linux-x86_64/580.95.05/README/k
 # --- shared views ----------------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class _Driver:
     version: str
     cuda: Cuda | None

@@ -10,6 +10,7 @@ one directory define is dropped, so asking for it fails with "unresolvable CDI d
 from __future__ import annotations
 
 import shlex
+from dataclasses import dataclass
 
 from envdoctor.model.containers import (
     CDI_DIRS,
@@ -22,7 +23,6 @@ from envdoctor.model.containers import (
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Found, why_missing
-from envdoctor.model.record import record
 from envdoctor.model.units import plural
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.rules.container_common import host_side, sudo
@@ -64,7 +64,7 @@ def nvidia_kinds(facts: ContainerHostFacts) -> tuple[str, ...]:
     return (NVIDIA_KIND,) if kind == NVIDIA_KIND else (NVIDIA_KIND, kind)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Need:
     """A kind something here asks CDI for: the toolkit's runtime in cdi mode (every GPU
     container then fails without it), or Podman (only its --device requests do)."""
@@ -95,7 +95,7 @@ def wanted(facts: ContainerHostFacts) -> list[Need]:
     return out
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Resolution:
     """What a CDI runtime makes of the NVIDIA specs here.
 

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 from collections.abc import Callable, Iterator
+from dataclasses import fields
 
 from envdoctor.model.facts import GpuFacts, GpuProcess, NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, failed_elsewhere, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
-from envdoctor.model.record import fields
 from envdoctor.model.units import each, format_bytes
 from envdoctor.model.views import free_gpus, gpu_label, module_state, nvml_gpus, show
 from envdoctor.rules.base import Evaluation, Rule, RuleContext

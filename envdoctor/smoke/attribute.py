@@ -12,11 +12,11 @@ from __future__ import annotations
 
 import re
 import shlex
+from dataclasses import dataclass, replace
 
 from envdoctor.model.facts import Facts, GpuFacts
 from envdoctor.model.finding import Finding, Remediation
 from envdoctor.model.probed import Found, value_or, why_missing
-from envdoctor.model.record import record, replace
 from envdoctor.model.units import GiB, format_bytes, whole
 from envdoctor.model.views import driver_view, nvml_gpus, nvml_system, torch_build
 from envdoctor.smoke.classify import Classification, classify
@@ -58,7 +58,7 @@ REPRODUCE_KIND = {
 }
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Cause:
     """What the evidence supports: a phrase for the title, its evidence, and maybe a better fix."""
 
@@ -209,7 +209,7 @@ def target_gpu(facts: Facts, target: Target) -> GpuFacts | None:
     return next((g for g in nvml_gpus(facts) if g.index == target.nvml_indices[0]), None)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class MemoryPicture:
     free: int | None
     total: int | None

@@ -44,12 +44,7 @@ import threading
 import time
 import warnings
 from collections.abc import Callable
-
-# typing (~4 ms) and traceback (~5 ms, imported where a step fails) are kept off the start of
-# every child: a reproduction runs one child per memory level it tries
-TYPE_CHECKING = False
-if TYPE_CHECKING:
-    from typing import Any
+from typing import Any
 
 MARK = "@@envdoctor-smoke@@ "
 MIB = 1 << 20

@@ -16,8 +16,8 @@ Each row cites where its text was seen in the wild; the verbatim texts are test 
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass
 
-from envdoctor.model.record import record
 from envdoctor.smoke.model import (
     KIND_CRASH,
     KIND_MISMATCH,
@@ -27,7 +27,7 @@ from envdoctor.smoke.model import (
 )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Pattern:
     """A finding ``code`` for error texts matching ``regex`` (case-insensitive).
 
@@ -176,7 +176,7 @@ UNCLASSIFIED = "smoke.failed"
 POISON_REGEXES = tuple(p.regex for p in PATTERNS if p.poisons)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Classification:
     """The finding code for one failed step, the status code it carried, and whether it leaves
     the CUDA context unusable."""

@@ -7,13 +7,14 @@ Each code is documented in docs/findings.md (a test checks it).
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 from envdoctor.model.finding import Remediation, Severity
-from envdoctor.model.record import record
 
 DOCS = "docs/smoke.md"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class CodeInfo:
     severity: Severity
     title: str

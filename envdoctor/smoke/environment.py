@@ -9,12 +9,12 @@ its reason (``notes``), never done silently.
 from __future__ import annotations
 
 from collections.abc import Mapping
+from dataclasses import dataclass
 
 from envdoctor.model.facts import Facts
-from envdoctor.model.record import record
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Removed:
     """A variable the children do not get, and why."""
 
@@ -32,7 +32,7 @@ REMOVED: tuple[Removed, ...] = (
 )
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ChildEnvironment:
     """Adjustments to the inherited environment (None unsets) and what was changed, for the
     report."""

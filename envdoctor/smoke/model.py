@@ -2,7 +2,8 @@
 
 from __future__ import annotations
 
-from envdoctor.model.record import field, record
+from dataclasses import dataclass, field
+
 from envdoctor.model.units import whole
 from envdoctor.smoke import child
 
@@ -22,7 +23,7 @@ GPU_STEPS = tuple(step for step in child.STEPS if step != "nccl-allreduce")
 NCCL_STEPS = ("import", "context", "nccl-allreduce")
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class StepResult:
     """One step as the child (or the runner, for a hang or a crash) reported it.
 
@@ -52,7 +53,7 @@ class StepResult:
         return None
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Target:
     """What one child tests: a GPU by its NVML index (or several, for NCCL).
 
@@ -69,7 +70,7 @@ class Target:
     device: str = "cuda"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ChildRun:
     """One child's run: its steps, how it ended and the tail of its stderr."""
 
@@ -112,7 +113,7 @@ class ChildRun:
         return whole(self.info(key), 24)
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class NotRun:
     """A target smoke could not run at all, and why (no GPU, MIG instances …)."""
 
@@ -121,7 +122,7 @@ class NotRun:
     evidence: tuple[tuple[str, str], ...] = ()
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SmokeRun:
     """Everything one ``envdoctor smoke`` did."""
 

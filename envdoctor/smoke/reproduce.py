@@ -33,13 +33,13 @@ from __future__ import annotations
 import re
 import time
 from collections.abc import Callable, Mapping
+from dataclasses import dataclass, field, replace
 
 from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuFacts, NvmlSystem
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Found, Probed, value_or, why_missing
-from envdoctor.model.record import field, record, replace
 from envdoctor.model.units import GiB, MiB, whole
 from envdoctor.model.units import format_bytes as fmt_bytes
 from envdoctor.platform.processes import ChildSet, sigterm_raises
@@ -72,7 +72,7 @@ RAW = "raw"
 TORCH_CACHE = "torch-cache"
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Kind:
     step: str
     status: str
@@ -93,7 +93,7 @@ KINDS = {
 }
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ReproduceOptions:
     """``timeout`` bounds each probe child; ``budget`` the whole search (no probe starts after
     it); ``force`` allows filling a GPU others use, only with ``gpu`` named."""
@@ -128,7 +128,7 @@ class ReproduceOptions:
         return TORCH_CACHE if self.in_process else RAW
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Probe:
     """One probe: how much it left free after its context (None: the baseline), and its run."""
 
@@ -179,7 +179,7 @@ class Probe:
         return self.free_held if self.leave_mib is not None else self.free_in_probe
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class ReproduceRun:
     kind: str
     target: Target | None
@@ -217,7 +217,7 @@ class _StopError(Exception):
 # --- choosing the GPU -----------------------------------------------------------------------
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class Choice:
     target: Target | None
     problem: str = ""

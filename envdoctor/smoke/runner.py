@@ -13,13 +13,13 @@ import json
 import time
 from collections.abc import Callable, Mapping
 from concurrent.futures import ThreadPoolExecutor
+from dataclasses import dataclass, field
 from importlib import resources
 from typing import Any
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, TorchBroken
 from envdoctor.model.probed import Found, value_or, why_missing
-from envdoctor.model.record import field, record
 from envdoctor.model.views import cuda_torch
 from envdoctor.model.visible import visible_gpus
 from envdoctor.platform.processes import (
@@ -55,7 +55,7 @@ from envdoctor.smoke.model import (
 BACKSTOP_S = 5.0
 
 
-@record
+@dataclass(frozen=True, slots=True)
 class SmokeOptions:
     """How to run: the target interpreter, the budgets, which GPUs.
 

@@ -2,10 +2,8 @@
 
 A heavy module that sneaks back onto a fast path fails here, with the module that pulled it in:
 Typer and its click, pydantic, rich (~100 ms together) belong to shell completion only; torch
-never runs in envdoctor's own process; and ``--help`` stays within 3x of a bare interpreter by
-going without typing, dataclasses and the option parser; a ``check`` whose tables come from the
-cache goes without dataclasses and inspect (records are made without them), the YAML reader,
-gettext and pathlib (the cache is found and keyed with path strings).
+never runs in envdoctor's own process; ``--help`` goes without the option parser's gettext and
+the YAML reader; a ``check`` whose tables come from the cache goes without the YAML reader.
 """
 
 from __future__ import annotations
@@ -18,8 +16,8 @@ from pathlib import Path
 import pytest
 
 FRAMEWORKS = ("typer", "click", "pydantic", "rich", "shellingham", "torch")
-HELP_ALSO_WITHOUT = ("typing", "dataclasses", "getopt", "gettext", "yaml", "packaging", "json")
-CHECK_ALSO_WITHOUT = ("dataclasses", "inspect", "getopt", "gettext", "yaml", "pathlib")
+HELP_ALSO_WITHOUT = ("getopt", "gettext", "yaml", "packaging", "json")
+CHECK_ALSO_WITHOUT = ("getopt", "gettext", "yaml")
 
 
 def imported(
@@ -75,9 +73,7 @@ def test_commands_start_without_a_cli_framework_or_torch(args: list[str], tmp_pa
 
 
 @pytest.mark.parametrize("args", [["--help"], ["check", "--help"], ["explain", "-h"]])
-def test_help_goes_without_typing_dataclasses_and_the_parser(
-    args: list[str], tmp_path: Path
-) -> None:
+def test_help_goes_without_the_yaml_reader_and_gettext(args: list[str], tmp_path: Path) -> None:
     modules = imported(args, tmp_path)
     assert _heavy(modules, FRAMEWORKS + HELP_ALSO_WITHOUT) == {}
 
@@ -88,7 +84,7 @@ def test_completion_is_where_typer_is_loaded(tmp_path: Path) -> None:
     assert "typer" in modules
 
 
-def test_check_with_cached_tables_goes_without_dataclasses_inspect_yaml_and_gettext(
+def test_check_with_cached_tables_goes_without_the_yaml_reader(
     tmp_path: Path,
 ) -> None:
     cache = {"XDG_CACHE_HOME": str(tmp_path / "cache")}
@@ -100,8 +96,6 @@ def test_check_with_cached_tables_goes_without_dataclasses_inspect_yaml_and_gett
 
 
 EXPLAIN_ALSO_WITHOUT = (
-    "dataclasses",
-    "inspect",
     "yaml",
     "envdoctor.kb.loader",
     "importlib.resources",

@@ -74,7 +74,7 @@ def test_no_torch_in_envdoctors_own_environment_never_advises_installing_it_ther
     mine = factories.facts(
         torch=factories.torch(Absent("No module named 'torch'"), python="/home/a/venv/bin/python")
     )
-    from envdoctor.model.record import replace
+    from dataclasses import replace
 
     own = replace(facts, torch=replace(facts.torch, chosen_by=OWN_INTERPRETER))
     (finding,) = [f for f in report_of(own).findings if f.code == "torch.not-installed"]

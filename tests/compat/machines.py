@@ -2,11 +2,11 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from typing import Any
 
 from envdoctor.model.facts import Facts, KernelDriver, Nvcc, TorchBuild
 from envdoctor.model.probed import Absent, Found, Probed
-from envdoctor.model.record import replace
 from tests import factories as f
 
 # name -> (GPU name, compute capability, driver, CUDA the driver reports, kernel-module flavour)

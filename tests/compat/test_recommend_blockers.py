@@ -7,6 +7,7 @@ it is advised only where there is no NVIDIA hardware at all; elsewhere NVML's re
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -17,7 +18,6 @@ from envdoctor.compat.loader import load_tables
 from envdoctor.compat.recommend import Recommendation, machine_from_facts, recommend
 from envdoctor.model.facts import Facts
 from envdoctor.model.probed import Absent, Found, ProbeFailed
-from envdoctor.model.record import replace
 from tests import factories as f
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import textwrap
+from dataclasses import FrozenInstanceError
 from pathlib import Path
 
 import pytest
@@ -10,11 +11,10 @@ from packaging.specifiers import SpecifierSet
 from packaging.version import Version
 
 from envdoctor.compat.loader import intervals_overlap, load_tables
-from envdoctor.compat.store import shipped_dir
+from envdoctor.compat.locations import shipped_dir
 from envdoctor.compat.tables import TABLE_NAMES
 from envdoctor.compat.versions import parse_cuda
 from envdoctor.errors import EnvdoctorError
-from envdoctor.model.record import FrozenInstanceError
 
 TABLES = load_tables()
 ROW_FIELDS = (

@@ -7,6 +7,7 @@ import json
 import re
 import shutil
 import subprocess
+from dataclasses import replace
 from functools import cache
 from pathlib import Path
 from typing import Any
@@ -16,7 +17,6 @@ import yaml
 
 from envdoctor.model.facts import RetiredPages
 from envdoctor.model.probed import Found
-from envdoctor.model.record import replace
 from envdoctor.render.prometheus import render_prometheus, render_prometheus_unknown
 from tests import factories as fx
 from tests.conftest import SCENARIO_NAMES, report_of, scenario_facts

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 from pathlib import Path
 
 from envdoctor.fleet.diff import MISSING, diff_facts, flatten_facts
 from envdoctor.model.facts import Facts, MemoryInfo, Nvcc
 from envdoctor.model.probed import Absent, Found
-from envdoctor.model.record import replace
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as fx
 from tests.conftest import scenario_facts

@@ -3,12 +3,12 @@
 from __future__ import annotations
 
 import re
+from dataclasses import replace
 
 import pytest
 
 from envdoctor.model.facts import RetiredPages
 from envdoctor.model.probed import Found, ProbeFailed
-from envdoctor.model.record import replace
 from envdoctor.render.gpu_metrics import FAMILIES, FIELDS
 from envdoctor.render.prometheus import render_prometheus
 from envdoctor.snapshot import dump_snapshot, parse_snapshot

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 from hypothesis import given
 from hypothesis import strategies as st
@@ -18,7 +20,6 @@ from envdoctor.fleet.requirements import (
 from envdoctor.model.facts import Facts, MemoryInfo
 from envdoctor.model.finding import Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
-from envdoctor.model.record import replace
 from tests import factories as fx
 
 GiB = 1 << 30

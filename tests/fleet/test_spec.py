@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -13,7 +14,6 @@ from envdoctor.fleet import spec as ns
 from envdoctor.model.facts import Facts, MigMode, TorchBroken
 from envdoctor.model.finding import Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
-from envdoctor.model.record import replace
 from envdoctor.snapshot import dump_snapshot
 from tests import factories as fx
 from tests.conftest import PYTHON, SCENARIO_NAMES, scenario_facts

@@ -27,7 +27,10 @@ def envdoctor(
         errors="replace",
         timeout=120,  # a hang or a bomb would blow far past this; a normal run takes ~1 s
         cwd=ROOT,
-        env={**os.environ, **(env or {})},
+        # Under a limit (RLIMIT_FSIZE) a bytecode file the child writes into the checkout may be
+        # cut short, and CPython's importlib renames a short write into place: a later import
+        # fails with "marshal data too short". A limited child writes none.
+        env={**os.environ, **({"PYTHONDONTWRITEBYTECODE": "1"} if limit else {}), **(env or {})},
         preexec_fn=limit,
         check=False,
     )

@@ -97,7 +97,7 @@ def test_a_torch_result_with_an_odd_count_is_a_probe_failure(
 ) -> None:
     from envdoctor.model.probed import ProbeFailed
     from envdoctor.platform.host import Deadline
-    from envdoctor.probes.torch_build import probe_torch
+    from envdoctor.probes.torch_probe import probe_torch
 
     line = "ENVDOCTOR-TORCH-JSON " + RESULT.replace("COUNT", count)
     (tmp_path / "result").write_text(line + "\n")

@@ -21,7 +21,7 @@ from hypothesis import HealthCheck, example, given, settings
 from hypothesis import strategies as st
 
 from envdoctor.cli.common import AppContext
-from envdoctor.compat.store import shipped_dir
+from envdoctor.compat.locations import shipped_dir
 from envdoctor.snapshot import dump_snapshot
 from tests.conftest import PYTHON, scenario_facts
 from tests.fakes.host import FakeHost

@@ -28,7 +28,7 @@ from envdoctor.model.probed import Absent, Found
 from envdoctor.platform.host import Deadline
 from envdoctor.platform.system import SystemHost
 from envdoctor.probes.interpreter import run_python
-from envdoctor.probes.torch_build import probe_torch
+from envdoctor.probes.torch_probe import probe_torch
 from envdoctor.remedy import Plan, Step, plan_to_json, render_script, render_steps
 from envdoctor.remedy.model import ReinstallTorch, Verify
 from tests.conftest import PYTHON

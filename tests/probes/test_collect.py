@@ -5,15 +5,15 @@ from __future__ import annotations
 
 import threading
 import time
+from dataclasses import replace
 from typing import Any
 
 import pytest
 
 from envdoctor.model.facts import TorchFacts
 from envdoctor.model.probed import Absent
-from envdoctor.model.record import replace
 from envdoctor.platform.host import Deadline
-from envdoctor.probes import collect_facts, torch_build
+from envdoctor.probes import collect_facts, torch_probe
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
 
@@ -30,7 +30,7 @@ def test_meanwhile_overlaps_the_torch_child_and_its_error_still_waits_for_it(
         finished.set()
         return TorchFacts(python=PYTHON, torch=Absent(seen))
 
-    monkeypatch.setattr(torch_build, "probe_torch", torch_child)
+    monkeypatch.setattr(torch_probe, "probe_torch", torch_child)
 
     def load() -> None:
         assert started.wait(5), "the torch child was not started before the loading"

@@ -23,8 +23,9 @@ from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import CommandResult, Deadline
 from envdoctor.platform.system import SystemHost
 from envdoctor.probes import torch_child
-from envdoctor.probes.torch_build import MARK, child_source, probe_torch
+from envdoctor.probes.torch_build import MARK, child_source
 from envdoctor.probes.torch_cache import entry_name, probe_cached
+from envdoctor.probes.torch_probe import probe_torch
 from tests.fakes.host import FakeHost
 
 FAKE_TORCH = """
@@ -283,8 +284,9 @@ def test_a_stale_libcuda_imports_in_a_fresh_process(tmp_path: Path) -> None:
 
 
 def test_the_cached_answer_shows_in_the_report(tmp_path: Path) -> None:
+    from dataclasses import replace
+
     from envdoctor.fleet.diff import diff_facts
-    from envdoctor.model.record import replace
     from envdoctor.render.summary import machine_lines
     from tests.conftest import report_of, scenario_facts
 

@@ -8,12 +8,13 @@ kernel's ``pid_max`` limit (4194304), so they can never be a real process of the
 from __future__ import annotations
 
 from collections.abc import Sequence
+from dataclasses import replace
+from typing import Any
 
 from envdoctor.engine import Report
 from envdoctor.model.facts import DeviceNode, Facts, KernelDriver, KernelModule, NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
-from envdoctor.model.record import replace
 from envdoctor.probes.holders import Container, FixFacts, GpuHolder
 from envdoctor.remedy import Plan, PlanOptions, build_plan
 from tests import factories as f
@@ -60,7 +61,7 @@ def fix_facts(
     )
 
 
-def options(box: Sandbox, **over: object) -> PlanOptions:
+def options(box: Sandbox, **over: Any) -> PlanOptions:
     base = PlanOptions(verify_argv=box.verify, python=box.python, source="test machine")
     return replace(base, **over)
 

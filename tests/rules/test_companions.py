@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -20,10 +21,9 @@ from envdoctor.model.facts import Companion, InstallerFacts, TorchFacts
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.outcome import Outcome
 from envdoctor.model.probed import Absent, Found
-from envdoctor.model.record import replace
 from envdoctor.platform.host import Deadline
 from envdoctor.platform.system import SystemHost
-from envdoctor.probes.torch_build import probe_torch
+from envdoctor.probes.torch_probe import probe_torch
 from envdoctor.remedy.model import ReinstallTorch, RunCommand
 from envdoctor.remedy.planner import PlanOptions, build_plan
 from tests import factories as f

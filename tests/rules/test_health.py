@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -20,7 +21,6 @@ from envdoctor.model.facts import (
 )
 from envdoctor.model.finding import Finding, Severity
 from envdoctor.model.probed import Absent, Found, ProbeFailed
-from envdoctor.model.record import replace
 from envdoctor.platform.host import Deadline
 from envdoctor.platform.system import SystemHost
 from envdoctor.probes.environment import probe_env

@@ -8,6 +8,7 @@ import subprocess
 import sys
 import time
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 from typing import Any
 
@@ -15,7 +16,6 @@ import pytest
 
 from envdoctor.model.facts import Facts, GpuProcess, MemoryInfo
 from envdoctor.model.probed import Found
-from envdoctor.model.record import replace
 from envdoctor.smoke.runner import child_source, parse_line
 from tests import factories
 

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from envdoctor.model.facts import DeviceNode, EccErrors, Facts, RowRemap
 from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found
-from envdoctor.model.record import replace
 from envdoctor.smoke.attribute import fmt_bytes, smoke_findings
 from envdoctor.smoke.model import (
     FAILED,

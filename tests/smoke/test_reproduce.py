@@ -4,6 +4,7 @@ below thresholds the tests choose (tests/fake_torch)."""
 from __future__ import annotations
 
 from collections.abc import Callable
+from dataclasses import replace
 from pathlib import Path
 
 import pytest
@@ -12,7 +13,6 @@ from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import Facts, GpuProcess, MemoryInfo
 from envdoctor.model.finding import Finding
 from envdoctor.model.probed import Found
-from envdoctor.model.record import replace
 from envdoctor.smoke.model import PASSED, ChildRun, StepResult, Target
 from envdoctor.smoke.reproduce import (
     Probe,

@@ -3,12 +3,13 @@ did not leave to CUDA."""
 
 from __future__ import annotations
 
+from dataclasses import replace
+
 import pytest
 
 from envdoctor.errors import EnvdoctorError
 from envdoctor.model.facts import MigMode
 from envdoctor.model.probed import Found
-from envdoctor.model.record import replace
 from envdoctor.smoke.runner import SmokeOptions, plan
 from tests.smoke.conftest import PYTHON, gpu_facts, uuid
 
