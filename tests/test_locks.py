@@ -99,3 +99,9 @@ def test_the_default_job_runs_from_the_lock_it_names() -> None:
     assert "requirements/test.lock" in script and "requirements/floor.lock" in script
     ci = (ROOT / ".ci" / "run").read_text(encoding="utf-8")
     assert "./scripts/test\n" in ci and "./scripts/test --floor" in ci
+
+
+@pytest.mark.parametrize("lock", ["image.lock", "build.lock"])
+def test_the_image_locks_are_hashed(lock: str) -> None:
+    """The image installs them with --require-hashes (tests/test_image.py holds their versions)."""
+    assert _hashed(lock), f"{lock}: a pin without --hash would make pip refuse the whole lock"
