@@ -130,6 +130,40 @@ def test_pipx_install_from_a_fresh_clone_runs(tmp_path: Path) -> None:
     assert torch["python"] == sys.executable
     assert "2.13.0" in json.dumps(torch["torch"])  # the torch of the interpreter it was pointed at
 
+    # The first-time user's way (issue 37): envdoctor installed with pipx, run with no --python
+    # inside an activated venv (the test's, with a CPU torch): it speaks of that venv's torch,
+    # says why it chose it, and its advice uses that venv's installer, never pipx's environment.
+    venv = Path(sys.prefix)
+    activated = {
+        **user,
+        "VIRTUAL_ENV": str(venv),
+        "PATH": f"{venv / 'bin'}{os.pathsep}{user.get('PATH', '')}",
+    }
+    activated.pop("CONDA_PREFIX", None)
+    check = subprocess.run(
+        [str(envdoctor), "check", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=activated,
+        check=False,
+    )
+    torch = json.loads(check.stdout)["facts"]["torch"]
+    assert torch["python"] == str(venv / "bin" / "python")
+    assert "VIRTUAL_ENV" in torch["chosen_by"]
+    assert torch["installer"]["found"]["prefix"] == str(venv)
+    advice = subprocess.run(
+        [str(envdoctor), "recommend", "--json"],
+        capture_output=True,
+        text=True,
+        timeout=300,
+        env=activated,
+        check=False,
+    )
+    recommend = json.loads(advice.stdout)
+    assert recommend["command"].startswith(f"{venv / 'bin' / 'python'} -m pip install torch==")
+    assert "pipx" not in recommend["command"]
+
     # Two installs sharing one cache directory (this checkout's and pipx's): each keeps its own
     # checked tables and signatures, so alternating runs hit (the entries are not rewritten);
     # with one name for both, every run replaced the other install's entry.
