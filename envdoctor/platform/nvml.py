@@ -98,6 +98,10 @@ class NvmlSession(Protocol):
     def ecc_corrected(self, index: int) -> tuple[int, int]: ...
     def retired_pages(self, index: int) -> tuple[int, int]: ...
     def fabric_info(self, index: int) -> tuple[str, str, int]: ...
+    # per-GPU health (issue 39): the driver's verdict, thermal limits, clocks
+    def recovery_action(self, index: int) -> int: ...
+    def temperature_threshold(self, index: int, which: str) -> int: ...
+    def sm_clocks(self, index: int) -> tuple[int, int]: ...
     def close(self) -> None: ...
 
 
@@ -407,6 +411,51 @@ class PynvmlSession:
             "Success" if status == 0 else _KIND_BY_CODE.get(status, f"NVML error {status}"),
             int(info.cliqueId),
         )
+
+    # --- per-GPU health (issue 39): the driver's verdict, thermal limits, clocks ----------
+
+    def recovery_action(self, index: int) -> int:
+        """NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (R565+): what the driver says the GPU needs now
+        (an NVML_GPU_RECOVERY_ACTION_* number). The field has no function of its own; bindings
+        that do not name it cannot ask, and a driver that does not know it answers per field."""
+        nvml = self._nvml
+        field_id = getattr(nvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
+        if field_id is None:
+            raise NvmlError(
+                NvmlErrorKind.FUNCTION_NOT_FOUND,
+                "these nvidia-ml-py bindings do not know the recovery action field "
+                "(nvidia-ml-py 12.565 and later do); pip install -U nvidia-ml-py",
+            )
+        values = self._q(index, lambda h: nvml.nvmlDeviceGetFieldValues(h, [field_id]))
+        value = values[0]
+        code = int(value.nvmlReturn)
+        if code != 0:
+            kind = _KIND_BY_CODE.get(code, NvmlErrorKind.OTHER)
+            raise NvmlError(kind, f"the recovery action field answered NVML error {code}")
+        return int(value.value.uiVal)
+
+    def temperature_threshold(self, index: int, which: str) -> int:
+        """One of NVML's temperature thresholds, in degrees Celsius: ``which`` is "shutdown"
+        (the GPU powers off), "slowdown" (hardware slows the clocks) or "gpu_max" (the highest
+        temperature the GPU is meant to run at)."""
+        nvml = self._nvml
+        names = {
+            "shutdown": "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN",
+            "slowdown": "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
+            "gpu_max": "NVML_TEMPERATURE_THRESHOLD_GPU_MAX",
+        }
+        if which not in names:
+            raise NvmlError(NvmlErrorKind.OTHER, f"no such temperature threshold: {which}")
+        threshold = getattr(nvml, names[which])
+        return int(self._q(index, lambda h: nvml.nvmlDeviceGetTemperatureThreshold(h, threshold)))
+
+    def sm_clocks(self, index: int) -> tuple[int, int]:
+        """(current, highest) SM clock in MHz: what a clock event (throttle) reason costs."""
+        nvml = self._nvml
+        sm = nvml.NVML_CLOCK_SM
+        current = self._q(index, lambda h: nvml.nvmlDeviceGetClockInfo(h, sm))
+        highest = self._q(index, lambda h: nvml.nvmlDeviceGetMaxClockInfo(h, sm))
+        return int(current), int(highest)
 
     def close(self) -> None:
         if self._worker.hung:
