@@ -259,7 +259,7 @@ def _recovery(ctx: RuleContext) -> Iterator[Finding]:
         if number is not None:
             evidence.append(("NVML recovery action", f"{number} ({recovery_action(number)[0]})"))
         else:
-            evidence.append(("NVML recovery action", why_missing(g.recovery_action)))
+            evidence.append(("NVML recovery action", missing(g.recovery_action)))
         evidence.extend(("NVML answered ResetRequired", line) for line in reset_required[:4])
         evidence.extend(_ids(g))
         yield Finding(
@@ -394,6 +394,13 @@ def power_evidence(g: GpuFacts) -> tuple[tuple[str, str], ...]:
                       f"({100 * draw / limit:.0f}%)"),)  # fmt: skip
 
 
+def missing(value: object) -> str:
+    """Why a value is missing, with NVML's own message where it failed."""
+    if isinstance(value, ProbeFailed) and value.detail:
+        return f"{value.error}: {value.detail}"
+    return why_missing(value) if isinstance(value, Absent | ProbeFailed) else "unread"
+
+
 def _int(value: object) -> int | None:
     return value.value if isinstance(value, Found) and isinstance(value.value, int) else None
 
@@ -502,7 +509,11 @@ def _recovery_evaluate(ctx: RuleContext) -> Evaluation:
     if read:
         yield passed(f"the driver asks for no recovery on {each(len(read), 'GPU')}")
         return
-    reason = why_missing(gpus[0].recovery_action)
+    first = gpus[0].recovery_action
+    reason = missing(first)
+    if isinstance(first, ProbeFailed) and first.error != NvmlErrorKind.FUNCTION_NOT_FOUND:
+        yield unknown(f"the recovery action could not be read ({reason})")
+        return
     yield not_applicable(f"the driver does not report a recovery action ({reason})")
 
 

@@ -36,7 +36,8 @@ DEFAULT_GPU: dict[str, Any] = {
     "ecc_corrected": [0, 0],
     "retired_pages": "NotSupported",
     "fabric_info": ["not-supported", "Success", 0],
-    # per-GPU health (issue 39): an idle H100 SXM's values (nvidia-smi -q -d TEMPERATURE,CLOCK)
+    # per-GPU health (issue 39): thresholds and clocks of the order an idle H100 SXM reports
+    # (nvidia-smi -q -d TEMPERATURE,CLOCK shows its own per GPU); no recovery action pending
     "recovery_action": 0,
     "temperature_thresholds": {"shutdown": 92, "slowdown": 89, "gpu_max": 87},
     "sm_clocks": [345, 1980],
