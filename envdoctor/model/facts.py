@@ -25,6 +25,18 @@ CLOCK_EVENT_REASONS = (
 )
 """NVML's clock event (throttle) reasons, bit 0 upwards (nvmlClocksEventReason*, nvml.h)."""
 
+RECOVERY_ACTION_NAMES = {
+    0: "none",
+    1: "gpu-reset",
+    2: "node-reboot",
+    3: "drain-p2p",
+    4: "drain-and-reset",
+    5: "recover-imex-domain",
+    6: "bus-reset",
+    7: "system-reboot",
+}
+"""NVML_GPU_RECOVERY_ACTION_* by number (nvml.h, nvmlDeviceGpuRecoveryAction_t; issue 39)."""
+
 NOT_COLLECTED = Absent("not collected (a snapshot written by an older envdoctor)")
 """The default of a field added after snapshots existed: an old snapshot still decodes."""
 

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 
-from envdoctor.model.facts import GpuFacts, NvmlErrorKind, RowRemap
+from envdoctor.model.facts import RECOVERY_ACTION_NAMES, GpuFacts, NvmlErrorKind, RowRemap
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
@@ -33,25 +33,24 @@ RETIREMENT_LIMIT = 64
 """Pages a pre-Ampere GPU can retire over its life (NVIDIA's memory error management guide,
 "Row Remapping": page retirement supported at most 64 retirements; the remapper 512 rows)."""
 
-# NVML_GPU_RECOVERY_ACTION_* (nvml.h, nvmlDeviceGpuRecoveryAction_t): what the driver says the
-# GPU needs now; also the number it logs in Xid 154 ("... changed from 0x0 (None) to 0x2 ...").
-RECOVERY_ACTIONS: dict[int, tuple[str, str, Severity]] = {
-    0: ("none", "nothing", Severity.OK),
-    1: ("gpu-reset", "a GPU reset", Severity.ERROR),
-    2: ("node-reboot", "a node reboot", Severity.ERROR),
-    3: ("drain-p2p", "draining peer-to-peer traffic", Severity.WARNING),
-    4: ("drain-and-reset", "draining, then a GPU reset", Severity.ERROR),
-    5: ("recover-imex-domain", "recovering the IMEX domain", Severity.WARNING),
-    6: ("bus-reset", "a bus reset", Severity.ERROR),
-    7: ("system-reboot", "a system reboot", Severity.ERROR),
+# What each NVML_GPU_RECOVERY_ACTION_* asks of a person, and how grave it is; the number is also
+# the one the driver logs in Xid 154 ("... changed from 0x0 (None) to 0x2 ...").
+RECOVERY_ACTIONS: dict[int, tuple[str, Severity]] = {
+    0: ("nothing", Severity.OK),
+    1: ("a GPU reset", Severity.ERROR),
+    2: ("a node reboot", Severity.ERROR),
+    3: ("draining peer-to-peer traffic", Severity.WARNING),
+    4: ("draining, then a GPU reset", Severity.ERROR),
+    5: ("recovering the IMEX domain", Severity.WARNING),
+    6: ("a bus reset", Severity.ERROR),
+    7: ("a system reboot", Severity.ERROR),
 }
 
 
 def recovery_action(number: int) -> tuple[str, str, Severity]:
     """(label, what a person reads, severity) of a recovery action number; unknown: a warning."""
-    return RECOVERY_ACTIONS.get(
-        number, (f"action-{number}", f"recovery action {number}", Severity.WARNING)
-    )
+    what, severity = RECOVERY_ACTIONS.get(number, (f"recovery action {number}", Severity.WARNING))
+    return RECOVERY_ACTION_NAMES.get(number, f"action-{number}"), what, severity
 
 
 def _target(g: GpuFacts) -> str:

@@ -45,14 +45,14 @@ def test_a_driver_without_the_recovery_field_leaves_it_missing_not_an_error(
     """A driver before R565 answers the unknown field with NotSupported in its own return."""
     nvml, _ = native.facts("gpus=1")
     assert "not supported" in nvml["found"]["gpus"][0]["recovery_action"]["absent"]
-    run, found = check(native, "gpus=1")
+    _, found = check(native, "gpus=1")
     assert "gpu.recovery-required" not in found
     refused, _ = native.facts("gpus=1\ngpu.field.230=1\ngpu.field_ret.230=13")
     assert refused["found"]["gpus"][0]["recovery_action"]["failed"] == "FunctionNotFound"
 
 
 def test_reset_required_from_any_query_is_an_error(native: NativeMachine) -> None:
-    run, found = check(native, "gpus=1\nfail.nvmlDeviceGetPowerUsage=16")
+    _, found = check(native, "gpus=1\nfail.nvmlDeviceGetPowerUsage=16")
     assert found["gpu.recovery-required"]["severity"] == "error"
     assert "resetrequired" in said(found["gpu.recovery-required"])
 
