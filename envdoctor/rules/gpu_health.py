@@ -347,13 +347,24 @@ def _temperature(ctx: RuleContext) -> Iterator[Finding]:
                     ),
                     "sudo ipmitool sdr type temperature; sudo ipmitool sdr type fan   # the "
                     "chassis inlet and fans, from the BMC",
-                    f"while it is fixed: sudo nvidia-smi -i {_target(g)} -pl <watts>   # a lower "
-                    "power limit, within nvidia-smi -q -d POWER's range",
+                    *_power_cap_step(g),
                 ),
                 needs_root=True,
             ),
             subject=str(g.index),
         )
+
+
+def _power_cap_step(g: GpuFacts) -> tuple[str, ...]:
+    """A lower power limit while the cooling is fixed: four fifths of the enforced one."""
+    limit = _int(g.power_limit)
+    if not limit:
+        return ()
+    watts = limit * 4 // 5 // 1000
+    return (
+        f"meanwhile: sudo nvidia-smi -i {_target(g)} -pl {watts}   # 80% of the enforced "
+        f"{limit // 1000} W; nvidia-smi -q -d POWER gives the range allowed",
+    )
 
 
 def thermal_evidence(g: GpuFacts) -> tuple[tuple[str, str], ...]:

@@ -56,7 +56,7 @@ def test_a_part_only_one_side_has_says_what_is_in_it() -> None:
     got = paths(scenario_facts("healthy_h100"), scenario_facts("gpu_lost"))
     assert got["nvml.gpus[1]"] == (
         MISSING,
-        "present; 21 of 23 facts probe failed: GPUIsLost; others: mig_devices=absent: MIG is off, "
+        "present; 26 of 28 facts probe failed: GPUIsLost; others: mig_devices=absent: MIG is off, "
         "mig_instances=absent: MIG is off",
     )
     with_nvcc = fx.facts(
