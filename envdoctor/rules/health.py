@@ -151,6 +151,7 @@ def _xid_finding(
             continue
         severity = max(severity, XID_SEVERITY.get(entry.severity, UNKNOWN_XID_SEVERITY))
         evidence.append((_xid_label(e), f"{entry.name}: {entry.meaning}"))
+        evidence.extend(_resolution(entry))
         steps.append(f"Xid {e.xid}: {entry.action}")
     recovery = _recovery(events)
     if recovery is not None:
@@ -206,6 +207,15 @@ def _xid_finding(
     )
 
 
+def _resolution(entry: XidCode) -> tuple[tuple[str, str], ...]:
+    """NVIDIA's resolution buckets of a code (immediate, then investigatory), as the catalog
+    names them."""
+    buckets = [b for b in (entry.immediate, entry.investigatory) if b]
+    if not buckets:
+        return ()
+    return ((f"Xid {entry.code} resolution (NVIDIA)", " → ".join(dict.fromkeys(buckets))),)
+
+
 def _role(e: XidEvents, entry: XidCode) -> str:
     if e.xid == RECOVERY_XID:
         return "the driver's recovery notice"
@@ -233,12 +243,16 @@ def _app_faults(
     evidence: list[tuple[str, str]] = []
     steps: list[str] = []
     programs: dict[str, None] = {}
+    resolved: set[int] = set()
     for device, e in sorted(faults, key=lambda f: (f[0], f[1].first_seconds or 0.0, f[1].xid)):
         gpu = _gpu_at(ctx, device)
         who = f"GPU {gpu.index}" if gpu is not None else f"PCI {device or '(unknown)'}"
         gpus.setdefault(who, str(gpu.index) if gpu is not None else device)
         entry = catalog[e.xid]
         evidence.append((f"{who}: {_xid_label(e)}", f"{entry.name}: {entry.meaning}"))
+        if entry.code not in resolved:
+            resolved.add(entry.code)
+            evidence.extend(_resolution(entry))
         steps.append(f"Xid {e.xid}: {entry.action}")
         match = re.search(_PROCESS, e.last_message)
         if match is not None:

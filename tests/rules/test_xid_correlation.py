@@ -42,6 +42,12 @@ def test_xid_45_after_79_is_attributed_to_79_and_adds_no_step() -> None:
     assert "fabric manager" not in steps  # 45's solo action is not given beside 79
     assert f"Xid 79: {xid_catalog()[79].action}" in finding.remediation.steps
     assert "(Xid 79; the others follow from it)" in finding.remediation.summary
+    entry = xid_catalog()[79]  # NVIDIA's resolution buckets, as the catalog names them
+    assert (
+        "Xid 79 resolution (NVIDIA)",
+        f"{entry.immediate} → {entry.investigatory}",
+    ) in finding.evidence
+    assert not any(label.startswith("Xid 45 resolution") for label, _ in finding.evidence)
 
 
 def test_xid_45_alone_keeps_its_own_action() -> None:
