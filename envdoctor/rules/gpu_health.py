@@ -21,7 +21,7 @@ from envdoctor.model.facts import RECOVERY_ACTION_NAMES, GpuFacts, NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
-from envdoctor.model.units import each
+from envdoctor.model.units import each, plural
 from envdoctor.model.views import gpu_label, nvml_gpus
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
 from envdoctor.rules.gpu import gpu_scope
@@ -104,10 +104,11 @@ def _ecc_counts(ctx: RuleContext, g: GpuFacts) -> Iterator[Finding]:
         severity=Severity.ERROR if since_load else Severity.WARNING,
         title=f"{gpu_label(g)} counted "
         + (
-            f"{ecc.volatile_uncorrectable} uncorrectable ECC errors since the driver was loaded"
+            f"{plural(ecc.volatile_uncorrectable, 'uncorrectable ECC error')} since the driver "
+            "was loaded"
             if since_load
-            else f"{ecc.aggregate_uncorrectable} uncorrectable ECC errors over its life "
-            "(none since the driver was loaded)"
+            else f"{plural(ecc.aggregate_uncorrectable, 'uncorrectable ECC error')} over its "
+            "life (none since the driver was loaded)"
         ),
         evidence=(
             (
