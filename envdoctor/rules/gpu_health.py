@@ -21,6 +21,7 @@ from envdoctor.model.facts import RECOVERY_ACTION_NAMES, GpuFacts, NvmlErrorKind
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
+from envdoctor.model.record import fields
 from envdoctor.model.units import each, plural
 from envdoctor.model.views import gpu_label, nvml_gpus
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
@@ -301,11 +302,8 @@ def _recovery_fix(ctx: RuleContext, g: GpuFacts, label: str, what: str) -> Remed
 
 
 def _probed_fields(g: GpuFacts) -> Iterator[tuple[str, object]]:
-    for name in (
-        "name", "memory", "ecc", "row_remap", "retired_pages_pending", "temperature",
-        "power_draw", "utilization", "recovery_action", "pcie", "throttle_reasons",
-    ):  # fmt: skip
-        yield name, getattr(g, name)
+    for f in fields(g):
+        yield f.name, getattr(g, f.name)
 
 
 # --- temperature ----------------------------------------------------------------------------

@@ -90,7 +90,10 @@ def _xid(ctx: RuleContext) -> Iterator[Finding]:
         app = [e for e in events if _is_app(catalog.get(e.xid))]
         rest = [e for e in events if e not in app]
         if app and not _causes(rest, catalog):
-            faults.extend((device, e) for e in app)  # the application's, not the GPU's
+            # the application's, not the GPU's: with the channel clean-ups that follow them
+            side = [e for e in rest if _sympathetic(catalog.get(e.xid))]
+            faults.extend((device, e) for e in (*app, *side))
+            rest = [e for e in rest if e not in side]
             if rest:
                 yield _xid_finding(ctx, log.value, device, rest, catalog)
         else:
@@ -249,6 +252,11 @@ def _app_faults(
         who = f"GPU {gpu.index}" if gpu is not None else f"PCI {device or '(unknown)'}"
         gpus.setdefault(who, str(gpu.index) if gpu is not None else device)
         entry = catalog[e.xid]
+        if _sympathetic(entry):
+            evidence.append(
+                (f"{who}: {_xid_label(e)}", f"{entry.name}: a side effect of these faults")
+            )
+            continue
         evidence.append((f"{who}: {_xid_label(e)}", f"{entry.name}: {entry.meaning}"))
         if entry.code not in resolved:
             resolved.add(entry.code)

@@ -108,3 +108,15 @@ def test_application_faults_beside_a_hardware_xid_stay_with_that_gpu() -> None:
         "an application's fault, attributed to Xid 79"
     )
     assert by_code["gpu.xid-app-faults"].subject == "1"  # the other GPU's faults: the app's
+
+
+def test_the_clean_up_after_an_applications_fault_is_part_of_that_fault() -> None:
+    """Xid 13 then Xid 45 for the same program: the driver tore its channels down."""
+    (finding,) = report(ev(13, count=4, first=30.0), ev(45, count=4, first=31.0))
+    assert finding.code == "gpu.xid-app-faults"
+    assert "8 Xid events (Xid 13/45)" in finding.title
+    assert dict(finding.evidence)["GPU 0: Xid 45 ×4, first 31 s after boot"].endswith(
+        "a side effect of these faults"
+    )
+    assert finding.remediation is not None
+    assert not any(s.startswith("Xid 45:") for s in finding.remediation.steps)
