@@ -68,12 +68,19 @@ def _ids(g: GpuFacts) -> tuple[tuple[str, str], ...]:
 
 def _reset_steps(ctx: RuleContext, g: GpuFacts) -> tuple[str, ...]:
     """Stop the GPU's work, then reset it: on the host, where envdoctor runs in a container."""
-    where = "on the host (a container cannot reset a GPU): " if ctx.facts.host.containers else ""
+    containers = ctx.facts.host.containers
+    where = "on the host (a container cannot reset a GPU): " if containers else ""
+    drain = (
+        "Kubernetes: NODE=$(kubectl get pod $HOSTNAME -o jsonpath='{.spec.nodeName}'); "
+        "kubectl cordon $NODE && kubectl drain $NODE --ignore-daemonsets"
+        if "kubernetes" in containers
+        else "Slurm: sudo scontrol update nodename=$(hostname -s) state=drain "
+        f'reason="GPU {g.index} needs a reset"   # let the running jobs end first'
+    )
     return (
         f"nvidia-smi --query-compute-apps=pid,process_name --format=csv -i {_target(g)}   "
         "# what still runs on it",
-        "Slurm: sudo scontrol update nodename=$(hostname -s) state=drain "
-        f'reason="GPU {g.index} needs a reset"   # let the running jobs end first',
+        drain,
         f"{where}sudo nvidia-smi -r -i {_target(g)}   # with nothing running on the GPU",
         "envdoctor check   # the reading again, after the reset",
     )

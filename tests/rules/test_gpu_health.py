@@ -175,6 +175,11 @@ def test_in_a_container_the_reset_is_the_hosts_to_do() -> None:
     finding = only(facts, "gpu.recovery-required")
     assert finding.remediation is not None
     assert any(s.startswith("on the host (a container") for s in finding.remediation.steps)
+    assert any(s.startswith("Slurm: ") for s in finding.remediation.steps)
+    pod = replace(one(recovery_action=Found(1)), host=fx.host(containers=("kubernetes",)))
+    steps = only(pod, "gpu.recovery-required").remediation.steps  # type: ignore[union-attr]  # has one
+    assert any("kubectl cordon $NODE" in s for s in steps)
+    assert not any(s.startswith("Slurm: ") for s in steps)
 
 
 # --- temperature and clocks -------------------------------------------------------------------
