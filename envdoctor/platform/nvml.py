@@ -446,7 +446,11 @@ class PynvmlSession:
         }
         if which not in names:
             raise NvmlError(NvmlErrorKind.OTHER, f"no such temperature threshold: {which}")
-        threshold = getattr(nvml, names[which])
+        threshold = getattr(nvml, names[which], None)
+        if threshold is None:
+            raise NvmlError(
+                NvmlErrorKind.FUNCTION_NOT_FOUND, f"these bindings do not name {names[which]}"
+            )
         return int(self._q(index, lambda h: nvml.nvmlDeviceGetTemperatureThreshold(h, threshold)))
 
     def sm_clocks(self, index: int) -> tuple[int, int]:
