@@ -29,7 +29,8 @@ from envdoctor.rules.gpu import gpu_scope
 
 MEMORY_DOCS = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 RETIREMENT_DOCS = "https://docs.nvidia.com/deploy/dynamic-page-retirement/index.html"
-RECOVERY_DOCS = "https://docs.nvidia.com/deploy/nvml-api/group__nvmlDeviceEnumvs.html"
+RECOVERY_DOCS = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
+"""NVIDIA's Xid catalog: Xid 154 and the recovery actions it names."""
 RETIREMENT_LIMIT = 64
 """Pages a pre-Ampere GPU can retire over its life (NVIDIA's memory error management guide,
 "Row Remapping": page retirement supported at most 64 retirements; the remapper 512 rows)."""
@@ -66,21 +67,26 @@ def _ids(g: GpuFacts) -> tuple[tuple[str, str], ...]:
     )
 
 
+def _drain_step(ctx: RuleContext, g: GpuFacts, why: str) -> str:
+    """Take the node out of the scheduler first: Kubernetes inside a pod, else Slurm."""
+    if "kubernetes" in ctx.facts.host.containers:
+        return (
+            "Kubernetes: NODE=$(kubectl get pod $HOSTNAME -o jsonpath='{.spec.nodeName}'); "
+            "kubectl cordon $NODE && kubectl drain $NODE --ignore-daemonsets"
+        )
+    return (
+        "Slurm: sudo scontrol update nodename=$(hostname -s) state=drain "
+        f'reason="GPU {g.index} {why}"   # let the running jobs end first'
+    )
+
+
 def _reset_steps(ctx: RuleContext, g: GpuFacts) -> tuple[str, ...]:
     """Stop the GPU's work, then reset it: on the host, where envdoctor runs in a container."""
-    containers = ctx.facts.host.containers
-    where = "on the host (a container cannot reset a GPU): " if containers else ""
-    drain = (
-        "Kubernetes: NODE=$(kubectl get pod $HOSTNAME -o jsonpath='{.spec.nodeName}'); "
-        "kubectl cordon $NODE && kubectl drain $NODE --ignore-daemonsets"
-        if "kubernetes" in containers
-        else "Slurm: sudo scontrol update nodename=$(hostname -s) state=drain "
-        f'reason="GPU {g.index} needs a reset"   # let the running jobs end first'
-    )
+    where = "on the host (a container cannot reset a GPU): " if ctx.facts.host.containers else ""
     return (
         f"nvidia-smi --query-compute-apps=pid,process_name --format=csv -i {_target(g)}   "
         "# what still runs on it",
-        drain,
+        _drain_step(ctx, g, "needs a reset"),
         f"{where}sudo nvidia-smi -r -i {_target(g)}   # with nothing running on the GPU",
         "envdoctor check   # the reading again, after the reset",
     )
@@ -163,8 +169,7 @@ def _remapper(ctx: RuleContext, g: GpuFacts, remap: RowRemap) -> Iterator[Findin
                 steps=(
                     f"nvidia-smi -q -d ROW_REMAPPER -i {_target(g)}   # Remapping Failure "
                     "Occurred: Yes",
-                    "Slurm: sudo scontrol update nodename=$(hostname -s) state=drain "
-                    f'reason="GPU {g.index} row remap failure"',
+                    _drain_step(ctx, g, "row remap failure"),
                     "sudo nvidia-bug-report.sh   # attach it to the RMA",
                 ),
                 needs_root=True,
@@ -281,10 +286,7 @@ def _recovery(ctx: RuleContext) -> Iterator[Finding]:
 
 
 def _recovery_fix(ctx: RuleContext, g: GpuFacts, label: str, what: str) -> Remediation:
-    drain = (
-        "Slurm: sudo scontrol update nodename=$(hostname -s) state=drain "
-        f'reason="GPU {g.index}: driver asks for {label}"'
-    )
+    drain = _drain_step(ctx, g, f"driver asks for {label}")
     if label in ("node-reboot", "system-reboot"):
         steps: tuple[str, ...] = (drain, "sudo reboot   # once the node's jobs have ended")
     elif label == "drain-p2p":
@@ -344,10 +346,7 @@ def _temperature(ctx: RuleContext) -> Iterator[Finding]:
                 steps=(
                     f"nvidia-smi -q -d TEMPERATURE,PERFORMANCE,POWER -i {_target(g)}",
                     *(
-                        (
-                            "Slurm: sudo scontrol update nodename=$(hostname -s) state=drain "
-                            f'reason="GPU {g.index} at shutdown temperature"',
-                        )
+                        (_drain_step(ctx, g, "at shutdown temperature"),)
                         if severity == Severity.ERROR
                         else ()
                     ),
