@@ -416,15 +416,17 @@ class PynvmlSession:
 
     def recovery_action(self, index: int) -> int:
         """NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (R565+): what the driver says the GPU needs now
-        (an NVML_GPU_RECOVERY_ACTION_* number). The field has no function of its own; bindings
-        that do not name it cannot ask, and a driver that does not know it answers per field."""
+        (an NVML_GPU_RECOVERY_ACTION_* number). The field has no function of its own: it is
+        read with nvmlDeviceGetFieldValues, by its number where the bindings do not name it
+        (before nvidia-ml-py 12.565); a driver that does not know it answers in the field's
+        own return code (NotSupported)."""
         nvml = self._nvml
-        field_id = getattr(nvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", None)
-        if field_id is None:
+        field_id = getattr(nvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", RECOVERY_ACTION_FIELD)
+        if getattr(nvml, "nvmlDeviceGetFieldValues", None) is None:
             raise NvmlError(
                 NvmlErrorKind.FUNCTION_NOT_FOUND,
-                "these nvidia-ml-py bindings do not know the recovery action field "
-                "(nvidia-ml-py 12.565 and later do); pip install -U nvidia-ml-py",
+                "these nvidia-ml-py bindings cannot read NVML field values; "
+                "pip install -U nvidia-ml-py",
             )
         values = self._q(index, lambda h: nvml.nvmlDeviceGetFieldValues(h, [field_id]))
         value = values[0]
@@ -515,6 +517,9 @@ def open_isolated(
 
     return IsolatedSession(timeout, init_timeout, remaining)
 
+
+RECOVERY_ACTION_FIELD = 230
+"""NVML_FI_DEV_GET_GPU_RECOVERY_ACTION's number in nvml.h (R565 and later)."""
 
 NATIVE_LIBRARY = "libnvidia-ml.so.1"
 """The soname pynvml loads on Linux (the driver installs it; the CUDA toolkit only a stub)."""

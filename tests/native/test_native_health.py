@@ -12,24 +12,9 @@ from __future__ import annotations
 import re
 from typing import Any
 
-import pytest
-
 from tests.native.conftest import NativeMachine, Run
 
 VOLTA = "gpu.name=Tesla V100-SXM2-16GB\ngpu.cc=7.0"
-
-
-def _knows_recovery() -> bool:
-    """Whether the nvidia-ml-py under test names the recovery action field (12.535, the
-    floor, does not: the value is then missing with that reason)."""
-    import pynvml  # noqa: TID251 (the real bindings under test)
-
-    return hasattr(pynvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION")
-
-
-needs_recovery_field = pytest.mark.skipif(
-    not _knows_recovery(), reason="these bindings do not name the recovery action field"
-)
 
 
 def check(native: NativeMachine, scenario: str) -> tuple[Run, dict[str, dict[str, Any]]]:
@@ -42,7 +27,6 @@ def said(finding: dict[str, Any]) -> str:
     return str(finding).lower()
 
 
-@needs_recovery_field
 def test_a_reset_the_driver_asks_for_is_an_error_on_an_otherwise_clean_gpu(
     native: NativeMachine,
 ) -> None:
@@ -60,13 +44,9 @@ def test_a_driver_without_the_recovery_field_leaves_it_missing_not_an_error(
 ) -> None:
     """A driver before R565 answers the unknown field with NotSupported in its own return."""
     nvml, _ = native.facts("gpus=1")
-    value = nvml["found"]["gpus"][0]["recovery_action"]
-    if _knows_recovery():
-        assert "not supported" in value["absent"]
-        refused, _ = native.facts("gpus=1\ngpu.field.230=1\ngpu.field_ret.230=13")
-        assert refused["found"]["gpus"][0]["recovery_action"]["failed"] == "FunctionNotFound"
-    else:  # bindings that cannot ask: missing with that reason
-        assert value["failed"] == "FunctionNotFound"
+    assert "not supported" in nvml["found"]["gpus"][0]["recovery_action"]["absent"]
+    refused, _ = native.facts("gpus=1\ngpu.field.230=1\ngpu.field_ret.230=13")
+    assert refused["found"]["gpus"][0]["recovery_action"]["failed"] == "FunctionNotFound"
     _, found = check(native, "gpus=1")
     assert "gpu.recovery-required" not in found
 
