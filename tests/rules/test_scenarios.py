@@ -189,3 +189,26 @@ def test_cpu_build_is_right_on_a_machine_without_nvidia_hardware(
     outcome = {c.rule.name: c.outcome.value for c in report.checks}
     assert outcome["torch.cuda-build"] == "not-applicable"
     assert outcome["driver.installed"] == "not-applicable"
+
+
+def test_volta_retirement_pending_says_neither_uncorrectable_nor_remapper(
+    scenario_report: Callable[..., Report],
+) -> None:
+    """Issue 39's measured bug, on its recorded machine."""
+    (finding,) = scenario_report("volta_retirement_pending").findings
+    said = str(finding).lower()
+    assert "uncorrectable" not in said and "remap" not in said
+    assert ("page retirement", "pending: applied at the next GPU reset or driver reload") in (
+        finding.evidence
+    )
+
+
+def test_thermal_shutdown_is_an_error_with_the_temperature_and_thresholds(
+    scenario_report: Callable[..., Report],
+) -> None:
+    (hot,) = [
+        f for f in scenario_report("thermal_shutdown").findings if f.code == "gpu.temperature"
+    ]
+    evidence = dict(hot.evidence)
+    assert hot.severity.name == "ERROR"
+    assert (evidence["temperature"], evidence["shutdown threshold"]) == ("92 °C", "92 °C (reached)")
