@@ -27,7 +27,8 @@ MISSING = "(none)"
 VOLATILE = re.compile(
     r"(^collected_at$|^host\.hostname$|\.uuid$|\.memory\.(used|free)$|\.processes\b"
     r"|\.throttle_reasons$|\.pcie\.gen$|^kernel\.modules\[[^]]+\]\.(refcount|used_by)$"
-    r"|\.temperature$|\.power_draw$|\.utilization\.|^torch\.torch\.from_cache$)"
+    r"|\.temperature$|\.power_draw$|\.utilization\.|^torch\.torch\.from_cache$"
+    r"|\.sm_clock\.current$|^persistenced\.pid$)"
 )
 _IDENTITY_KEYS = ("index", "name", "path", "pid", "address")
 _BYTES = re.compile(r"(\.memory\.(total|used|free)|\.used_memory)$")

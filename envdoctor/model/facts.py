@@ -26,6 +26,18 @@ CLOCK_EVENT_REASONS = (
 )
 """NVML's clock event (throttle) reasons, bit 0 upwards (nvmlClocksEventReason*, nvml.h)."""
 
+RECOVERY_ACTION_NAMES = {
+    0: "none",
+    1: "gpu-reset",
+    2: "node-reboot",
+    3: "drain-p2p",
+    4: "drain-and-reset",
+    5: "recover-imex-domain",
+    6: "bus-reset",
+    7: "system-reboot",
+}
+"""NVML_GPU_RECOVERY_ACTION_* by number (nvml.h, nvmlDeviceGpuRecoveryAction_t; issue 39)."""
+
 NOT_COLLECTED = Absent("not collected (a snapshot written by an older envdoctor)")
 """The default of a field added after snapshots existed: an old snapshot still decodes."""
 
@@ -262,6 +274,17 @@ class PcieLink:
     max_width: int
 
 
+# --- per-GPU health (issue 39): clocks -----------------------------------------------------
+
+
+@dataclass(frozen=True, slots=True)
+class SmClock:
+    """The SM clock now and at its highest, in MHz: what a clock event reason costs."""
+
+    current: int
+    highest: int
+
+
 @dataclass(frozen=True, slots=True)
 class GpuFacts:
     """One physical GPU as NVML sees it. A field NVML refused keeps NVML's reason."""
@@ -293,6 +316,17 @@ class GpuFacts:
     retired_pages: Probed[RetiredPages] = NOT_COLLECTED
     fabric: Probed[FabricInfo] = NOT_COLLECTED
     mig_instances: Probed[tuple[MigInstance, ...]] = NOT_COLLECTED
+    # per-GPU health (issue 39): the driver's verdict and the thermal limits
+    recovery_action: Probed[int] = NOT_COLLECTED
+    """NVML_GPU_RECOVERY_ACTION_* (0 none, 1 GPU reset, 2 node reboot, 3 drain P2P, 4 drain
+    and reset …): NVML's field NVML_FI_DEV_GET_GPU_RECOVERY_ACTION, where the driver has it."""
+    shutdown_temperature: Probed[int] = NOT_COLLECTED
+    """Degrees Celsius at which the GPU shuts down (NVML_TEMPERATURE_THRESHOLD_SHUTDOWN)."""
+    slowdown_temperature: Probed[int] = NOT_COLLECTED
+    """Degrees Celsius at which hardware slows the clocks (NVML_TEMPERATURE_THRESHOLD_SLOWDOWN)."""
+    max_operating_temperature: Probed[int] = NOT_COLLECTED
+    """The highest temperature the GPU is meant to run at (NVML_TEMPERATURE_THRESHOLD_GPU_MAX)."""
+    sm_clock: Probed[SmClock] = NOT_COLLECTED
 
     def failure_kinds(self) -> frozenset[str]:
         """The NVML error kinds any field of this GPU failed with (e.g. {"GPUIsLost"})."""
@@ -380,6 +414,16 @@ class FabricManager:
 
     service: Probed[str]
     version: Probed[str]
+
+
+@dataclass(frozen=True, slots=True)
+class PersistenceDaemon:
+    """nvidia-persistenced, as its PID file and /proc show it (issue 39): ``pid`` is the
+    process the PID file names, and it is running when /proc names that process the daemon."""
+
+    pid_file: str
+    pid: int
+    running: bool
 
 
 @dataclass(frozen=True, slots=True)
@@ -567,3 +611,5 @@ class Facts:
     fabric: FabricFacts = FabricFacts(nvswitches=NOT_COLLECTED, manager=NOT_COLLECTED)
     containers: ContainerFacts = NOT_READ
     """The container layer (model/containers.py); older snapshots load with its reason."""
+    persistenced: Probed[PersistenceDaemon] = NOT_COLLECTED
+    """nvidia-persistenced (issue 39): Absent when no PID file says it runs."""

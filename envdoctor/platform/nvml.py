@@ -98,6 +98,10 @@ class NvmlSession(Protocol):
     def ecc_corrected(self, index: int) -> tuple[int, int]: ...
     def retired_pages(self, index: int) -> tuple[int, int]: ...
     def fabric_info(self, index: int) -> tuple[str, str, int]: ...
+    # per-GPU health (issue 39): the driver's verdict, thermal limits, clocks
+    def recovery_action(self, index: int) -> int: ...
+    def temperature_threshold(self, index: int, which: str) -> int: ...
+    def sm_clocks(self, index: int) -> tuple[int, int]: ...
     def close(self) -> None: ...
 
 
@@ -408,6 +412,57 @@ class PynvmlSession:
             int(info.cliqueId),
         )
 
+    # --- per-GPU health (issue 39): the driver's verdict, thermal limits, clocks ----------
+
+    def recovery_action(self, index: int) -> int:
+        """NVML_FI_DEV_GET_GPU_RECOVERY_ACTION (R565+): what the driver says the GPU needs now
+        (an NVML_GPU_RECOVERY_ACTION_* number). The field has no function of its own: it is
+        read with nvmlDeviceGetFieldValues, by its number where the bindings do not name it
+        (before nvidia-ml-py 12.565); a driver that does not know it answers in the field's
+        own return code (NotSupported)."""
+        nvml = self._nvml
+        field_id = getattr(nvml, "NVML_FI_DEV_GET_GPU_RECOVERY_ACTION", RECOVERY_ACTION_FIELD)
+        if getattr(nvml, "nvmlDeviceGetFieldValues", None) is None:
+            raise NvmlError(
+                NvmlErrorKind.FUNCTION_NOT_FOUND,
+                "these nvidia-ml-py bindings cannot read NVML field values; "
+                "pip install -U nvidia-ml-py",
+            )
+        values = self._q(index, lambda h: nvml.nvmlDeviceGetFieldValues(h, [field_id]))
+        value = values[0]
+        code = int(value.nvmlReturn)
+        if code != 0:
+            kind = _KIND_BY_CODE.get(code, NvmlErrorKind.OTHER)
+            raise NvmlError(kind, f"the recovery action field answered NVML error {code}")
+        return int(value.value.uiVal)
+
+    def temperature_threshold(self, index: int, which: str) -> int:
+        """One of NVML's temperature thresholds, in degrees Celsius: ``which`` is "shutdown"
+        (the GPU powers off), "slowdown" (hardware slows the clocks) or "gpu_max" (the highest
+        temperature the GPU is meant to run at)."""
+        nvml = self._nvml
+        names = {
+            "shutdown": "NVML_TEMPERATURE_THRESHOLD_SHUTDOWN",
+            "slowdown": "NVML_TEMPERATURE_THRESHOLD_SLOWDOWN",
+            "gpu_max": "NVML_TEMPERATURE_THRESHOLD_GPU_MAX",
+        }
+        if which not in names:
+            raise NvmlError(NvmlErrorKind.OTHER, f"no such temperature threshold: {which}")
+        threshold = getattr(nvml, names[which], None)
+        if threshold is None:
+            raise NvmlError(
+                NvmlErrorKind.FUNCTION_NOT_FOUND, f"these bindings do not name {names[which]}"
+            )
+        return int(self._q(index, lambda h: nvml.nvmlDeviceGetTemperatureThreshold(h, threshold)))
+
+    def sm_clocks(self, index: int) -> tuple[int, int]:
+        """(current, highest) SM clock in MHz: what a clock event (throttle) reason costs."""
+        nvml = self._nvml
+        sm = nvml.NVML_CLOCK_SM
+        current = self._q(index, lambda h: nvml.nvmlDeviceGetClockInfo(h, sm))
+        highest = self._q(index, lambda h: nvml.nvmlDeviceGetMaxClockInfo(h, sm))
+        return int(current), int(highest)
+
     def close(self) -> None:
         if self._worker.hung:
             return  # shutting down behind a hung call would hang too
@@ -462,6 +517,9 @@ def open_isolated(
 
     return IsolatedSession(timeout, init_timeout, remaining)
 
+
+RECOVERY_ACTION_FIELD = 230
+"""NVML_FI_DEV_GET_GPU_RECOVERY_ACTION's number in nvml.h (R565 and later)."""
 
 NATIVE_LIBRARY = "libnvidia-ml.so.1"
 """The soname pynvml loads on Linux (the driver installs it; the CUDA toolkit only a stub)."""

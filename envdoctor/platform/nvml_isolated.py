@@ -419,6 +419,18 @@ class IsolatedSession:
         state, status, clique = self._call("fabric_info", index, index)
         return str(state), str(status), int(clique)
 
+    # per-GPU health (issue 39): the driver's verdict, thermal limits, clocks
+
+    def recovery_action(self, index: int) -> int:
+        return int(self._call("recovery_action", index, index))
+
+    def temperature_threshold(self, index: int, which: str) -> int:
+        return int(self._call("temperature_threshold", index, index, which))
+
+    def sm_clocks(self, index: int) -> tuple[int, int]:
+        current, highest = self._call("sm_clocks", index, index)
+        return int(current), int(highest)
+
 
 def _result(reply: dict[str, Any]) -> Any:
     if reply.get("ok"):
@@ -455,6 +467,10 @@ _SESSION_METHODS = frozenset(
         "ecc_corrected",
         "retired_pages",
         "fabric_info",
+        # per-GPU health (issue 39)
+        "recovery_action",
+        "temperature_threshold",
+        "sm_clocks",
     }
 )
 

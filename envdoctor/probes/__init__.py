@@ -27,6 +27,7 @@ from envdoctor.probes.kernel import probe_kernel
 from envdoctor.probes.kernel_log import probe_kernel_log
 from envdoctor.probes.libraries import probe_libraries
 from envdoctor.probes.nvml import probe_nvml
+from envdoctor.probes.persistenced import probe_persistenced
 from envdoctor.probes.system import probe_host
 
 if TYPE_CHECKING:
@@ -101,6 +102,7 @@ def collect_facts(
         kernel_log=kernel_log,
         fabric=fabric,
         containers=containers,
+        persistenced=probe_persistenced(host),
     )
 
 

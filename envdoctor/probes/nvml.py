@@ -25,6 +25,7 @@ from envdoctor.model.facts import (
     PcieLink,
     RetiredPages,
     RowRemap,
+    SmClock,
     Utilization,
 )
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
@@ -141,6 +142,7 @@ def _read_gpu(host: Host, s: NvmlSession, i: int) -> GpuFacts:
     corrected = _get(lambda: s.ecc_corrected(i))
     retired = _get(lambda: s.retired_pages(i))
     fabric = _get(lambda: s.fabric_info(i))
+    clock = _get(lambda: s.sm_clocks(i))
     return GpuFacts(
         index=i,
         name=_get(lambda: s.name(i)),
@@ -176,6 +178,12 @@ def _read_gpu(host: Host, s: NvmlSession, i: int) -> GpuFacts:
         else retired,
         fabric=Found(FabricInfo(*fabric.value)) if isinstance(fabric, Found) else fabric,
         mig_instances=instances,
+        # per-GPU health (issue 39)
+        recovery_action=_get(lambda: s.recovery_action(i)),
+        shutdown_temperature=_get(lambda: s.temperature_threshold(i, "shutdown")),
+        slowdown_temperature=_get(lambda: s.temperature_threshold(i, "slowdown")),
+        max_operating_temperature=_get(lambda: s.temperature_threshold(i, "gpu_max")),
+        sm_clock=Found(SmClock(*clock.value)) if isinstance(clock, Found) else clock,
     )
 
 

@@ -15,7 +15,14 @@ from collections.abc import Callable, Iterator
 from dataclasses import dataclass
 from typing import Any
 
-from envdoctor.model.facts import CLOCK_EVENT_REASONS, Facts, GpuFacts, NvmlErrorKind, NvmlSystem
+from envdoctor.model.facts import (
+    CLOCK_EVENT_REASONS,
+    RECOVERY_ACTION_NAMES,
+    Facts,
+    GpuFacts,
+    NvmlErrorKind,
+    NvmlSystem,
+)
 from envdoctor.model.probed import Found, Probed, why_missing
 from envdoctor.render.exposition import Labels, Sample, Writer, label_value
 
@@ -51,6 +58,16 @@ def _by(label: str, pairs: tuple[tuple[str, str], ...]) -> Callable[[Any], list[
 def _reasons(active: Any) -> list[Sample]:
     names = [*CLOCK_EVENT_REASONS, *(r for r in active if r not in CLOCK_EVENT_REASONS)]
     return [((("reason", name),), int(name in active)) for name in names]
+
+
+def _tagged(label: str, value: str) -> Callable[[Any], list[Sample]]:
+    """One sample of a plain value, told apart from its family's others by one label."""
+    return lambda number: [(((label, value),), _number(number))]
+
+
+def _recovery(number: Any) -> list[Sample]:
+    name = RECOVERY_ACTION_NAMES.get(number, f"action-{number}")
+    return [((("action", name),), _number(number))]
 
 
 def _fabric(info: Any) -> list[Sample]:
@@ -202,7 +219,47 @@ FAMILIES = (
         "fabric",
         _fabric,
     ),
+    # per-GPU health (issue 39): the driver's verdict, the thermal limits, the SM clock
+    Family(
+        "envdoctor_gpu_recovery_action",
+        "The recovery the driver asks for now (NVML_GPU_RECOVERY_ACTION_*: 0 none, 1 GPU reset, "
+        "2 node reboot, 3 drain P2P, 4 drain and reset …), its name in the action label.",
+        "recovery_action",
+        _recovery,
+    ),
+    Family(
+        "envdoctor_gpu_temperature_threshold_celsius",
+        "The GPU's own temperature thresholds (NVML): shutdown, slowdown, max_operating.",
+        "shutdown_temperature",
+        _tagged("threshold", "shutdown"),
+    ),
+    Family(
+        "envdoctor_gpu_temperature_threshold_celsius",
+        "The GPU's own temperature thresholds (NVML): shutdown, slowdown, max_operating.",
+        "slowdown_temperature",
+        _tagged("threshold", "slowdown"),
+    ),
+    Family(
+        "envdoctor_gpu_temperature_threshold_celsius",
+        "The GPU's own temperature thresholds (NVML): shutdown, slowdown, max_operating.",
+        "max_operating_temperature",
+        _tagged("threshold", "max_operating"),
+    ),
+    Family(
+        "envdoctor_gpu_sm_clock_hertz",
+        "The SM clock now, in hertz.",
+        "sm_clock",
+        _attr("current", 1e6),
+    ),
+    Family(
+        "envdoctor_gpu_sm_clock_max_hertz",
+        "The highest SM clock of the GPU, in hertz.",
+        "sm_clock",
+        _attr("highest", 1e6),
+    ),
 )
+MARGINS = (("shutdown", "shutdown_temperature"), ("slowdown", "slowdown_temperature"))
+"""Thresholds whose distance from the temperature is a metric of its own (issue 39)."""
 FIELDS = tuple(dict.fromkeys(f.field for f in FAMILIES))
 
 
@@ -243,8 +300,21 @@ def gpu_metrics(out: Writer, facts: Facts) -> None:
             if not isinstance(_fact(g, field), Found)
         ],
     )
+    out.metric(
+        "envdoctor_gpu_temperature_margin_celsius",
+        "Degrees Celsius from the temperature to a threshold (negative: past it).",
+        [sample for g in gpus for sample in _margins(g)],
+    )
     _kernel_log(out, facts, nvml)
     _fabric_facts(out, facts)
+
+
+def _margins(gpu: GpuFacts) -> Iterator[Sample]:
+    now = gpu.temperature
+    for name, field in MARGINS:
+        limit = _fact(gpu, field)
+        if isinstance(now, Found) and isinstance(limit, Found):
+            yield (*_labels(gpu), ("threshold", name)), _number(limit.value - now.value)
 
 
 def _samples(family: Family, gpu: GpuFacts) -> Iterator[Sample]:

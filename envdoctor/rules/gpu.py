@@ -1,4 +1,5 @@
-"""Per-GPU health rules over NVML facts: lost, ECC, memory held, MIG, modes, throttling, PCIe."""
+"""Per-GPU rules over NVML facts: lost, memory held, MIG, modes, PCIe (memory health, recovery,
+temperature and clocks: rules/gpu_health.py)."""
 
 from __future__ import annotations
 
@@ -16,12 +17,6 @@ from envdoctor.rules.container_inside import container_cause
 
 HELD_WARN_FRACTION = 0.5
 FREE_ERROR_FRACTION = 0.05
-BAD_THROTTLE = (
-    "hw-slowdown",
-    "hw-thermal-slowdown",
-    "hw-power-brake-slowdown",
-    "sw-thermal-slowdown",
-)
 
 
 def _lost(ctx: RuleContext) -> Evaluation:
@@ -102,51 +97,6 @@ def _unreachable_pci(ctx: RuleContext) -> list[str]:
         if isinstance(g.pci_bus_id, Found)
     }
     return [d.address for d in pci.value if d.address.lower()[-7:] not in reached]
-
-
-def _ecc(ctx: RuleContext) -> Iterator[Finding]:
-    for g in nvml_gpus(ctx.facts):
-        evidence: list[tuple[str, str]] = []
-        severity = Severity.OK
-        if isinstance(g.ecc, Found):
-            if g.ecc.value.volatile_uncorrectable:
-                severity = Severity.ERROR
-                evidence.append(
-                    ("volatile uncorrectable ECC errors", str(g.ecc.value.volatile_uncorrectable))
-                )
-            if g.ecc.value.aggregate_uncorrectable:
-                severity = max(severity, Severity.WARNING)
-                evidence.append(
-                    ("aggregate uncorrectable ECC errors", str(g.ecc.value.aggregate_uncorrectable))
-                )
-        if isinstance(g.row_remap, Found):
-            if g.row_remap.value.failure:
-                severity = Severity.ERROR
-                evidence.append(("row remapping", "failed: no spare rows left"))
-            if g.row_remap.value.pending:
-                severity = max(severity, Severity.WARNING)
-                evidence.append(("row remapping", "pending: needs a GPU reset"))
-        if isinstance(g.retired_pages_pending, Found) and g.retired_pages_pending.value:
-            severity = max(severity, Severity.WARNING)
-            evidence.append(("page retirement", "pending: needs a GPU reset"))
-        if severity == Severity.OK:
-            continue
-        yield Finding(
-            code="gpu.ecc-uncorrectable",
-            severity=severity,
-            title=f"{gpu_label(g)} has uncorrectable memory errors",
-            evidence=tuple(evidence),
-            remediation=Remediation(
-                summary="Reset the GPU to apply page retirement / row remapping; replace it if errors persist",
-                steps=(
-                    f"nvidia-smi -q -d ECC,ROW_REMAPPER -i {g.index}",
-                    f"stop the GPU's processes, then: sudo nvidia-smi -r -i {g.index}",
-                    "row remapping failure or recurring volatile errors: drain the node and RMA the GPU",
-                ),
-                needs_root=True,
-            ),
-            subject=str(g.index),
-        )
 
 
 def held_gpus(ctx: RuleContext) -> dict[int, bool]:
@@ -336,25 +286,6 @@ def _compute_mode(ctx: RuleContext) -> Iterator[Finding]:
                 summary="Set the compute mode back to default",
                 steps=(f"sudo nvidia-smi -i {g.index} -c DEFAULT",),
                 needs_root=True,
-            ),
-            subject=str(g.index),
-        )
-
-
-def _throttled(ctx: RuleContext) -> Iterator[Finding]:
-    for g in nvml_gpus(ctx.facts):
-        reasons = g.throttle_reasons.value if isinstance(g.throttle_reasons, Found) else ()
-        bad = [r for r in reasons if r in BAD_THROTTLE]
-        if not bad:
-            continue
-        yield Finding(
-            code="gpu.throttled",
-            severity=Severity.WARNING,
-            title=f"{gpu_label(g)} is slowed down by {', '.join(bad)}",
-            evidence=(("clock event reasons", ", ".join(reasons)),),
-            remediation=Remediation(
-                summary="Check cooling and power delivery",
-                steps=(f"nvidia-smi -q -d PERFORMANCE,TEMPERATURE,POWER -i {g.index}",),
             ),
             subject=str(g.index),
         )
@@ -662,16 +593,6 @@ RULES = (
         _responding,
     ),
     Rule(
-        "gpu.ecc",
-        "No uncorrectable ECC errors or pending remaps",
-        ("gpu.ecc-uncorrectable",),
-        _per_gpu(
-            _ecc,
-            ("ecc", "row_remap", "retired_pages_pending"),
-            "no uncorrectable ECC errors, failed or pending remaps",
-        ),
-    ),
-    Rule(
         "gpu.memory",
         "No other process holds most of a GPU's memory",
         ("gpu.memory-held",),
@@ -688,12 +609,6 @@ RULES = (
         "Compute mode allows CUDA contexts",
         ("gpu.compute-mode",),
         _per_gpu(_compute_mode, ("compute_mode",), "compute mode is default"),
-    ),
-    Rule(
-        "gpu.clocks",
-        "No hardware/thermal slowdown",
-        ("gpu.throttled",),
-        _per_gpu(_throttled, ("throttle_reasons",), "no hardware or thermal slowdown"),
     ),
     Rule(
         "gpu.pcie",

@@ -17,7 +17,7 @@ import re
 from collections.abc import Iterator, Mapping
 
 from envdoctor.catalogs.xid import XidCode, xid_catalog
-from envdoctor.model.facts import FabricManager, GpuFacts, KernelLog, XidEvents
+from envdoctor.model.facts import NOT_COLLECTED, FabricManager, GpuFacts, KernelLog, XidEvents
 from envdoctor.model.finding import Finding, Remediation, Severity
 from envdoctor.model.outcome import Verdict, not_applicable, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
@@ -26,6 +26,7 @@ from envdoctor.model.views import gpu_label, nvml_system, show
 from envdoctor.model.views import nvml_gpus as gpus
 from envdoctor.rules.base import Rule, RuleContext, judged
 from envdoctor.rules.gpu import gpu_scope
+from envdoctor.rules.gpu_health import recovery_action
 
 XID_CATALOG_URL = "https://docs.nvidia.com/deploy/xid-errors/analyzing-xid-catalog.html"
 FABRIC_GUIDE_URL = "https://docs.nvidia.com/datacenter/tesla/fabric-manager-user-guide/"
@@ -41,18 +42,17 @@ XID_SEVERITY = {
 }
 UNKNOWN_XID_SEVERITY = Severity.WARNING
 RECOVERY_XID = 154
-# NVML_GPU_RECOVERY_ACTION_* (nvml.h): what the driver says the GPU needs, by the number it logs
-# in Xid 154 ("GPU recovery action changed from 0x0 (None) to 0x2 (Node Reboot Required)").
-RECOVERY_ACTIONS = {
-    0: ("none", Severity.OK),
-    1: ("a GPU reset", Severity.ERROR),
-    2: ("a node reboot", Severity.ERROR),
-    3: ("draining peer-to-peer traffic", Severity.WARNING),
-    4: ("draining, then a GPU reset", Severity.ERROR),
-    5: ("recovering the IMEX domain", Severity.WARNING),
-    6: ("a bus reset", Severity.ERROR),
-    7: ("a system reboot", Severity.ERROR),
-}
+# The catalog's resolution buckets that make a code a side effect of another Xid on the same GPU
+# (NVIDIA's "Not Solo: IGNORE (follow other Xid)", "SYMPATHETIC_REPORT_SOLO"): beside another Xid
+# it is attributed to that one; alone it keeps its own action.
+SYMPATHETIC_BUCKETS = frozenset(
+    {
+        "WORKFLOW_XID_45",
+        "Solo: RESTART_FM Not Solo: IGNORE (follow other Xid)",
+        "SYMPATHETIC_REPORT_SOLO",
+    }
+)
+_PROCESS = r"\bpid=([^,\s]{1,24}), name=([^,]{1,64}),"
 _RECOVERY = r"\bto (0x[0-9A-Fa-f]{1,16}|[0-9]{1,9})\b"  # bounded: int() of it
 INCOMPLETE = (
     "does not reach back to boot (the kernel's ring buffer wrapped, or the journal was cut): "
@@ -85,8 +85,41 @@ def _xid(ctx: RuleContext) -> Iterator[Finding]:
     if not by_device:
         return
     catalog = xid_catalog()  # reads the catalog's YAML: only when an Xid was logged
+    faults: list[tuple[str, XidEvents]] = []
     for device, events in sorted(by_device.items()):
-        yield _xid_finding(ctx, log.value, device, events, catalog)
+        app = [e for e in events if _is_app(catalog.get(e.xid))]
+        rest = [e for e in events if e not in app]
+        if app and not _causes(rest, catalog):
+            # the application's, not the GPU's: with the channel clean-ups that follow them
+            side = [e for e in rest if _sympathetic(catalog.get(e.xid))]
+            faults.extend((device, e) for e in (*app, *side))
+            rest = [e for e in rest if e not in side]
+            if rest:
+                yield _xid_finding(ctx, log.value, device, rest, catalog)
+        else:
+            yield _xid_finding(ctx, log.value, device, events, catalog)
+    if faults:
+        yield _app_faults(ctx, log.value, faults, catalog)
+
+
+def _is_app(entry: XidCode | None) -> bool:
+    return entry is not None and entry.severity == "app"
+
+
+def _sympathetic(entry: XidCode | None) -> bool:
+    return entry is not None and bool({entry.immediate, entry.investigatory} & SYMPATHETIC_BUCKETS)
+
+
+def _causes(events: list[XidEvents], catalog: Mapping[int, XidCode]) -> list[XidEvents]:
+    """The Xids that stand on their own: neither an application's fault, a side effect of
+    another Xid, nor the recovery notice (154)."""
+    return [
+        e
+        for e in events
+        if e.xid != RECOVERY_XID
+        and not _is_app(catalog.get(e.xid))
+        and not _sympathetic(catalog.get(e.xid))
+    ]
 
 
 def _xid_finding(
@@ -96,10 +129,14 @@ def _xid_finding(
     events: list[XidEvents],
     catalog: Mapping[int, XidCode],
 ) -> Finding:
-    """One GPU's Xid events: each code with its catalog meaning, and the action it needs."""
+    """One GPU's Xid events: each code with its catalog meaning and action; a side effect, an
+    application's fault and the recovery notice attributed to the Xid that caused them; the
+    recovery the driver asks for now, unless NVML now reports none."""
     gpu = _gpu_at(ctx, device)
     who = gpu_label(gpu) if gpu is not None else f"the GPU at PCI {device or '(unknown)'}"
     events.sort(key=lambda e: (e.first_seconds is None, e.first_seconds or 0.0, e.xid))
+    causes = _causes(events, catalog)
+    cause_codes = ", ".join(str(e.xid) for e in causes)
     severity = Severity.INFO
     evidence: list[tuple[str, str]] = []
     steps: list[str] = []
@@ -110,25 +147,45 @@ def _xid_finding(
             evidence.append((_xid_label(e), f"not in envdoctor's catalog: {e.last_message}"))
             steps.append(f"Xid {e.xid}: look it up in NVIDIA's Xid catalog ({XID_CATALOG_URL})")
             continue
+        if causes and e not in causes:
+            evidence.append(
+                (_xid_label(e), f"{entry.name}: {_role(e, entry)}, attributed to Xid {cause_codes}")
+            )
+            continue
         severity = max(severity, XID_SEVERITY.get(entry.severity, UNKNOWN_XID_SEVERITY))
         evidence.append((_xid_label(e), f"{entry.name}: {entry.meaning}"))
+        evidence.extend(_resolution(entry))
         steps.append(f"Xid {e.xid}: {entry.action}")
     recovery = _recovery(events)
     if recovery is not None:
         action, level, event = recovery
-        severity = max(severity, level)
-        evidence.append(
-            (
-                "recovery the driver asks for now",
-                f"{action} (latest Xid 154{_at(event.last_seconds)}: {event.last_message})",
+        now = gpu.recovery_action if gpu is not None else None
+        if isinstance(now, Found) and now.value == 0:
+            evidence.append(
+                (
+                    "recovery the driver asked for",
+                    f"{action} (latest Xid 154{_at(event.last_seconds)}); NVML reports no "
+                    "recovery needed now: it was done",
+                )
             )
-        )
+            recovery = None
+        else:
+            severity = max(severity, level)
+            evidence.append(
+                (
+                    "recovery the driver asks for now",
+                    f"{action} (latest Xid 154{_at(event.last_seconds)}: {event.last_message})",
+                )
+            )
+    if gpu is not None:
+        evidence.append(("UUID", gpu.uuid.value if isinstance(gpu.uuid, Found) else "unknown"))
     latest = max(events, key=lambda e: -1.0 if e.last_seconds is None else e.last_seconds)
     evidence.append(("latest line", latest.last_message))
     if not log.complete:
         evidence.append(("kernel log", INCOMPLETE))
     total = sum(e.count for e in events)
     codes = ", ".join(str(e.xid) for e in events)
+    follow = f" (Xid {cause_codes}; the others follow from it)" if causes != events else ""
     return Finding(
         code="gpu.xid-events",
         severity=severity,
@@ -139,7 +196,7 @@ def _xid_finding(
             summary=(
                 f"Do what the driver asks ({recovery[0]}), then look at the Xid before it"
                 if recovery
-                else "Act on each Xid as NVIDIA's catalog says"
+                else "Act on each Xid as NVIDIA's catalog says" + (follow if causes else "")
             ),
             steps=(
                 *dict.fromkeys(steps),
@@ -150,6 +207,89 @@ def _xid_finding(
             docs=XID_CATALOG_URL,
         ),
         subject=str(gpu.index) if gpu is not None else device,
+    )
+
+
+def _resolution(entry: XidCode) -> tuple[tuple[str, str], ...]:
+    """NVIDIA's resolution buckets of a code (immediate, then investigatory), as the catalog
+    names them."""
+    buckets = [b for b in (entry.immediate, entry.investigatory) if b]
+    if not buckets:
+        return ()
+    return ((f"Xid {entry.code} resolution (NVIDIA)", " → ".join(dict.fromkeys(buckets))),)
+
+
+def _role(e: XidEvents, entry: XidCode) -> str:
+    if e.xid == RECOVERY_XID:
+        return "the driver's recovery notice"
+    return "an application's fault" if _is_app(entry) else "a side effect"
+
+
+def _app_faults(
+    ctx: RuleContext,
+    log: KernelLog,
+    faults: list[tuple[str, XidEvents]],
+    catalog: Mapping[int, XidCode],
+) -> Finding:
+    """Application faults (Xid 13, 31, 43 …) on GPUs that logged nothing else: one finding for
+    the node, with the count and the time span, as an application's fault, not the GPU's."""
+    total = sum(e.count for _, e in faults)
+    firsts = [e.first_seconds for _, e in faults if e.first_seconds is not None]
+    lasts = [e.last_seconds for _, e in faults if e.last_seconds is not None]
+    span = (
+        f"between {since_boot(min(firsts))} and {since_boot(max(lasts))} after boot "
+        f"(over {since_boot(max(lasts) - min(firsts))})"
+        if firsts and lasts
+        else "at times the log does not give"
+    )
+    gpus: dict[str, str] = {}
+    evidence: list[tuple[str, str]] = []
+    steps: list[str] = []
+    programs: dict[str, None] = {}
+    resolved: set[int] = set()
+    for device, e in sorted(faults, key=lambda f: (f[0], f[1].first_seconds or 0.0, f[1].xid)):
+        gpu = _gpu_at(ctx, device)
+        who = f"GPU {gpu.index}" if gpu is not None else f"PCI {device or '(unknown)'}"
+        gpus.setdefault(who, str(gpu.index) if gpu is not None else device)
+        entry = catalog[e.xid]
+        if _sympathetic(entry):
+            evidence.append(
+                (f"{who}: {_xid_label(e)}", f"{entry.name}: a side effect of these faults")
+            )
+            continue
+        evidence.append((f"{who}: {_xid_label(e)}", f"{entry.name}: {entry.meaning}"))
+        if entry.code not in resolved:
+            resolved.add(entry.code)
+            evidence.extend(_resolution(entry))
+        steps.append(f"Xid {e.xid}: {entry.action}")
+        match = re.search(_PROCESS, e.last_message)
+        if match is not None:
+            programs[f"{match.group(2).strip()} (PID {match.group(1)})"] = None
+    codes = "/".join(dict.fromkeys(str(e.xid) for _, e in sorted(faults, key=lambda f: f[1].xid)))
+    return Finding(
+        code="gpu.xid-app-faults",
+        severity=Severity.INFO,
+        title=f"An application's faults, not the GPU's: {plural(total, 'Xid event')} "
+        f"(Xid {codes}) on {', '.join(gpus)} {span}",
+        evidence=(
+            ("source", log.source),
+            ("count", str(total)),
+            ("time span", span),
+            ("program", ", ".join(programs) or "not named in the lines"),
+            *evidence,
+            *((("kernel log", INCOMPLETE),) if not log.complete else ()),
+        ),
+        remediation=Remediation(
+            summary="Debug the application; the GPU needs no reset unless the faults follow "
+            "the GPU from one application to the next",
+            steps=(
+                *dict.fromkeys(steps),
+                "compute-sanitizer python train.py   # or CUDA_LAUNCH_BLOCKING=1: the kernel "
+                "that faulted",
+            ),
+            docs=XID_CATALOG_URL,
+        ),
+        subject=",".join(gpus.values()),
     )
 
 
@@ -182,7 +322,7 @@ def _recovery(events: list[XidEvents]) -> tuple[str, Severity, XidEvents] | None
         return None
     text = match.group(1)  # int(text, 0) refused "02" (a leading zero) with a ValueError
     number = int(text, 16) if text[:2].lower() == "0x" else int(text)
-    action, level = RECOVERY_ACTIONS.get(number, (f"recovery action {number}", Severity.WARNING))
+    _, action, level = recovery_action(number)
     return None if level == Severity.OK else (action, level, latest)
 
 
@@ -345,31 +485,99 @@ def _manager_evidence(ctx: RuleContext) -> tuple[tuple[str, str], ...]:
 
 
 def _persistence(ctx: RuleContext) -> Iterator[Finding]:  # not on WSL: _needs_data_centre
+    listed = [g for g in gpus(ctx.facts) if is_data_centre(g)]
     off = [
-        g
-        for g in gpus(ctx.facts)
-        if isinstance(g.persistence_mode, Found)
-        and not g.persistence_mode.value
-        and is_data_centre(g)
+        g for g in listed if isinstance(g.persistence_mode, Found) and not g.persistence_mode.value
     ]
+    daemon = ctx.facts.persistenced
+    inside = bool(ctx.facts.host.containers)
     if not off:
+        yield from _persistence_legacy(ctx, listed)
         return
+    several = len(gpus(ctx.facts)) > 1
+    if inside:
+        steps: tuple[str, ...] = (
+            "persistence mode is the host's: on the host, sudo systemctl enable --now "
+            "nvidia-persistenced (Kubernetes: the GPU operator's driver container runs it)",
+        )
+    elif isinstance(daemon, Found) and not daemon.value.running:
+        steps = (
+            f"{daemon.value.pid_file} names PID {daemon.value.pid}, which is not "
+            "nvidia-persistenced: the daemon died; journalctl -u nvidia-persistenced -b",
+            "sudo systemctl restart nvidia-persistenced",
+        )
+    else:
+        steps = (
+            "sudo systemctl enable --now nvidia-persistenced   # NVIDIA's recommended way",
+            "or (legacy, until the next reboot): sudo nvidia-smi -pm 1",
+        )
     yield Finding(
         code="gpu.persistence-off",
-        severity=Severity.INFO,
+        severity=Severity.WARNING if several else Severity.INFO,
         title=f"Persistence mode is off on {', '.join(gpu_label(g) for g in off)}: the first "
-        "CUDA call of each job waits while the driver sets the GPU up again",
-        evidence=tuple((gpu_label(g), "persistence mode: disabled") for g in off),
-        remediation=Remediation(
-            summary="Run the NVIDIA persistence daemon",
-            steps=(
-                "sudo systemctl enable --now nvidia-persistenced   # NVIDIA's recommended way",
-                "or (legacy, until the next reboot): sudo nvidia-smi -pm 1",
+        "CUDA call of each job waits while the driver sets the GPU up again"
+        + (", every GPU of the node in turn, and NVML queries can time out" if several else ""),
+        evidence=(
+            *(
+                (gpu_label(g), f"persistence mode: {_mode(g)}")
+                for g in (listed if several else off)
             ),
+            ("nvidia-persistenced", _daemon_text(ctx)),
+        ),
+        remediation=Remediation(
+            summary="Run the NVIDIA persistence daemon" + (" on the host" if inside else ""),
+            steps=steps,
             needs_root=True,
         ),
         subject=",".join(str(g.index) for g in off),
     )
+
+
+def _persistence_legacy(ctx: RuleContext, listed: list[GpuFacts]) -> Iterator[Finding]:
+    """Every GPU in persistence mode, yet no daemon: set by ``nvidia-smi -pm 1``, the legacy
+    way NVIDIA deprecates, which a reboot undoes (not judged in a container: the host's daemon
+    is not visible there)."""
+    daemon = ctx.facts.persistenced
+    if ctx.facts.host.containers or len(listed) < 2:
+        return
+    if not all(isinstance(g.persistence_mode, Found) and g.persistence_mode.value for g in listed):
+        return
+    unread = isinstance(daemon, ProbeFailed) or (
+        isinstance(daemon, Absent) and daemon.reason == NOT_COLLECTED.reason
+    )
+    if unread or (isinstance(daemon, Found) and daemon.value.running):
+        return
+    yield Finding(
+        code="gpu.persistenced-not-running",
+        severity=Severity.INFO,
+        title="Persistence mode is on without nvidia-persistenced: set the legacy way "
+        "(nvidia-smi -pm 1), it is lost at the next reboot",
+        evidence=(
+            *((gpu_label(g), f"persistence mode: {_mode(g)}") for g in listed),
+            ("nvidia-persistenced", _daemon_text(ctx)),
+        ),
+        remediation=Remediation(
+            summary="Run the NVIDIA persistence daemon, which keeps the mode across reboots",
+            steps=("sudo systemctl enable --now nvidia-persistenced",),
+            needs_root=True,
+        ),
+    )
+
+
+def _mode(g: GpuFacts) -> str:
+    if isinstance(g.persistence_mode, Found):
+        return "enabled" if g.persistence_mode.value else "disabled"
+    return why_missing(g.persistence_mode)
+
+
+def _daemon_text(ctx: RuleContext) -> str:
+    daemon = ctx.facts.persistenced
+    if ctx.facts.host.containers:
+        return "runs on the host, if at all (not visible from a container)"
+    if isinstance(daemon, Found):
+        state = "running" if daemon.value.running else "not running (a stale PID file)"
+        return f"{state}: PID {daemon.value.pid} in {daemon.value.pid_file}"
+    return why_missing(daemon)
 
 
 def is_data_centre(gpu: GpuFacts) -> bool:
@@ -451,7 +659,7 @@ RULES = (
     Rule(
         "gpu.xid",
         "No Xid event in the kernel log since boot",
-        ("gpu.xid-events",),
+        ("gpu.xid-events", "gpu.xid-app-faults"),
         judged(_xid, _needs_log, ok=_no_xid),
     ),
     Rule(
@@ -483,7 +691,7 @@ RULES = (
     Rule(
         "gpu.persistence",
         "Data-centre GPUs keep persistence mode on",
-        ("gpu.persistence-off",),
+        ("gpu.persistence-off", "gpu.persistenced-not-running"),
         judged(
             _persistence,
             _needs_data_centre,

@@ -182,6 +182,14 @@ TRIGGERS: dict[str, Trigger] = {
         Severity.ERROR,
         lambda: _one_gpu(ecc=Found(EccErrors(volatile_uncorrectable=2, aggregate_uncorrectable=2))),
     ),
+    # issue 39: two data-centre GPUs in persistence mode, and no nvidia-persistenced
+    "gpu.persistenced-not-running": Trigger(
+        Severity.INFO,
+        lambda: scenario_facts(
+            "memory_held_some_gpus",
+            files={"/run/nvidia-persistenced/nvidia-persistenced.pid": None},
+        ),
+    ),
     "gpu.pcie-degraded": Trigger(
         Severity.WARNING,
         lambda: _one_gpu(pcie=Found(PcieLink(gen=4, width=8, max_gen=5, max_width=16))),

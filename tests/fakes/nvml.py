@@ -36,6 +36,11 @@ DEFAULT_GPU: dict[str, Any] = {
     "ecc_corrected": [0, 0],
     "retired_pages": "NotSupported",
     "fabric_info": ["not-supported", "Success", 0],
+    # per-GPU health (issue 39): thresholds and clocks of the order an idle H100 SXM reports
+    # (nvidia-smi -q -d TEMPERATURE,CLOCK shows its own per GPU); no recovery action pending
+    "recovery_action": 0,
+    "temperature_thresholds": {"shutdown": 92, "slowdown": 89, "gpu_max": 87},
+    "sm_clocks": [345, 1980],
 }
 
 
@@ -156,6 +161,21 @@ class FakeNvml:
     def fabric_info(self, index: int) -> tuple[str, str, int]:
         state, status, clique = self._gpu(index, "fabric_info")
         return str(state), str(status), int(clique)
+
+    # per-GPU health (issue 39)
+
+    def recovery_action(self, index: int) -> int:
+        return int(self._gpu(index, "recovery_action"))
+
+    def temperature_threshold(self, index: int, which: str) -> int:
+        """``temperature_thresholds: {shutdown, slowdown, gpu_max}``, each a value or an error
+        kind; the whole mapping may be an error kind too."""
+        thresholds = self._gpu(index, "temperature_thresholds")
+        return int(self._value(thresholds, which))
+
+    def sm_clocks(self, index: int) -> tuple[int, int]:
+        current, highest = self._gpu(index, "sm_clocks")
+        return int(current), int(highest)
 
     def close(self) -> None:
         self.closed = True

@@ -56,7 +56,7 @@ def test_a_part_only_one_side_has_says_what_is_in_it() -> None:
     got = paths(scenario_facts("healthy_h100"), scenario_facts("gpu_lost"))
     assert got["nvml.gpus[1]"] == (
         MISSING,
-        "present; 21 of 23 facts probe failed: GPUIsLost; others: mig_devices=absent: MIG is off, "
+        "present; 26 of 28 facts probe failed: GPUIsLost; others: mig_devices=absent: MIG is off, "
         "mig_instances=absent: MIG is off",
     )
     with_nvcc = fx.facts(
@@ -140,3 +140,23 @@ def test_cli_wraps_long_values_to_the_terminal(tmp_path: Path) -> None:
     assert all(len(line) <= 80 for line in lines[2:]), lines
     column = lines[2].index("node-b.json")  # the right-hand column, whole over its lines
     assert (long + "bin/python") in "".join(line[column:].strip() for line in lines[3:])
+
+
+def test_the_sm_clock_and_the_daemons_pid_are_volatile_its_running_is_not() -> None:
+    """Issue 39's facts: the SM clock follows the load and the daemon's PID each restart; a
+    daemon that stopped is a real difference."""
+    gpu = {"uuid": "GPU-5f2b8c1e-3a47-9d02-6b1f-0e4c7a9d3b21", "sm_clocks": [1980, 1980]}
+    restarted = {
+        "/run/nvidia-persistenced/nvidia-persistenced.pid": "1999\n",
+        "/proc/1999/comm": "nvidia-persiste\n",
+    }
+    a = scenario_facts("healthy_h100")
+    b = scenario_facts("healthy_h100", files=restarted, nvml={"gpus": [gpu]})
+    assert {d.path: d.volatile for d in diff_facts(a, b)} == {
+        "nvml.gpus[0].sm_clock.current": True,
+        "persistenced.pid": True,
+    }
+    stopped = scenario_facts("healthy_h100", files={"/proc/1873/comm": "bash\n"})
+    assert [(d.path, d.volatile) for d in diff_facts(a, stopped)] == [
+        ("persistenced.running", False)
+    ]

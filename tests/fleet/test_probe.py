@@ -36,6 +36,8 @@ UNHEALTHY |= {"container_capabilities", "container_image_driver", "host_cdi_stal
 UNHEALTHY |= {"host_cdi_missing", "host_cdi_conflict"}
 # NVML blocked on one GPU, or crashed in one query (issue 34): the probe must not say healthy
 UNHEALTHY |= {"gpu_not_responding", "nvml_crashed"}
+# issue 39: the driver asks for a reset, a failed row remap, the shutdown temperature
+UNHEALTHY |= {"recovery_reset", "row_remap_failed", "thermal_shutdown", "xid_consequences"}
 
 
 def invoke(scenario: str, *args: str, **overrides: object):  # type: ignore[no-untyped-def]  # click's Result

@@ -12,6 +12,12 @@
  * persistence, compute_mode, mig, mig_count, temperature, power, power_limit, util_gpu,
  * util_mem, ecc_unc_vol, ecc_unc_agg, ecc_cor_vol, ecc_cor_agg, pcie_gen, pcie_width, procs
  * (`pid:bytes,pid:bytes`), fabric_state, fabric_status, fabric_clique.
+ * Per-GPU health keys (issue 39; the section "per-GPU health" below): field.ID (the value of
+ * NVML field ID, e.g. field.230 the recovery action; a field with no key answers NotSupported
+ * in its own nvmlReturn, as a driver that does not know it does; field_ret.ID its return code),
+ * temp_shutdown, temp_slowdown, temp_gpu_max, sm_clock, sm_clock_max, retired_pending,
+ * retired_sbe, retired_dbe (set any of them: the GPU is pre-Ampere and answers page
+ * retirement), remap_corr, remap_unc, remap_pending, remap_failure.
  *
  * Control, FUNC being the C entry point (or `*` for every query of a GPU), N a GPU index:
  *   fail.FUNC[.N]=CODE    return that NVML return code
@@ -435,26 +441,45 @@ int nvmlDeviceGetTotalEccErrors(device_t *handle, int errorType, int counterType
     return OK;
 }
 
+/* a pre-Ampere GPU (page retirement) when the scenario sets any retired_* key (issue 39) */
+static int retires_pages(int gpu) {
+    return gpu_str(gpu, "retired_pending", NULL) || gpu_str(gpu, "retired_sbe", NULL) ||
+           gpu_str(gpu, "retired_dbe", NULL);
+}
+
 int nvmlDeviceGetRetiredPagesPendingStatus(device_t *handle, unsigned int *pending) {
     ENTER_DEVICE("nvmlDeviceGetRetiredPagesPendingStatus", handle);
-    (void)pending;
-    return E_NOT_SUPPORTED; /* Ampere and later remap rows instead */
+    if (!retires_pages(dev->gpu)) return E_NOT_SUPPORTED; /* Ampere and later remap rows */
+    if (!pending) return E_INVALID_ARGUMENT;
+    *pending = (unsigned int)gpu_num(dev->gpu, "retired_pending", 0);
+    return OK;
 }
 
 int nvmlDeviceGetRetiredPages(device_t *handle, int cause, unsigned int *count,
                               unsigned long long *addresses) {
     ENTER_DEVICE("nvmlDeviceGetRetiredPages", handle);
-    (void)cause;
-    (void)count;
-    (void)addresses;
-    return E_NOT_SUPPORTED;
+    if (!retires_pages(dev->gpu)) return E_NOT_SUPPORTED;
+    /* cause 0: multiple single-bit errors, 1: a double-bit error (nvmlPageRetirementCause_t) */
+    if (!count || cause < 0 || cause > 1) return E_INVALID_ARGUMENT;
+    unsigned int n = (unsigned int)gpu_num(dev->gpu, cause ? "retired_dbe" : "retired_sbe", 0);
+    if (!addresses || *count < n) {
+        *count = n;
+        return n ? E_INSUFFICIENT_SIZE : OK;
+    }
+    for (unsigned int i = 0; i < n; i++) addresses[i] = 0x1000ULL * (i + 1);
+    *count = n;
+    return OK;
 }
 
 int nvmlDeviceGetRemappedRows(device_t *handle, unsigned int *corr, unsigned int *unc,
                               unsigned int *pending, unsigned int *failure) {
     ENTER_DEVICE("nvmlDeviceGetRemappedRows", handle);
     if (!corr || !unc || !pending || !failure) return E_INVALID_ARGUMENT;
-    *corr = *unc = *pending = *failure = 0;
+    if (retires_pages(dev->gpu)) return E_NOT_SUPPORTED; /* no row remapper before Ampere */
+    *corr = (unsigned int)gpu_num(dev->gpu, "remap_corr", 0);
+    *unc = (unsigned int)gpu_num(dev->gpu, "remap_unc", 0);
+    *pending = (unsigned int)gpu_num(dev->gpu, "remap_pending", 0);
+    *failure = (unsigned int)gpu_num(dev->gpu, "remap_failure", 0);
     return OK;
 }
 
@@ -584,6 +609,76 @@ int nvmlDeviceGetGpuFabricInfoV(device_t *handle, fabric_v3_t *info) {
     if (info->version == FABRIC_V3) info->healthSummary = 1; /* healthy */
     return OK;
 }
+
+/* --- per-GPU health (issue 39): field values, temperature thresholds, clocks ------------ */
+
+typedef struct {
+    unsigned int fieldId;
+    unsigned int scopeId;
+    long long timestamp;
+    long long latencyUsec;
+    int valueType; /* nvmlValueType_t: 1 unsigned int */
+    int nvmlReturn;
+    union {
+        double dVal;
+        unsigned int uiVal;
+        unsigned long ulVal;
+        unsigned long long ullVal;
+        long long sllVal;
+        int siVal;
+        unsigned short usVal;
+    } value;
+} field_value_t; /* nvmlFieldValue_t, 40 bytes */
+
+int nvmlDeviceGetFieldValues(device_t *handle, int count, field_value_t *values) {
+    ENTER_DEVICE("nvmlDeviceGetFieldValues", handle);
+    if (!values || count <= 0) return E_INVALID_ARGUMENT;
+    for (int i = 0; i < count; i++) {
+        char key[64];
+        snprintf(key, sizeof key, "field.%u", values[i].fieldId);
+        const char *v = gpu_str(dev->gpu, key, NULL);
+        snprintf(key, sizeof key, "field_ret.%u", values[i].fieldId);
+        values[i].nvmlReturn = (int)gpu_num(dev->gpu, key, v ? OK : E_NOT_SUPPORTED);
+        values[i].valueType = 1;
+        values[i].timestamp = 1764662400000000LL;
+        values[i].latencyUsec = 0;
+        values[i].value.ullVal = 0;
+        if (v) values[i].value.uiVal = (unsigned int)strtoul(v, NULL, 0);
+    }
+    return OK;
+}
+
+int nvmlDeviceGetTemperatureThreshold(device_t *handle, int threshold, unsigned int *temp) {
+    ENTER_DEVICE("nvmlDeviceGetTemperatureThreshold", handle);
+    if (!temp) return E_INVALID_ARGUMENT;
+    /* nvmlTemperatureThresholds_t: 0 shutdown, 1 slowdown, 3 GPU max operating */
+    const char *key = threshold == 0 ? "temp_shutdown" : threshold == 1 ? "temp_slowdown"
+                      : threshold == 3 ? "temp_gpu_max" : NULL;
+    if (!key) return E_NOT_SUPPORTED;
+    unsigned long long fallback = threshold == 0 ? 92 : threshold == 1 ? 89 : 87;
+    *temp = (unsigned int)gpu_num(dev->gpu, key, fallback);
+    return OK;
+}
+
+int nvmlDeviceGetClockInfo(device_t *handle, int type, unsigned int *clock) {
+    ENTER_DEVICE("nvmlDeviceGetClockInfo", handle);
+    if (!clock) return E_INVALID_ARGUMENT;
+    if (type != 1) return E_NOT_SUPPORTED; /* NVML_CLOCK_SM only */
+    *clock = (unsigned int)gpu_num(dev->gpu, "sm_clock", 345);
+    return OK;
+}
+
+int nvmlDeviceGetMaxClockInfo(device_t *handle, int type, unsigned int *clock) {
+    ENTER_DEVICE("nvmlDeviceGetMaxClockInfo", handle);
+    if (!clock) return E_INVALID_ARGUMENT;
+    if (type != 1) return E_NOT_SUPPORTED;
+    *clock = (unsigned int)gpu_num(dev->gpu, "sm_clock_max", 1980);
+    return OK;
+}
+
+_Static_assert(sizeof(field_value_t) == 40, "nvmlFieldValue_t");
+
+/* --- end of per-GPU health ---------------------------------------------------------------- */
 
 _Static_assert(sizeof(pci_info_t) == 68, "nvmlPciInfo_t");
 _Static_assert(sizeof(memory_v2_t) == (MEMORY_V2 & 0xFFFFFF), "nvmlMemory_v2_t");

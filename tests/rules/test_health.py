@@ -43,6 +43,12 @@ def xid(code: int, message: str = "", device: str = "0000:18:00", count: int = 1
     return XidEvents(device, code, count, 100.0, 200.0, text)
 
 
+def xid_findings(facts: Facts) -> list[Finding]:
+    """A GPU's Xid finding, or the node's application-fault one (issue 39)."""
+    codes = ("gpu.xid-events", "gpu.xid-app-faults")
+    return [f for f in evaluate(facts, core_rules()).findings if f.code in codes]
+
+
 def with_log(*events: XidEvents, complete: bool = True) -> Facts:
     return fx.facts(kernel_log=Found(KernelLog("/dev/kmsg", events, complete)))
 
@@ -54,7 +60,7 @@ def with_log(*events: XidEvents, complete: bool = True) -> Facts:
 def test_check_and_explain_say_the_same_of_an_xid(code: int) -> None:
     """One catalog: the check's evidence and explain's note for a code carry the same words."""
     line = f"NVRM: Xid (PCI:0000:18:00): {code}, pid=77, name=python, something"
-    (finding,) = findings(with_log(xid(code, line)), "gpu.xid-events")
+    (finding,) = xid_findings(with_log(xid(code, line)))
     kb = load_default_kb()
     (cause,) = [
         c for c in explain(scan_bytes(line.encode(), kb), kb).causes if c.id == "kernel.xid"
@@ -70,7 +76,7 @@ def test_check_and_explain_say_the_same_of_an_xid(code: int) -> None:
 
 @pytest.mark.parametrize(
     ("code", "severity"),
-    [(31, Severity.INFO), (13, Severity.INFO), (45, Severity.INFO), (48, Severity.WARNING)],
+    [(45, Severity.INFO), (48, Severity.WARNING), (119, Severity.WARNING)],
 )
 def test_an_xid_is_judged_by_its_catalog_class(code: int, severity: Severity) -> None:
     (finding,) = findings(with_log(xid(code)), "gpu.xid-events")
@@ -108,7 +114,7 @@ def test_a_recovery_that_went_back_to_none_is_history() -> None:
 
 def test_events_on_several_gpus_give_one_finding_each() -> None:
     facts = replace(
-        with_log(xid(13), xid(79, device="0000:19:00"), xid(48, device="0000:99:00")),
+        with_log(xid(119), xid(79, device="0000:19:00"), xid(48, device="0000:99:00")),
         nvml=fx.nvml(gpus=(fx.gpu(0), fx.gpu(1))),
     )
     got = {f.subject: f for f in findings(facts, "gpu.xid-events")}
@@ -117,8 +123,9 @@ def test_events_on_several_gpus_give_one_finding_each() -> None:
 
 
 def test_a_log_that_no_longer_reaches_boot_says_so() -> None:
-    (finding,) = findings(with_log(xid(13), complete=False), "gpu.xid-events")
-    assert any(label == "kernel log" and "earlier Xid" in v for label, v in finding.evidence)
+    for code in (13, 48):  # the application's faults, and a GPU's own Xid
+        (finding,) = xid_findings(with_log(xid(code), complete=False))
+        assert any(label == "kernel log" and "earlier Xid" in v for label, v in finding.evidence)
 
 
 def test_a_clean_log_passes_and_an_unreadable_one_is_a_note() -> None:

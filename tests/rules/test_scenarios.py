@@ -46,7 +46,19 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
         {"device.permission-denied", "gpu.nvml-failed", "torch.cuda-unavailable"},
     ),
     "xid_reboot_required": ("unhealthy", {"gpu.lost", "gpu.xid-events"}),
-    "xid_app_faults": ("healthy", {"gpu.xid-events"}),
+    "xid_app_faults": ("healthy", {"gpu.xid-app-faults"}),
+    # issue 39: the per-GPU health the driver reports
+    "xid_consequences": (
+        "unhealthy",
+        {"gpu.xid-events", "gpu.recovery-required", "gpu.ecc-uncorrectable"},
+    ),
+    "xid_app_storm": ("healthy", {"gpu.xid-app-faults"}),
+    "row_remap_pending": ("healthy", {"gpu.memory-repair-pending"}),
+    "row_remap_failed": ("unhealthy", {"gpu.memory-repair-failed", "gpu.ecc-uncorrectable"}),
+    "volta_retirement_pending": ("healthy", {"gpu.memory-repair-pending"}),
+    "recovery_reset": ("unhealthy", {"gpu.recovery-required"}),
+    "thermal_shutdown": ("unhealthy", {"gpu.temperature", "gpu.throttled"}),
+    "persistence_off_multi_gpu": ("healthy", {"gpu.persistence-off"}),
     "xid_in_journal": ("healthy", {"gpu.xid-events"}),
     "kernel_log_unreadable": ("healthy", {"gpu.xid-unchecked"}),
     "fabric_manager_stopped": ("unhealthy", {"fabric.not-ready", "torch.cuda-unavailable"}),
@@ -177,3 +189,26 @@ def test_cpu_build_is_right_on_a_machine_without_nvidia_hardware(
     outcome = {c.rule.name: c.outcome.value for c in report.checks}
     assert outcome["torch.cuda-build"] == "not-applicable"
     assert outcome["driver.installed"] == "not-applicable"
+
+
+def test_volta_retirement_pending_says_neither_uncorrectable_nor_remapper(
+    scenario_report: Callable[..., Report],
+) -> None:
+    """Issue 39's measured bug, on its recorded machine."""
+    (finding,) = scenario_report("volta_retirement_pending").findings
+    said = str(finding).lower()
+    assert "uncorrectable" not in said and "remap" not in said
+    assert ("page retirement", "pending: applied at the next GPU reset or driver reload") in (
+        finding.evidence
+    )
+
+
+def test_thermal_shutdown_is_an_error_with_the_temperature_and_thresholds(
+    scenario_report: Callable[..., Report],
+) -> None:
+    (hot,) = [
+        f for f in scenario_report("thermal_shutdown").findings if f.code == "gpu.temperature"
+    ]
+    evidence = dict(hot.evidence)
+    assert hot.severity.name == "ERROR"
+    assert (evidence["temperature"], evidence["shutdown threshold"]) == ("92 °C", "92 °C (reached)")
