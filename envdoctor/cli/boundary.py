@@ -9,14 +9,15 @@ away (``| head``) ends the command quietly, a full disk is one line; both exit 2
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import safe_line
 
-TYPE_CHECKING = False  # no typing or contextlib on the start-up path (~10 ms)
 if TYPE_CHECKING:
     from collections.abc import Callable
     from typing import Any, TextIO
@@ -114,10 +115,8 @@ def flush_std_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         if stream is None:
             continue
-        try:  # noqa: SIM105 (contextlib would cost the probe ~4 ms of start-up)
+        with contextlib.suppress(OSError, ValueError):  # closed or broken: nothing to flush
             stream.flush()
-        except (OSError, ValueError):  # closed or broken: nothing left to flush
-            pass
 
 
 def silence_stdout() -> None:

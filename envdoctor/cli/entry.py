@@ -13,12 +13,10 @@ flushed (the interpreter's teardown is about 8 ms).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-
-TYPE_CHECKING = False  # typing, contextlib: ~10 ms that `--help` and the probe do not pay
-if TYPE_CHECKING:
-    from typing import NoReturn
+from typing import NoReturn
 
 
 def main() -> NoReturn:
@@ -51,10 +49,8 @@ def _replace_unencodable() -> None:
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
-            try:  # noqa: SIM105 (as above: no contextlib on the start-up path)
+            with contextlib.suppress(ValueError, OSError):  # closed, or not ours to change
                 reconfigure(errors="replace")
-            except (ValueError, OSError):  # closed, or not ours to change
-                pass
 
 
 if __name__ == "__main__":
