@@ -166,6 +166,14 @@ def _value(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
     return value
 
 
+def _path(text: Any) -> Path:
+    """A path the user typed: an empty one (``-o ""``) is a mistake, not the current directory
+    (``Path("")`` is ``.``)."""
+    if str(text) == "":
+        raise ValueError("needs a value (got an empty one)")
+    return Path(text)
+
+
 def _seconds(param: typer.CallbackParam, value: float) -> float:
     """A time budget every timer can hold (the one check every command shares)."""
     from envdoctor.cli.watchdog import check_budget
@@ -195,7 +203,7 @@ def _timeout(help: str = "Time budget in seconds.") -> Any:
 
 
 def _output(help: str = "Write the output to FILE (atomically) instead of stdout.") -> Any:
-    return typer.Option("--output", "-o", metavar="FILE", help=help, callback=_value)
+    return typer.Option("--output", "-o", metavar="FILE", help=help, callback=_value, parser=_path)
 
 
 def _format(*choices: str, help: str = "Output format.") -> Any:
@@ -205,7 +213,7 @@ def _format(*choices: str, help: str = "Output format.") -> Any:
 
 
 def _snapshot(help: str) -> Any:
-    return typer.Option("--snapshot", metavar="FILE", help=help, callback=_value)
+    return typer.Option("--snapshot", metavar="FILE", help=help, callback=_value, parser=_path)
 
 
 JSON = "Shortcut for --format json."
@@ -234,7 +242,8 @@ def _no_cache_help(what: str = NO_CACHE_TORCH) -> str:
 # Types of the options many commands share (each with its help, where it differs, beside it).
 Json = Annotated[bool, typer.Option("--json", help=JSON)]
 Tables = Annotated[
-    Path | None, typer.Option("--tables", metavar="DIR", help=TABLES_HELP, callback=_value)
+    Path | None,
+    typer.Option("--tables", metavar="DIR", help=TABLES_HELP, callback=_value, parser=_path),
 ]
 Expect = Annotated[
     Literal["gpu", "cpu"] | None,
@@ -385,6 +394,7 @@ def check(
         typer.Option(
             "--spec",
             metavar="FILE",
+            parser=_path,
             help="A baseline from `envdoctor spec init`: every drift is a finding.",
             callback=_value,
         ),
@@ -485,6 +495,7 @@ def tables_validate(
         Path | None,
         typer.Argument(
             metavar="DIR",
+            parser=_path,
             help="A directory of your own tables (validated merged over the shipped ones).",
             show_default=False,
         ),
@@ -669,7 +680,9 @@ def spec_init(
 )
 def spec_validate(
     ctx: typer.Context,
-    path: Annotated[Path, typer.Argument(metavar="FILE", help="The spec file to read.")],
+    path: Annotated[
+        Path, typer.Argument(metavar="FILE", help="The spec file to read.", parser=_path)
+    ],
 ) -> int:
     """Check that a spec file is well formed (exit 0), or say what is wrong and where (exit 2)."""
     return _run(ctx, "envdoctor.cli.spec")
@@ -683,9 +696,14 @@ def spec_validate(
 def diff(
     ctx: typer.Context,
     a: Annotated[
-        Path, typer.Argument(metavar="A", help="Snapshot of the first machine (envdoctor collect).")
+        Path,
+        typer.Argument(
+            metavar="A", help="Snapshot of the first machine (envdoctor collect).", parser=_path
+        ),
     ],
-    b: Annotated[Path, typer.Argument(metavar="B", help="Snapshot of the second machine.")],
+    b: Annotated[
+        Path, typer.Argument(metavar="B", help="Snapshot of the second machine.", parser=_path)
+    ],
     all: Annotated[
         bool, typer.Option("--all", help="Also show facts that change from run to run.")
     ] = False,
@@ -723,6 +741,7 @@ def slurm_healthcheck(
         typer.Option(
             "--spec",
             metavar="FILE",
+            parser=_path,
             callback=_value,
             help="Also report drift from this node spec (envdoctor spec init).",
         ),
@@ -928,7 +947,11 @@ def run(
     save: Annotated[
         Path | None,
         typer.Option(
-            "--save", metavar="FILE", callback=_value, help="Also write the full log to FILE."
+            "--save",
+            metavar="FILE",
+            callback=_value,
+            parser=_path,
+            help="Also write the full log to FILE.",
         ),
     ] = None,
     format: Annotated[

@@ -48,7 +48,9 @@ def usage_message(exc: Any) -> str:
         name = _param_name(exc.param, exc.ctx)
         said = exc.message.removeprefix("Value error, ").rstrip(".")
         said = said[:1].lower() + said[1:]
-        return f"{name}: {said}" if name else said
+        if not name:
+            return said
+        return f"{name} {said}" if said.startswith("needs ") else f"{name}: {said}"
     if isinstance(exc, BadOptionUsage):
         return exc.message.rstrip(".").replace("Option '", "").replace("' requires", " needs")
     message: str = exc.message.rstrip(".")

@@ -135,3 +135,18 @@ def test_usage_error_text_names_the_subcommand_and_its_help() -> None:
         "envdoctor tables show: no such option --jsn (did you mean --json?)\n"
         "Try 'envdoctor tables show --help'.\n"
     )
+
+
+@pytest.mark.parametrize(
+    ("argv", "message"),
+    [
+        (["check", "-o", ""], "--output needs a value (got an empty one)"),
+        (["check", "--snapshot="], "--snapshot needs a value (got an empty one)"),
+        (["diff", "", "b.json"], "A needs a value (got an empty one)"),
+        (["spec", "validate", ""], "FILE needs a value (got an empty one)"),
+        (["check", "-o", "--json"], "--output needs a value (got the option '--json')"),
+    ],
+)
+def test_an_empty_path_is_no_current_directory(argv: list[str], message: str) -> None:
+    """``Path("")`` is ``.``: ``-o ""`` (an unset variable in a script) must not write there."""
+    assert refusal(argv) == message
