@@ -3,6 +3,8 @@
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 from typer.testing import CliRunner
 
@@ -36,7 +38,7 @@ def test_every_option_in_both_spellings() -> None:
     joined = probe(["--timeout=2.5", "--format=prometheus", "-o/x.prom", "--strict"])
     assert spaced["timeout"] == joined["timeout"] == 2.5
     assert spaced["format"] == joined["format"] == "prometheus"
-    assert spaced["output"] == joined["output"] == "/x.prom"
+    assert spaced["output"] == joined["output"] == Path("/x.prom")
     assert spaced["strict"] and joined["strict"]
     assert spaced["verbose"] and not joined["verbose"]
     assert spaced.given("timeout") and not joined.given("verbose")
@@ -59,7 +61,7 @@ def test_argparse_spellings_keep_working() -> None:
     assert args["require"] == ("gpus>=1",)
     assert args["verbose"] and args["strict"]
     clustered = probe(["-vo", "out.prom"])
-    assert clustered["verbose"] and clustered["output"] == "out.prom"
+    assert clustered["verbose"] and clustered["output"] == Path("out.prom")
 
 
 @pytest.mark.parametrize(
