@@ -82,6 +82,7 @@ class Command(TyperCommand):
         option = super().get_help_option(ctx)
         if option is not None:
             option.callback = _show_help
+            option.default = False  # see click_command: a None default costs pydantic
         return option
 
     def parse_args(self, ctx: Any, args: list[str]) -> list[str]:
@@ -97,6 +98,7 @@ class Group(TyperGroup):
         option = super().get_help_option(ctx)
         if option is not None:
             option.callback = _show_help
+            option.default = False  # see click_command: a None default costs pydantic
         return option
 
     def list_commands(self, ctx: Any) -> list[str]:
@@ -990,5 +992,22 @@ def run(
 
 
 def click_command() -> Any:
-    """The click command Typer builds from the declarations above (what runs and completes)."""
-    return typer.main.get_command(app)
+    """The click command Typer builds from the declarations above (what runs and completes).
+
+    Typer declares its two completion flags (and ``--help``) with the default ``None``, and a
+    ``None`` goes through its value coercion, which imports pydantic (~80 ms here) before a
+    subcommand's ``--help`` can answer; ``False`` is the same "not given" to their callbacks and
+    needs no coercion.
+    """
+    command = typer.main.get_command(app)
+    for param in command.params:
+        if (
+            param.name in COMPLETION_PARAMS
+            and getattr(param, "is_flag", False)
+            and param.default is None
+        ):
+            param.default = False
+    return command
+
+
+COMPLETION_PARAMS = ("install_completion", "show_completion")
