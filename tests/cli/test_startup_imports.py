@@ -2,9 +2,9 @@
 
 A heavy module that sneaks onto a path that does not need it fails here, with the module that
 pulled it in: rich (Typer's fancy help, ~0.1 s) is never loaded, torch never runs in envdoctor's
-own process, ``--help`` loads no command's module and not the pydantic Typer coerces values with (each command's module is imported only when
-that command runs), and a ``check`` or ``explain`` whose tables or signatures come from the cache
-goes without the YAML reader.
+own process, ``--help`` loads no command's module (each is imported only when its command runs)
+and not the pydantic Typer coerces values with, and a ``check`` or ``explain`` whose tables or
+signatures come from the cache goes without the YAML reader.
 """
 
 from __future__ import annotations
