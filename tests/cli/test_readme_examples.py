@@ -1,9 +1,10 @@
 """README.md's shell examples use only what the commands declare (#37 item 5).
 
-Every ``envdoctor …`` line in the README's code blocks is read as a shell would split it, its
-command found in the Typer app, and each option it uses looked up among that command's declared
-options (the click objects Typer built, not a list kept here). An example that names an option
-or a command that does not exist fails, naming the line.
+Every ``envdoctor …`` line in the code blocks of the README and of docs/ (and every inline
+``envdoctor …`` span of the README) is read as a shell would split it, its command found in the
+Typer app, and each option it uses looked up among that command's declared options (the click
+objects Typer built, not a list kept here). An example that names an option or a command that
+does not exist fails, naming the line.
 """
 
 from __future__ import annotations
@@ -19,7 +20,11 @@ from envdoctor import __version__
 from tests.cli.commands import find, spellings
 from tests.runner import invoke
 
-README = Path(__file__).resolve().parents[2] / "README.md"
+ROOT = Path(__file__).resolve().parents[2]
+README = ROOT / "README.md"
+DOCS = [README, *sorted((ROOT / "docs").glob("*.md"))]
+INLINE = re.compile(r"`(envdoctor [^`]+)`")
+OUTPUT = re.compile(r"envdoctor (\d|[a-z-]+:)")  # "envdoctor 0.1.0 — …", "envdoctor check: no …"
 FENCE = re.compile(r"^```([a-z]*)\n(.*?)^```", re.MULTILINE | re.DOTALL)
 
 
@@ -34,9 +39,19 @@ def examples(text: str) -> list[str]:
                 if not line.startswith("$ "):
                     continue
                 line = line.removeprefix("$ ")
-            if line.startswith("envdoctor "):
+            if line.startswith("envdoctor ") and not OUTPUT.match(line):
                 found.append(line)
     return found
+
+
+def inline_examples(text: str) -> list[str]:
+    """The ``envdoctor …`` spans of the text (not what envdoctor prints, which some quote)."""
+    return [span for span in INLINE.findall(text) if not OUTPUT.match(span)]
+
+
+def _all_examples() -> list[str]:
+    lines = [line for doc in DOCS for line in examples(doc.read_text(encoding="utf-8"))]
+    return sorted({*lines, *inline_examples(README.read_text(encoding="utf-8"))})
 
 
 def problems(line: str) -> list[str]:
@@ -50,10 +65,12 @@ def problems(line: str) -> list[str]:
     command: Any = find([])
     while getattr(command, "commands", None) and words and not words[0].startswith("-"):
         name = words.pop(0)
-        if name not in command.commands:
-            return [f"no command {' '.join([*path, name])!r}"]
-        path.append(name)
-        command = command.commands[name]
+        alternatives = name.replace("\\|", "|").split("|")  # `tables validate\|show`
+        missing = [a for a in alternatives if a not in command.commands]
+        if missing:
+            return [f"no command {' '.join([*path, missing[0]])!r}"]
+        path.append(alternatives[0])
+        command = command.commands[alternatives[0]]
     declared = spellings(command)
     stops_at_argument = not (command.context_settings or {}).get("allow_interspersed_args", True)
     out = []
@@ -89,8 +106,8 @@ def test_the_readme_has_examples_to_check() -> None:
     assert len(examples(README.read_text(encoding="utf-8"))) >= 3
 
 
-@pytest.mark.parametrize("line", examples(README.read_text(encoding="utf-8")))
-def test_every_readme_example_uses_declared_options(line: str) -> None:
+@pytest.mark.parametrize("line", _all_examples())
+def test_every_documented_example_uses_declared_options(line: str) -> None:
     assert problems(line) == []
 
 
@@ -106,6 +123,9 @@ def test_every_readme_example_uses_declared_options(line: str) -> None:
         ("envdoctor run --blocking python train.py --lr 3", []),
         ("envdoctor run -- python -X importtime", []),
         ("envdoctor explain train.log | head -n 3", []),
+        ("envdoctor tables validate\\|show", []),
+        ("envdoctor tables validate\\|shew", ["no command 'tables shew'"]),
+        ("envdoctor --show-completion [SHELL]", []),
     ],
 )
 def test_the_checker_catches_what_a_command_does_not_declare(
