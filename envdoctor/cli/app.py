@@ -13,7 +13,7 @@ No ``from __future__ import annotations``: Typer reads these annotations at run 
 
 import importlib
 from pathlib import Path
-from typing import TYPE_CHECKING, Annotated, Any, Literal
+from typing import TYPE_CHECKING, Annotated, Any, Literal, NoReturn
 
 import typer
 from typer.core import TyperCommand, TyperGroup
@@ -286,18 +286,19 @@ class Parsed:
     args: "Args | None" = None
 
 
-def _run(ctx: typer.Context, module: str) -> int:
-    """Run ``module.run(invocation)`` with the values Typer parsed; its exit code."""
+def _run(ctx: typer.Context, module: str) -> NoReturn:
+    """Run ``module.run(invocation)`` with the values Typer parsed, and exit with its code
+    (``typer.Exit``: the code reaches ``dispatch`` and Typer's own runner alike)."""
     from envdoctor.cli.common import AppContext, Invocation
 
     args = args_of(ctx)
     app = ctx.find_root().obj
     if isinstance(app, Parsed):
         app.args = args
-        return HEALTHY
+        raise typer.Exit(HEALTHY)
     invocation = Invocation(args, app if isinstance(app, AppContext) else AppContext())
     code: int = importlib.import_module(module).run(invocation)
-    return code
+    raise typer.Exit(code)
 
 
 def parse(argv: list[str]) -> "Args":
@@ -306,8 +307,11 @@ def parse(argv: list[str]) -> "Args":
     raises click's ``UsageError`` (``cli/usage.py`` words it)."""
     parsed = Parsed()
     command = click_command()
-    with command.make_context(PROG, list(argv), obj=parsed) as ctx:
-        command.invoke(ctx)
+    try:
+        with command.make_context(PROG, list(argv), obj=parsed) as ctx:
+            command.invoke(ctx)
+    except typer.Exit:
+        pass
     if parsed.args is None:
         raise ValueError(f"{argv!r} names no command")
     return parsed.args
@@ -407,9 +411,9 @@ def check(
     expect: Expect = None,
     no_cache: NoCache = False,
     color: Color = "auto",
-) -> int:
+) -> None:
     """Diagnose this machine (or a snapshot): driver, GPUs, CUDA libraries, torch, environment."""
-    return _run(ctx, "envdoctor.cli.check")
+    _run(ctx, "envdoctor.cli.check")
 
 
 @app.command(
@@ -429,10 +433,10 @@ def collect(
         ),
     ] = False,
     no_cache: NoCache = False,
-) -> int:
+) -> None:
     """Probe this machine and write every fact as JSON: a versioned snapshot, redacted
     (hostname, user name, GPU UUIDs) unless --no-redact. See docs/snapshot.md."""
-    return _run(ctx, "envdoctor.cli.collect")
+    _run(ctx, "envdoctor.cli.collect")
 
 
 @app.command(
@@ -473,10 +477,10 @@ def recommend(
     expect: Expect = None,
     no_cache: NoCache = False,
     color: Color = "auto",
-) -> int:
+) -> None:
     """The best official torch wheel for this driver and these GPUs, why, and what would not
     work. The installed torch's version is kept when a variant of it fits."""
-    return _run(ctx, "envdoctor.cli.recommend")
+    _run(ctx, "envdoctor.cli.recommend")
 
 
 tables_app = _group(
@@ -502,10 +506,10 @@ def tables_validate(
             show_default=False,
         ),
     ] = None,
-) -> int:
+) -> None:
     """Validate the shipped tables, or DIR's tables merged over them; exit 2 on the first
     error."""
-    return _run(ctx, "envdoctor.cli.tables")
+    _run(ctx, "envdoctor.cli.tables")
 
 
 MAX_INDEX = 999_999_999  # an NVML index of more digits is a usage error, not a search
@@ -538,9 +542,9 @@ def tables_show(
     ] = None,
     no_cache: NoCache = False,
     color: Color = "auto",
-) -> int:
+) -> None:
     """Print one table as envdoctor loaded it (after ENVDOCTOR_TABLES and --tables)."""
-    return _run(ctx, "envdoctor.cli.tables")
+    _run(ctx, "envdoctor.cli.tables")
 
 
 @app.command(
@@ -592,10 +596,10 @@ def fix(
     expect: Expect = None,
     no_cache: NoCache = False,
     color: Color = "auto",
-) -> int:
+) -> None:
     """Write a reviewable bash script that fixes what `envdoctor check` finds. The script is a
     dry run unless started with --apply; see docs/fix.md."""
-    return _run(ctx, "envdoctor.cli.fix")
+    _run(ctx, "envdoctor.cli.fix")
 
 
 @app.command(
@@ -633,11 +637,11 @@ def probe(
         bool, typer.Option("--verbose", "-v", help="After the verdict, one line per finding.")
     ] = False,
     color: Color = "auto",
-) -> int:
+) -> None:
     """Fast health probe (NVML, /proc, /dev, the loader's cache; never torch). The first output
     line is the verdict (at most 80 bytes). A watchdog enforces the budget: past it the verdict
     is 'unknown' and the exit code 2."""
-    return _run(ctx, "envdoctor.cli.probe")
+    _run(ctx, "envdoctor.cli.probe")
 
 
 spec_app = _group(
@@ -670,9 +674,9 @@ def spec_init(
         bool, typer.Option("--no-torch", help="Do not record (or probe) torch and cuDNN.")
     ] = False,
     no_cache: NoCache = False,
-) -> int:
+) -> None:
     """Write the spec this machine meets now (review it, then use it with check --spec)."""
-    return _run(ctx, "envdoctor.cli.spec")
+    _run(ctx, "envdoctor.cli.spec")
 
 
 @spec_app.command(
@@ -685,9 +689,9 @@ def spec_validate(
     path: Annotated[
         Path, typer.Argument(metavar="FILE", help="The spec file to read.", parser=_path)
     ],
-) -> int:
+) -> None:
     """Check that a spec file is well formed (exit 0), or say what is wrong and where (exit 2)."""
-    return _run(ctx, "envdoctor.cli.spec")
+    _run(ctx, "envdoctor.cli.spec")
 
 
 @app.command(
@@ -715,10 +719,10 @@ def diff(
         Path | None, _output("Write the differences to FILE (atomically) instead of stdout.")
     ] = None,
     color: Color = "auto",
-) -> int:
+) -> None:
     """Compare two snapshots ("works on node A, fails on B"): only the facts that differ. Facts
     that change from run to run (free memory, processes, timestamps) are hidden unless --all."""
-    return _run(ctx, "envdoctor.cli.diff")
+    _run(ctx, "envdoctor.cli.diff")
 
 
 @app.command(
@@ -777,10 +781,10 @@ def slurm_healthcheck(
     ] = False,
     expect: Expect = None,
     no_cache: NoCache = False,
-) -> int:
+) -> None:
     """Drain this node when it is unhealthy; resume it when envdoctor drained it and it is
     healthy again. An operator's drain is never touched."""
-    return _run(ctx, "envdoctor.cli.slurm")
+    _run(ctx, "envdoctor.cli.slurm")
 
 
 @app.command(
@@ -874,10 +878,10 @@ def smoke(
         ),
     ] = 300.0,
     no_cache: NoCache = False,
-) -> int:
+) -> None:
     """Run CUDA, cuBLAS, cuDNN and NCCL for real on each GPU, time-bounded, and attribute
     failures. --reproduce fills a GPU's memory: never run it on a GPU other jobs use."""
-    return _run(ctx, "envdoctor.cli.smoke")
+    _run(ctx, "envdoctor.cli.smoke")
 
 
 @app.command(
@@ -918,9 +922,9 @@ def explain(
     ] = None,
     no_cache: NoCacheKb = False,
     color: Color = "auto",
-) -> int:
+) -> None:
     """Explain an error log: which known failures it contains, the root cause, and the fix."""
-    return _run(ctx, "envdoctor.cli.explain")
+    _run(ctx, "envdoctor.cli.explain")
 
 
 @app.command(
@@ -980,7 +984,7 @@ def run(
     verbose: Verbose = False,
     no_cache: NoCacheKb = False,
     color: Color = "auto",
-) -> int:
+) -> None:
     """Run a command, pass its output through unchanged, and explain it if it fails. The exit
     code is the command's own (128+N when a signal killed it). The explanation goes to stderr,
     so the command's stdout stays clean. With --format json a JSON document is the only thing
@@ -988,7 +992,7 @@ def run(
     stderr."""
     if not command:
         raise Refused("missing -- CMD [ARGS]...")
-    return _run(ctx, "envdoctor.cli.run")
+    _run(ctx, "envdoctor.cli.run")
 
 
 def click_command() -> Any:
