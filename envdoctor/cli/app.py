@@ -187,12 +187,6 @@ def _seconds(param: typer.CallbackParam, value: float) -> float:
         raise Refused(exc.message) from None
 
 
-def _text_value(ctx: typer.Context, param: typer.CallbackParam, value: Any) -> Any:
-    if isinstance(value, str) and value == "" and param.default not in (None, ""):
-        raise Refused(f"{_flag_of(param)} needs a value (got an empty one)")
-    return _value(ctx, param, value)
-
-
 PY_HELP = "Interpreter whose torch to inspect (default: the active venv or conda env, else python3 on PATH)."
 
 
@@ -348,7 +342,7 @@ def _top(
         ),
     ] = False,
 ) -> None:
-    """The doctor for GPU machines that run PyTorch: why it is broken and what to run."""
+    """envdoctor's own options, before the command (the app's help is given above)."""
 
 
 @app.command(
@@ -767,7 +761,7 @@ def slurm_healthcheck(
     scontrol: Annotated[
         str,
         typer.Option(
-            "--scontrol", metavar="PATH", callback=_text_value, help="The scontrol program to run."
+            "--scontrol", metavar="PATH", callback=_value, help="The scontrol program to run."
         ),
     ] = "scontrol",
     strict: Annotated[bool, typer.Option("--strict", help="Warnings fail too (drain).")] = False,
