@@ -7,6 +7,11 @@ module on every start and measure the compiler, not the probe. Goals (issue #7):
 and at least 15x faster than collect_env. The probe's exit code (0/1/2) does not matter here:
 a machine without a GPU is judged as quickly as one with.
 
+The goal (issue #36): the probe's median at most 0.25 s on a 2-core machine, a quarter of
+Kubernetes' default 1 s probe timeout. The ratios to a bare interpreter and to collect_env are
+printed for comparison with earlier runs (issue #7 asked for 5x and 15x, before the command line
+was Typer's).
+
 Usage: python benchmarks/bench_probe.py [--runs N] [--python PATH]
 """
 
@@ -21,8 +26,7 @@ import sys
 import time
 from pathlib import Path
 
-GOAL_VS_BARE = 5.0
-GOAL_VS_COLLECT_ENV = 15.0
+GOAL_MEDIAN_S = 0.25
 
 
 def timed(argv: list[str]) -> float:
@@ -68,11 +72,10 @@ def main() -> int:
     probe = median["envdoctor probe"]
     vs_bare = probe / median["python -c pass"]
     vs_collect = median["python -m torch.utils.collect_env"] / probe
-    print(f"probe / bare interpreter (medians): {vs_bare:.2f}x  (goal <= {GOAL_VS_BARE:g}x)")
-    print(
-        f"collect_env / probe (medians):      {vs_collect:.1f}x  (goal >= {GOAL_VS_COLLECT_ENV:g}x)"
-    )
-    return 0 if vs_bare <= GOAL_VS_BARE and vs_collect >= GOAL_VS_COLLECT_ENV else 1
+    print(f"probe median: {probe:.3f} s  (goal <= {GOAL_MEDIAN_S:g} s)")
+    print(f"probe / bare interpreter (medians): {vs_bare:.2f}x")
+    print(f"collect_env / probe (medians):      {vs_collect:.1f}x")
+    return 0 if probe <= GOAL_MEDIAN_S else 1
 
 
 if __name__ == "__main__":

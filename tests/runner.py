@@ -132,12 +132,12 @@ def run_probe(
 ) -> int:
     """``envdoctor probe ARGV`` with the probe's own seams: its output stream and the watchdog's
     hard exit (tests must not end the test process)."""
-    from envdoctor.cli import probe, registry
+    from envdoctor.cli import probe
+    from envdoctor.cli.app import parse
     from envdoctor.cli.boundary import guarded
-    from envdoctor.cli.options import parse
 
     def body() -> int:
-        args = parse(registry.PROBE, argv, "probe")
+        args = parse(["probe", *argv])
         return probe.probe(
             args,
             host=host,  # type: ignore[arg-type]  # a Host (FakeHost in tests)

@@ -9,17 +9,18 @@ away (``| head``) ends the command quietly, a full disk is one line; both exit 2
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import safe_line
 
-TYPE_CHECKING = False  # no typing or contextlib on the start-up path (~10 ms)
 if TYPE_CHECKING:
     from collections.abc import Callable
-    from typing import TextIO
+    from typing import Any, TextIO
 
 
 class OutputError(EnvdoctorError):
@@ -114,10 +115,8 @@ def flush_std_streams() -> None:
     for stream in (sys.stdout, sys.stderr):
         if stream is None:
             continue
-        try:  # noqa: SIM105 (contextlib would cost the probe ~4 ms of start-up)
+        with contextlib.suppress(OSError, ValueError):  # closed or broken: nothing to flush
             stream.flush()
-        except (OSError, ValueError):  # closed or broken: nothing left to flush
-            pass
 
 
 def silence_stdout() -> None:
@@ -140,3 +139,42 @@ def silence_stdout() -> None:
             os.close(devnull)
     except (OSError, ValueError, AttributeError):
         pass
+
+
+# --- the command line ---------------------------------------------------------------------------
+
+
+def run_click(command: Any, argv: list[str], app: object, *, completing: bool = False) -> int:
+    """Run the click ``command`` (built by Typer from ``cli/app.py``) on ``argv``: the command's
+    exit code; 0 after ``--help``/``--version``; a usage error is a line that says what is
+    wrong, a line that says where help is, and exit 2; a group given no command (``envdoctor``
+    alone) prints its help on stderr and exits 2. ``completing``: a completion script is asking
+    (Typer answers and exits)."""
+    from typer import Abort, Exit
+    from typer._click.exceptions import NoArgsIsHelpError, UsageError
+
+    from envdoctor.cli.usage import usage_error_text
+
+    prog = command.name or "envdoctor"
+    if completing:  # a completion script asking: Typer answers and exits
+        try:
+            command.main(argv, prog_name=prog, obj=app)
+        except SystemExit as exc:
+            return exc.code if isinstance(exc.code, int) else exitcodes.HEALTHY
+        return exitcodes.HEALTHY
+    try:
+        with command.make_context(prog, argv, obj=app) as ctx:
+            code = command.invoke(ctx)
+    except NoArgsIsHelpError as exc:
+        say_text(exc.ctx.get_help() + "\n" if exc.ctx else "")
+        return exitcodes.UNKNOWN
+    except UsageError as exc:
+        say_text(usage_error_text(exc))
+        return exitcodes.UNKNOWN
+    except Exit as exc:
+        return exc.exit_code
+    except Abort:  # click's word for Ctrl-C at a prompt (envdoctor has none)
+        raise KeyboardInterrupt from None
+    except SystemExit as exc:  # Typer's completion options end with sys.exit
+        return exc.code if isinstance(exc.code, int) else exitcodes.HEALTHY
+    return code if isinstance(code, int) else exitcodes.HEALTHY

@@ -14,7 +14,7 @@ if TYPE_CHECKING:  # the facts model and the seam load with the first command th
     from collections.abc import Callable
     from pathlib import Path
 
-    from envdoctor.cli.options import Args
+    from envdoctor.cli.args import Args
     from envdoctor.compat.tables import CompatTables
     from envdoctor.kb.model import KnowledgeBase
     from envdoctor.model.facts import Facts
@@ -242,7 +242,7 @@ def kb_of(inv: Invocation) -> KnowledgeBase:
 
 
 def _has(inv: Invocation, dest: str) -> bool:
-    return any(o.dest == dest for o in inv.args.command.options)
+    return dest in inv.args
 
 
 def write_output(

@@ -3,7 +3,8 @@
 The cyclic garbage collector's passes during a command's imports free nothing: modules, tables
 and facts live until the exit. At Python's default (a pass every 700 new objects) they were
 22-45 passes and 3-10 ms of every command (``check`` 5-6 ms of its ~76 ms). So the first pass
-comes after 50,000 new objects: a short command makes none, and a long one (``explain`` of a
+comes after 100,000 new objects (Typer and the pydantic it coerces values with make about 60,000
+at start-up): a short command makes none, and a long one (``explain`` of a
 large log, ``run``) still frees its cycles, only in larger batches (their peak memory is the
 same: they make no cycles per line). ``envdoctor probe`` runs every few seconds under a 1 s
 budget, so it runs without the collector at all and ends with ``os._exit`` once its output is
@@ -12,12 +13,10 @@ flushed (the interpreter's teardown is about 8 ms).
 
 from __future__ import annotations
 
+import contextlib
 import os
 import sys
-
-TYPE_CHECKING = False  # typing, contextlib: ~10 ms that `--help` and the probe do not pay
-if TYPE_CHECKING:
-    from typing import NoReturn
+from typing import NoReturn
 
 
 def main() -> NoReturn:
@@ -29,7 +28,7 @@ def main() -> NoReturn:
     if probe:
         gc.disable()
     else:
-        gc.set_threshold(50_000, 10, 10)
+        gc.set_threshold(100_000, 10, 10)
     from envdoctor.cli.main import dispatch
 
     code = dispatch(argv)
@@ -50,10 +49,8 @@ def _replace_unencodable() -> None:
     for stream in (sys.stdout, sys.stderr):
         reconfigure = getattr(stream, "reconfigure", None)
         if reconfigure is not None:
-            try:  # noqa: SIM105 (as above: no contextlib on the start-up path)
+            with contextlib.suppress(ValueError, OSError):  # closed, or not ours to change
                 reconfigure(errors="replace")
-            except (ValueError, OSError):  # closed, or not ours to change
-                pass
 
 
 if __name__ == "__main__":

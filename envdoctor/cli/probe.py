@@ -31,7 +31,7 @@ from envdoctor.platform.host import Deadline, Host
 from envdoctor.platform.traced import TracedHost
 
 if TYPE_CHECKING:
-    from envdoctor.cli.options import Args
+    from envdoctor.cli.args import Args
     from envdoctor.fleet.requirements import Requirement
 
 # Of the budget, this share goes to reading the machine; the rest judges, prints and absorbs

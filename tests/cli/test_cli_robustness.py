@@ -28,8 +28,8 @@ from tests.runner import invoke as cli_invoke
 from tests.runner import run_probe
 
 ROOT = Path(__file__).resolve().parents[2]
-POSITIVE = "envdoctor: error: --timeout must be a positive number of seconds"
-AT_MOST_A_DAY = "envdoctor: error: --timeout must be at most 86400 seconds (one day)"
+POSITIVE = "--timeout must be a positive number of seconds"
+AT_MOST_A_DAY = "--timeout must be at most 86400 seconds (one day)"
 
 
 def invoke(*args: str, scenario: str = "healthy_h100", **overrides: object):  # type: ignore[no-untyped-def]  # click's Result
@@ -40,6 +40,11 @@ def invoke(*args: str, scenario: str = "healthy_h100", **overrides: object):  # 
 def assert_one_error_line(output: str, line: str) -> None:
     assert output == line + "\n", output
     assert "Traceback" not in output and "internal error" not in output
+
+
+def usage_error(where: str, message: str) -> str:
+    """A bad command line as users see it: what is wrong, then where the help is."""
+    return f"envdoctor {where}: {message}\nTry 'envdoctor {where} --help'."
 
 
 # --- --timeout ----------------------------------------------------------------------------------
@@ -74,7 +79,7 @@ def test_every_command_refuses_a_timeout_no_timer_can_hold(
     result = invoke(*args, "--timeout", value)
     assert result.exit_code == 2
     where = " ".join(a for a in command[:2] if not a.startswith("-"))
-    assert_one_error_line(result.output, f"{message} (see envdoctor {where} --help)")
+    assert_one_error_line(result.output, usage_error(where, message))
     assert not (tmp_path / "c.json").exists()
 
 
@@ -87,9 +92,7 @@ def test_smoke_step_timeout_is_checked_by_its_own_name() -> None:
     result = invoke("smoke", "--step-timeout", "nan")
     assert result.exit_code == 2
     assert_one_error_line(
-        result.output,
-        "envdoctor: error: --step-timeout must be a positive number of seconds "
-        "(see envdoctor smoke --help)",
+        result.output, usage_error("smoke", "--step-timeout must be a positive number of seconds")
     )
 
 
@@ -100,7 +103,7 @@ def test_a_day_is_still_a_budget() -> None:
 def test_probe_in_process_refuses_an_infinite_budget() -> None:
     result = invoke("probe", "--timeout", "inf")
     assert result.exit_code == 2
-    assert_one_error_line(result.output, AT_MOST_A_DAY + " (see envdoctor probe --help)")
+    assert_one_error_line(result.output, usage_error("probe", AT_MOST_A_DAY))
 
 
 def test_the_watchdog_refuses_a_budget_its_timer_would_overflow_on() -> None:
@@ -113,14 +116,14 @@ def test_real_probe_process_with_a_huge_budget_is_a_usage_error(value: str) -> N
     """It used to print the verdict, then the watchdog thread's OverflowError traceback."""
     result = envdoctor("probe", "--timeout", value)
     assert result.returncode == 2 and result.stdout == ""
-    assert result.stderr == AT_MOST_A_DAY + " (see envdoctor probe --help)\n"
+    assert result.stderr == usage_error("probe", AT_MOST_A_DAY) + "\n"
 
 
 @pytest.mark.parametrize(
     ("option", "message"),
     [
-        (["--timeout", "inf"], AT_MOST_A_DAY + " (see envdoctor slurm-healthcheck --help)"),
-        (["--timeout", "nan"], POSITIVE + " (see envdoctor slurm-healthcheck --help)"),
+        (["--timeout", "inf"], usage_error("slurm-healthcheck", AT_MOST_A_DAY)),
+        (["--timeout", "nan"], usage_error("slurm-healthcheck", POSITIVE)),
         (
             ["--python", "/proc/driver/nvidia/version"],
             "envdoctor: error: --python /proc/driver/nvidia/version: not executable",

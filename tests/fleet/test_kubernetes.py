@@ -16,9 +16,8 @@ from typing import Any
 import pytest
 import yaml
 
-from envdoctor.cli import registry
+from envdoctor.cli.app import parse
 from envdoctor.cli.common import AppContext
-from envdoctor.cli.options import parse
 from envdoctor.fleet.requirements import parse_requirements
 from tests.conftest import PYTHON
 from tests.fakes.host import FakeHost
@@ -81,7 +80,7 @@ class ProbeArgs:
 
 
 def parse_probe(args: list[str]) -> ProbeArgs:
-    parsed = parse(registry.PROBE, args, "probe")
+    parsed = parse(["probe", *args])
     parse_requirements(parsed.texts("require"))  # every gate in a manifest must be valid
     fmt = "json" if parsed.flag("json") else parsed.text("format") or "text"
     return ProbeArgs(
