@@ -23,8 +23,10 @@ the interpreter and the option parser), loading the rules and tables, judging an
 child runs while the other probes read the machine); the torch child alone (run as envdoctor
 runs it) shows its own cost over a bare ``import torch``.
 
-Goals (issue 15): check with a CPU torch <= 0.12 s median; with an imported torch, the first run
-<= the bare ``import torch`` + 0.15 s, and repeated runs >= 5x faster than collect_env.
+Goals (issue 36, what a user feels): check with a CPU torch and a warm cache >= 10x faster than
+``python -m torch.utils.collect_env`` of the same interpreter (medians); with an imported torch,
+the first run <= the bare ``import torch`` + 0.15 s. Repeated runs with an imported torch are
+reported against collect_env too (no goal).
 
 Usage: python benchmarks/bench_check.py [--runs N] [--python PATH] [--cuda-python PATH]
 """
@@ -48,9 +50,8 @@ sys.path.insert(0, str(ROOT))
 
 from envdoctor.probes.torch_build import child_source  # noqa: E402
 
-GOAL_CPU_CHECK_S = 0.12
+GOAL_CPU_CHECK_VS_COLLECT_ENV = 10.0
 GOAL_FIRST_OVER_IMPORT_S = 0.15
-GOAL_REPEATED_VS_COLLECT_ENV = 5.0
 
 # The wrapper interpreter: the torch child (``python [-P] -c SRC [flags]``) gets ``--import``,
 # so the CPU build is imported as a CUDA build would be; everything else runs unchanged.
@@ -149,11 +150,13 @@ def report(commands: dict[str, Command], args: argparse.Namespace) -> bool:
     check_cpu = med("check, CPU torch not imported")
     startup = med("start-up: check --help")
     judging = med("check --snapshot (no probing)") - startup
-    cpu_ok = check_cpu <= GOAL_CPU_CHECK_S
+    cpu_ratio_env = med("[CPU torch, import forced] collect_env") / check_cpu
+    cpu_ok = cpu_ratio_env >= GOAL_CPU_CHECK_VS_COLLECT_ENV
     ok = cpu_ok
     print(
-        f"\ncheck (CPU torch, not imported): {check_cpu:.3f} s median "
-        f"(goal <= {GOAL_CPU_CHECK_S:g} s: {'met' if cpu_ok else 'NOT met'}); "
+        f"\ncheck (CPU torch, not imported, warm cache): {check_cpu:.3f} s median, "
+        f"{cpu_ratio_env:.1f}x faster than collect_env "
+        f"(goal >= {GOAL_CPU_CHECK_VS_COLLECT_ENV:g}x: {'met' if cpu_ok else 'NOT met'}); "
         f"with an empty cache (the tables read and checked): "
         f"{med('check, CPU torch, empty cache'):.3f} s"
         f"\n  start-up {startup:.3f} s, loading rules and tables + judging + rendering "
@@ -173,15 +176,13 @@ def report(commands: dict[str, Command], args: argparse.Namespace) -> bool:
         )
         child_over = med(f"[{label}] torch child alone") - bare
         first_ok = over <= GOAL_FIRST_OVER_IMPORT_S
-        repeated_ok = ratio >= GOAL_REPEATED_VS_COLLECT_ENV
-        ok = ok and first_ok and repeated_ok
+        ok = ok and first_ok
         print(
             f"\n[{label}]"
             f"\n  first run - bare import torch: {over:+.3f} s wall, {cpu_over:+.3f} s CPU  "
             f"(goal <= +{GOAL_FIRST_OVER_IMPORT_S:g} s: {'met' if first_ok else 'NOT met'})"
             f"\n    of which the torch child over a bare import: {child_over:+.3f} s wall"
-            f"\n  collect_env / repeated run: {ratio:.1f}x wall, {cpu_ratio:.1f}x CPU  "
-            f"(goal >= {GOAL_REPEATED_VS_COLLECT_ENV:g}x: {'met' if repeated_ok else 'NOT met'})"
+            f"\n  collect_env / repeated run: {ratio:.1f}x wall, {cpu_ratio:.1f}x CPU"
             f"\n  collect_env / first run: {collect / first:.2f}x"
         )
     print(
