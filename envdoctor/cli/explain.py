@@ -45,7 +45,8 @@ def run(inv: Invocation) -> int:
     if args.flag("with_host"):
         facts = facts_for(inv, include_torch=False, timeout=args.number("timeout"))
         explanation = assess(explanation, facts)
-    write_report(inv, render(explanation, fmt), paint=colour_text if fmt == "text" else None)
+    text = render(explanation, fmt, verbose=verbose(inv), with_host=args.flag("with_host"))
+    write_report(inv, text, paint=colour_text if fmt == "text" else None)
     if source.endswith(".gz") and not log.gzip and scan.bytes:
         # Read as text rather than refused: the scanner takes any bytes, and a misnamed log
         # (`tee train.log.gz`, a rotation that renames without compressing) still holds the
@@ -103,6 +104,17 @@ def _reading(name: str, done: int, size: int | None) -> str:
     if size is None:
         return f"read {binary_size(done)} of {name}"
     return f"read {binary_size(done)} of {binary_size(size)} ({done * 100 // size}%) of {name}"
+
+
+def verbose(inv: Invocation) -> bool:
+    """``-v``: each cause's generic explanation after the answer. The CLI being moved to Typer
+    keeps its values in a mapping (``args.get``); the parser of today has ``flag`` and declares
+    no ``verbose`` on explain or run, which reads as not verbose."""
+    get = getattr(inv.args, "get", None)
+    if callable(get):
+        return bool(get("verbose", False))
+    known = any(o.dest == "verbose" for o in inv.args.command.options)
+    return known and inv.args.flag("verbose")
 
 
 def _warn(message: str) -> None:

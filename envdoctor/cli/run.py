@@ -153,6 +153,7 @@ class _Tee:
 
 
 def run(inv: Invocation) -> int:
+    from envdoctor.cli.explain import verbose
     from envdoctor.kb import Scanner, assess, explain
     from envdoctor.kb.model import Role
     from envdoctor.kb.render import colour_text, render, run_data
@@ -188,7 +189,8 @@ def run(inv: Invocation) -> int:
     if result.returncode == 0 and not as_json and output is None:
         return 0  # nothing to explain, and no file asked for
     explanation = explain(scanner.finish(), kb, source=" ".join(command[:3]))
-    if args.flag("with_host") and result.returncode != 0:
+    with_host = args.flag("with_host") and result.returncode != 0
+    if with_host:
         explanation = assess(explanation, facts_for(inv, include_torch=False))
     how = (
         f"was killed by {signal_name(result.signal)}"
@@ -204,10 +206,11 @@ def run(inv: Invocation) -> int:
             signal=signal,
             blocking=blocking,
             stderr_tail=tail,
+            with_host=with_host,
         )
         write_report(inv, json_document(data))
     else:
-        text = render(explanation, fmt, stderr_tail=tail)
+        text = render(explanation, fmt, stderr_tail=tail, verbose=verbose(inv), with_host=with_host)
         if output is not None:
             write_output(text, output)
             if result.returncode != 0:
