@@ -7,7 +7,14 @@ from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for, kb_of, output_format, write_report
+from envdoctor.cli.common import (
+    Invocation,
+    facts_for,
+    kb_of,
+    output_format,
+    verbose_for,
+    write_report,
+)
 from envdoctor.cli.progress import Progress
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import open_stream, refuse_device
@@ -45,7 +52,7 @@ def run(inv: Invocation) -> int:
     if args.flag("with_host"):
         facts = facts_for(inv, include_torch=False, timeout=args.number("timeout"))
         explanation = assess(explanation, facts)
-    text = render(explanation, fmt, verbose=verbose(inv), with_host=args.flag("with_host"))
+    text = render(explanation, fmt, verbose=verbose_for(inv), with_host=args.flag("with_host"))
     write_report(inv, text, paint=colour_text if fmt == "text" else None)
     if source.endswith(".gz") and not log.gzip and scan.bytes:
         # Read as text rather than refused: the scanner takes any bytes, and a misnamed log
@@ -104,17 +111,6 @@ def _reading(name: str, done: int, size: int | None) -> str:
     if size is None:
         return f"read {binary_size(done)} of {name}"
     return f"read {binary_size(done)} of {binary_size(size)} ({done * 100 // size}%) of {name}"
-
-
-def verbose(inv: Invocation) -> bool:
-    """``-v``: each cause's generic explanation after the answer. The CLI being moved to Typer
-    keeps its values in a mapping (``args.get``); the parser of today has ``flag`` and declares
-    no ``verbose`` on explain or run, which reads as not verbose."""
-    get = getattr(inv.args, "get", None)
-    if callable(get):
-        return bool(get("verbose", False))
-    known = any(o.dest == "verbose" for o in inv.args.command.options)
-    return known and inv.args.flag("verbose")
 
 
 def _warn(message: str) -> None:

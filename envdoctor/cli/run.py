@@ -15,6 +15,7 @@ from envdoctor.cli.common import (
     colour_for,
     facts_for,
     kb_of,
+    verbose_for,
     write_output,
     write_report,
 )
@@ -153,7 +154,6 @@ class _Tee:
 
 
 def run(inv: Invocation) -> int:
-    from envdoctor.cli.explain import verbose
     from envdoctor.kb import Scanner, assess, explain
     from envdoctor.kb.model import Role
     from envdoctor.kb.render import colour_text, render, run_data
@@ -210,7 +210,9 @@ def run(inv: Invocation) -> int:
         )
         write_report(inv, json_document(data))
     else:
-        text = render(explanation, fmt, stderr_tail=tail, verbose=verbose(inv), with_host=with_host)
+        text = render(
+            explanation, fmt, stderr_tail=tail, verbose=verbose_for(inv), with_host=with_host
+        )
         if output is not None:
             write_output(text, output)
             if result.returncode != 0:

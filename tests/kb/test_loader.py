@@ -23,8 +23,11 @@ DOCS = Path(__file__).parents[2] / "docs"
 # container layer (issue 14): CDI and Docker's "could not select device driver". Two for the
 # misses of the second and third held-out rounds: ".so" (a library's "undefined symbol" or
 # "cannot open shared object file" on a line of its own) and "tensors" (torch's messages pasted
-# without their "RuntimeError:").
-MAX_TRIGGERS = 19
+# without their "RuntimeError:"). Four for the emitters catalogued in issue 38 whose messages carry
+# no other: nvidia-smi's per-GPU "device handle" failures, Jetson's "NvRm…", Apptainer's "any nv"
+# libraries, Kubernetes' "Insufficient nvidia.com/gpu" (docs/explain.md, "Benchmark", has the
+# cost; "version" became "ersion" for the kernel modules' "Version mismatch", no extra search).
+MAX_TRIGGERS = 23
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
