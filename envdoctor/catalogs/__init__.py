@@ -22,6 +22,8 @@ File layout (``schema: 1``)::
         source: https://…                        # optional: this entry's own source
         covered_by: cuda.out-of-memory           # or: not_matched: <the reason>
         fatal: true                              # optional, for log lines: does it end the run?
+        cut: 'out of'                            # optional: the message cut where a paste may
+                                                 # end; still matched by covered_by
 
 A catalog may have keys of its own (the Xid catalog's resolution buckets): its typed reader
 (``envdoctor.catalogs.xid``) reads them, and this reader is told to accept them.
@@ -52,7 +54,24 @@ if TYPE_CHECKING:  # check's probe tier goes without pathlib and importlib.resou
 SCHEMA_VERSION = 1
 
 # The shipped catalogs, by name (the file is NAME.yaml in this package).
-CATALOGS = ("xid", "cuda-runtime", "cuda-driver", "nvml", "cublas", "cudnn", "nccl", "nccl-warn")
+CATALOGS = (
+    "xid",
+    "cuda-runtime",
+    "cuda-driver",
+    "nvml",
+    "nvidia-smi",
+    "cublas",
+    "cudnn",
+    "nccl",
+    "nccl-warn",
+    "torch",
+    "nvrm",
+    "fabric-manager",
+    "container",
+    "apptainer",
+    "wsl",
+    "jetson",
+)
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
 _TOP_OPTIONAL = ("case_varies",)
@@ -66,6 +85,7 @@ _ENTRY_OPTIONAL = (
     "not_matched",
     "releases",
     "fatal",
+    "cut",
 )
 
 
@@ -82,6 +102,7 @@ class Entry:
     not_matched: str  # why no signature matches it, or ""
     releases: str  # the releases that print it, where not all of them do ("" otherwise)
     fatal: bool | None  # a log line's catalog: whether the program fails after it (None: n/a)
+    cut: str  # the message cut short where a terminal or a paste may cut it ("" when not given)
     at: str  # file:line of the entry
 
 
@@ -175,6 +196,8 @@ def _entry(node: Node, reader: Reader, default_source: str, extra: tuple[str, ..
     message = text("message") or text("description")  # the Xid catalog calls it description
     if not message and not text("name"):
         raise reader.error(item, "entries: an entry has a message or a name")
+    if text("cut") and not message.startswith(text("cut")):
+        raise reader.error(item, "entries: cut is the message's beginning, cut short")
     return Entry(
         code=reader.text(item.items["code"], "entries.code"),
         name=text("name") or text("mnemonic"),  # the Xid catalog: NVIDIA's mnemonic
@@ -187,6 +210,7 @@ def _entry(node: Node, reader: Reader, default_source: str, extra: tuple[str, ..
         not_matched=not_matched,
         releases=text("releases"),
         fatal=reader.optional(item, "fatal", "entries", reader.boolean),
+        cut=text("cut"),
         at=item.at(),
     )
 

@@ -302,3 +302,14 @@ def text_width() -> int:
 def unicode_out() -> bool:
     """Whether stdout takes the Unicode marks (a UTF-8 encoding): else the ASCII ones."""
     return "utf" in (getattr(sys.stdout, "encoding", None) or "").lower()
+
+
+def verbose_for(inv: Invocation) -> bool:
+    """``-v`` of explain and run: each cause's generic explanation after the answer. The CLI
+    being moved to Typer keeps its values in a mapping (``args.get``); the parser of today has
+    ``flag``, and a command that declares no ``verbose`` reads as not verbose."""
+    get = getattr(inv.args, "get", None)
+    if callable(get):
+        return bool(get("verbose", False))
+    known = any(o.dest == "verbose" for o in inv.args.command.options)
+    return known and inv.args.flag("verbose")

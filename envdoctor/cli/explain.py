@@ -8,7 +8,14 @@ from typing import TYPE_CHECKING
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
-from envdoctor.cli.common import Invocation, facts_for, kb_of, output_format, write_report
+from envdoctor.cli.common import (
+    Invocation,
+    facts_for,
+    kb_of,
+    output_format,
+    verbose_for,
+    write_report,
+)
 from envdoctor.cli.progress import Progress
 from envdoctor.errors import EnvdoctorError
 from envdoctor.inputfile import open_stream, refuse_device
@@ -45,7 +52,8 @@ def run(inv: Invocation) -> int:
     if args.flag("with_host"):
         facts = facts_for(inv, include_torch=False, timeout=args.number("timeout"))
         explanation = assess(explanation, facts)
-    write_report(inv, render(explanation, fmt), paint=colour_text if fmt == "text" else None)
+    text = render(explanation, fmt, verbose=verbose_for(inv), with_host=args.flag("with_host"))
+    write_report(inv, text, paint=colour_text if fmt == "text" else None)
     if source.endswith(".gz") and not log.gzip and scan.bytes:
         # Read as text rather than refused: the scanner takes any bytes, and a misnamed log
         # (`tee train.log.gz`, a rotation that renames without compressing) still holds the

@@ -15,6 +15,7 @@ from envdoctor.cli.common import (
     colour_for,
     facts_for,
     kb_of,
+    verbose_for,
     write_output,
     write_report,
 )
@@ -188,7 +189,8 @@ def run(inv: Invocation) -> int:
     if result.returncode == 0 and not as_json and output is None:
         return 0  # nothing to explain, and no file asked for
     explanation = explain(scanner.finish(), kb, source=" ".join(command[:3]))
-    if args.flag("with_host") and result.returncode != 0:
+    with_host = args.flag("with_host") and result.returncode != 0
+    if with_host:
         explanation = assess(explanation, facts_for(inv, include_torch=False))
     how = (
         f"was killed by {signal_name(result.signal)}"
@@ -204,10 +206,13 @@ def run(inv: Invocation) -> int:
             signal=signal,
             blocking=blocking,
             stderr_tail=tail,
+            with_host=with_host,
         )
         write_report(inv, json_document(data))
     else:
-        text = render(explanation, fmt, stderr_tail=tail)
+        text = render(
+            explanation, fmt, stderr_tail=tail, verbose=verbose_for(inv), with_host=with_host
+        )
         if output is not None:
             write_output(text, output)
             if result.returncode != 0:

@@ -8,7 +8,7 @@ from typing import Any
 
 from envdoctor import __version__
 from envdoctor.envelope import HEALTHY, UNHEALTHY, envelope
-from envdoctor.kb.model import CONFIDENT, Cause, Explanation
+from envdoctor.kb.model import CONFIDENT, Cause, Explanation, Verdict
 from envdoctor.model.units import binary_size, plural
 from envdoctor.terminal import json_document, safe_text
 
@@ -17,12 +17,22 @@ MAX_EXCERPTS = 3
 TAIL_LINES = 8
 
 
-def render(explanation: Explanation, fmt: str, *, stderr_tail: str = "") -> str:
+def render(
+    explanation: Explanation,
+    fmt: str,
+    *,
+    stderr_tail: str = "",
+    verbose: bool = False,
+    with_host: bool = False,
+) -> str:
+    """``verbose`` adds each cause's generic explanation to the text; ``with_host``: the live
+    checks ran, so the conclusion says what they found for this machine (also when none
+    applied)."""
     if fmt == "json":
-        return render_json(explanation, stderr_tail=stderr_tail)
+        return render_json(explanation, stderr_tail=stderr_tail, with_host=with_host)
     if fmt == "markdown":
         return render_markdown(explanation, stderr_tail=stderr_tail)
-    return render_text(explanation, stderr_tail=stderr_tail)
+    return render_text(explanation, stderr_tail=stderr_tail, verbose=verbose, with_host=with_host)
 
 
 # --- text ---------------------------------------------------------------------------------
@@ -38,6 +48,84 @@ def _wrap(text: str, indent: str, width: int = WIDTH, hang: int = 0) -> list[str
         break_long_words=False,
         break_on_hyphens=False,
     ) or [indent]
+
+
+# The first word of a shell command in a fix step's backticks; anything else there is code or a
+# value (`torch.no_grad()`, `--ipc=host`, `cuda:0`), which the step's text already shows.
+_PROGRAMS = frozenset(
+    [
+        "apptainer",
+        "apt",
+        "apt-get",
+        "apt-mark",
+        "cat",
+        "conda",
+        "dkms",
+        "df",
+        "docker",
+        "dpkg",
+        "echo",
+        "envdoctor",
+        "export",
+        "grep",
+        "ip",
+        "journalctl",
+        "kubectl",
+        "ldconfig",
+        "ls",
+        "lsmod",
+        "lsof",
+        "lspci",
+        "modinfo",
+        "modprobe",
+        "nvcc",
+        "nvidia-bug-report.sh",
+        "nvidia-ctk",
+        "nvidia-modprobe",
+        "nvidia-smi",
+        "nvidia-container-cli",
+        "pgrep",
+        "pip",
+        "pip3",
+        "podman",
+        "printf",
+        "python",
+        "python3",
+        "rmmod",
+        "set",
+        "singularity",
+        "sudo",
+        "systemctl",
+        "tegrastats",
+        "torchrun",
+        "uname",
+        "wsl",
+        "compute-sanitizer",
+        "nvidia-persistenced",
+        "dnf",
+        "yum",
+        "update-initramfs",
+        "mokutil",
+        "dmesg",
+    ]
+)
+_TICKS = re.compile(r"`([^`]+)`")
+_ASSIGN = re.compile(r"[A-Z][A-Z0-9_]*=\S+$")
+
+
+def commands(step: str) -> list[str]:
+    """The shell commands a fix step names in backticks, in order (an environment setting such
+    as `PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True` counts: it is exported)."""
+    out: list[str] = []
+    for span in _TICKS.findall(step):
+        words = span.split()
+        if not words:
+            continue
+        if words[0] in _PROGRAMS:
+            out.append(span)
+        elif len(words) == 1 and _ASSIGN.match(span):
+            out.append(f"export {span}")
+    return out
 
 
 def _percent(value: float) -> str:
@@ -64,8 +152,51 @@ def _headline(explanation: Explanation) -> str:
     return f"envdoctor explain: {explanation.source} ({size}) — {verdict}"
 
 
-def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
-    out = [_headline(explanation)]
+def _host_line(cause: Cause) -> str:
+    """What ``--with-host`` found for the top cause on this machine, in one line."""
+    checks = cause.host_checks
+    for verdict, word in (
+        (Verdict.RULES_OUT, "ruled out now"),
+        (Verdict.CONFIRMS, "confirmed"),
+    ):
+        hit = next((c for c in checks if c.verdict is verdict), None)
+        if hit is not None:
+            return f"on this machine: {word} — {hit.note}"
+    if checks:
+        return f"on this machine: not decided — {checks[0].note}"
+    return "on this machine: nothing envdoctor can check decides this cause"
+
+
+def conclusion(explanation: Explanation, *, with_host: bool = False) -> list[str]:
+    """The answer in one or two lines: the top cause for this log and where it is, and with the
+    live checks, what they say of this machine. Empty when nothing is known."""
+    top = explanation.top
+    if top is None:
+        return []
+    where = f"line {top.hit.first_line}"
+    if explanation.status == "explained":
+        first = f"✗ {top.summary} ({where})"
+    else:
+        first = f"? possibly: {top.summary} ({where}; confidence {_percent(top.confidence)})"
+    lines = [first]
+    if with_host:
+        lines.append(_host_line(top))
+    return lines
+
+
+def render_text(
+    explanation: Explanation,
+    *,
+    stderr_tail: str = "",
+    verbose: bool = False,
+    with_host: bool = False,
+) -> str:
+    out: list[str] = []
+    for i, line in enumerate(conclusion(explanation, with_host=with_host)):
+        out.extend(_wrap(line, "  " if i else "", hang=2))
+    if out:
+        out.append("")
+    out.append(_headline(explanation))
     scan = explanation.scan
     if scan.binary:
         out.append("  note: the input looks binary (NUL bytes); it was scanned as text anyway")
@@ -95,7 +226,7 @@ def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
     consequences = [c for c in explanation.causes if not c.is_root]
     for cause in roots:
         out.append("")
-        out.extend(_cause_text(cause, explanation))
+        out.extend(_cause_text(cause, explanation, verbose=verbose))
     if consequences:
         out.append("")
         out.append("Consequences (explained by a cause above):")
@@ -108,10 +239,22 @@ def render_text(explanation: Explanation, *, stderr_tail: str = "") -> str:
                 out.extend(_wrap(f"│ {first}", "    ", hang=2))
     if explanation.status != "explained":
         out.extend(_tail_text(stderr_tail))
+    if not verbose:
+        out.append("")
+        out.append("(why each cause happens: the same command with -v)")
     return safe_text("\n".join(out) + "\n")
 
 
-def _cause_text(cause: Cause, explanation: Explanation) -> list[str]:
+def _fix_text(fix: tuple[str, ...]) -> list[str]:
+    """The fix steps, each followed by the commands it names, one per line, ready to copy."""
+    lines = ["  fix:"]
+    for number, step in enumerate(fix, start=1):
+        lines.extend(_wrap(f"{number}. {step}", "    ", hang=3))
+        lines.extend(f"       $ {command}" for command in commands(step))
+    return lines
+
+
+def _cause_text(cause: Cause, explanation: Explanation, *, verbose: bool = False) -> list[str]:
     mark = "✗" if cause.confidence >= CONFIDENT else "?"
     sig = cause.signature
     lines = _wrap(
@@ -127,20 +270,19 @@ def _cause_text(cause: Cause, explanation: Explanation) -> list[str]:
     explained = [c.id for c in explanation.causes if c.consequence_of == cause.id]
     if explained:
         lines.extend(_wrap(f"explains: {', '.join(explained)}", "  "))
-    lines.append("  why:")
-    for paragraph in sig.explanation.split("\n\n"):
-        lines.extend(_wrap(" ".join(paragraph.split()), "    "))
     for note in cause.notes:
-        lines.extend(_wrap(f"note: {note}", "    "))
+        lines.extend(_wrap(f"note: {note}", "  ", hang=2))
     for check in cause.host_checks:
         lines.extend(
-            _wrap(f"host ({check.name}, {check.verdict.value}): {check.note}", "    ", hang=2)
+            _wrap(f"host ({check.name}, {check.verdict.value}): {check.note}", "  ", hang=2)
         )
         for label, value in check.evidence:
-            lines.extend(_wrap(f"{label}: {value}", "      "))
-    lines.append("  fix:")
-    for number, step in enumerate(sig.fix, start=1):
-        lines.extend(_wrap(f"{number}. {step}", "    ", hang=3))
+            lines.extend(_wrap(f"{label}: {value}", "    "))
+    lines.extend(_fix_text(sig.fix))
+    if verbose:
+        lines.append("  why:")
+        for paragraph in sig.explanation.split("\n\n"):
+            lines.extend(_wrap(" ".join(paragraph.split()), "    "))
     if sig.see_also:
         lines.extend(_wrap(f"see also (envdoctor check): {', '.join(sig.see_also)}", "  "))
     return lines
@@ -177,13 +319,16 @@ def colour_text(text: str) -> str:
 # --- json ---------------------------------------------------------------------------------
 
 
-def explain_payload(explanation: Explanation, *, stderr_tail: str = "") -> dict[str, Any]:
+def explain_payload(
+    explanation: Explanation, *, stderr_tail: str = "", with_host: bool = False
+) -> dict[str, Any]:
     """What explain and run both say of a log: the scan, its causes (``outcome`` is
     ``explanation.status``: explained, possible or no-signature)."""
     scan = explanation.scan
     data: dict[str, Any] = {
         "source": explanation.source,
         "outcome": explanation.status,
+        "conclusion": conclusion(explanation, with_host=with_host),
         "lines": scan.lines,
         "bytes": scan.bytes,
         "binary": scan.binary,
@@ -196,9 +341,11 @@ def explain_payload(explanation: Explanation, *, stderr_tail: str = "") -> dict[
     return data
 
 
-def to_data(explanation: Explanation, *, stderr_tail: str = "") -> dict[str, Any]:
+def to_data(
+    explanation: Explanation, *, stderr_tail: str = "", with_host: bool = False
+) -> dict[str, Any]:
     """``explain --format json`` (docs/schema/explain.schema.json)."""
-    payload = explain_payload(explanation, stderr_tail=stderr_tail)
+    payload = explain_payload(explanation, stderr_tail=stderr_tail, with_host=with_host)
     return envelope("explain", payload, exit_code=explanation.exit_code)
 
 
@@ -210,11 +357,12 @@ def run_data(
     signal: str | None,
     blocking: bool,
     stderr_tail: str,
+    with_host: bool = False,
 ) -> dict[str, Any]:
     """``run --format json`` (docs/schema/run.schema.json): the process exits with the
     command's own code, so that is ``exit_code``; ``status`` is healthy when it succeeded."""
     payload = {
-        **explain_payload(explanation, stderr_tail=stderr_tail),
+        **explain_payload(explanation, stderr_tail=stderr_tail, with_host=with_host),
         "command": command,
         "returncode": returncode,
         "signal": signal,
@@ -245,6 +393,7 @@ def _cause_data(cause: Cause) -> dict[str, Any]:
         "alternatives": list(cause.alternatives),
         "explanation": " ".join(sig.explanation.split()),
         "fix": list(sig.fix),
+        "commands": [command for step in sig.fix for command in commands(step)],
         "notes": list(cause.notes),
         "see_also": list(sig.see_also),
         "docs": list(sig.docs),
@@ -260,8 +409,8 @@ def _cause_data(cause: Cause) -> dict[str, Any]:
     }
 
 
-def render_json(explanation: Explanation, *, stderr_tail: str = "") -> str:
-    return json_document(to_data(explanation, stderr_tail=stderr_tail))
+def render_json(explanation: Explanation, *, stderr_tail: str = "", with_host: bool = False) -> str:
+    return json_document(to_data(explanation, stderr_tail=stderr_tail, with_host=with_host))
 
 
 # --- markdown -----------------------------------------------------------------------------

@@ -122,8 +122,9 @@ def test_explain_shows_progress_in_a_terminal_only(tmp_path: Path, terminal: boo
     if terminal:
         # "read 3.0 MiB of /tmp/…/train.log", cut at the terminal's 100 columns
         assert re.search(r"\renvdoctor: read [\d.]+ (bytes|KiB|MiB) of /", shown), shown[:300]
-        # cleared before the report: the report starts on a clean line
-        cleared = shown.index("envdoctor explain:")
-        assert shown[:cleared].endswith("\r")
+        # cleared before the report: the report (its conclusion first, the mark in colour)
+        # starts on a clean line
+        answer = shown.index("The GPU ran out of memory (line")
+        assert re.search(r"\r(?:\x1b\[[\d;]*m)?✗(?:\x1b\[0m)? $", shown[:answer]), shown[:answer]
     else:
         assert shown == "" and "\r" not in report

@@ -85,15 +85,17 @@ def _representatives(pattern: str) -> list[str]:
     return sorted(set(chars)) or ["x"]
 
 
-def _fit(text: str) -> str:
-    return (text * (LINE // max(1, len(text)) + 1))[:LINE] if text else ""
+def _fit(text: str, length: int = LINE) -> str:
+    return (text * (length // max(1, len(text)) + 1))[:length] if text else ""
 
 
 def hostile_lines(
-    regex: str, required: tuple[str, ...], examples: tuple[str, ...]
+    regex: str, required: tuple[str, ...], examples: tuple[str, ...], length: int = LINE
 ) -> Iterator[str]:
-    """Lines of about ``LINE`` characters meant to make a backtracking search slow. Each carries
-    the pattern's required literals first, so the scanner's literal prefilter lets it through."""
+    """Lines of about ``length`` characters meant to make a backtracking search slow. Each
+    carries the pattern's required literals first, so the scanner's literal prefilter lets it
+    through. The same arguments with another ``length`` give the same lines, longer or shorter,
+    in the same order."""
     req = " ".join(required)
     literals = _parts(regex)[0][:12]
     reps = _representatives(regex)[:10]
@@ -107,12 +109,12 @@ def hostile_lines(
     for example in examples:
         body += [example, example[:-1], example[: len(example) // 2]]
     for text in dict.fromkeys(body):
-        filler = _fit(text)
-        yield f"{req} {filler}"[:LINE]
-        yield f"{filler}"[: LINE - len(req) - 1] + " " + req
+        filler = _fit(text, length)
+        yield f"{req} {filler}"[:length]
+        yield f"{filler}"[: length - len(req) - 1] + " " + req
     for lit in literals[:4]:
         for c in reps[:4]:
-            yield f"{req} {lit}{c * (LINE - len(req) - len(lit) - 1)}"
+            yield f"{req} {lit}{c * (length - len(req) - len(lit) - 1)}"
 
 
 def _cpu(search: LineSearch, line: str) -> float:
@@ -159,6 +161,58 @@ def test_every_signature_regex_is_fast_on_hostile_lines(engine: str) -> None:
             seconds, line = max(slow)
             failures.append(f"{where}: {regex!r} took {seconds * 1000:.1f} ms on {line!r}…")
     assert not failures, "\n".join(failures)
+
+
+GROWTH = 4  # the longer line is this many times the budget's line
+WORST = 3  # the slowest lines of each pattern at LINE are timed again GROWTH times longer
+
+
+def _superlinear(
+    search: LineSearch, regex: str, required: tuple[str, ...], examples: tuple[str, ...]
+) -> str:
+    """Where ``search`` grows faster than the line: its slowest hostile lines, made ``GROWTH``
+    times longer, cost more than twice ``GROWTH`` times as much (a quadratic search costs
+    ``GROWTH**2`` times; a millisecond is allowed for a busy machine's noise). A mildly
+    quadratic pattern (6 ms on a 6 KiB line) is within the per-KiB budget; this is not."""
+    pairs = zip(
+        hostile_lines(regex, required, examples),
+        hostile_lines(regex, required, examples, length=LINE * GROWTH),
+        strict=True,
+    )
+    timed = sorted(((_cpu(search, short), short, long) for short, long in pairs), reverse=True)
+    for seconds, short, long in timed[:WORST]:
+        longer = min(_cpu(search, long) for _ in range(2))
+        if longer > 2 * GROWTH * seconds + 1e-3:
+            return (
+                f"{seconds * 1000:.2f} ms on {len(short)} characters, {longer * 1000:.2f} ms on"
+                f" {len(long)}: {short[:60]!r}…"
+            )
+    return ""
+
+
+@pytest.mark.parametrize("engine", available_engines())
+def test_no_signature_regex_grows_faster_than_the_line(engine: str) -> None:
+    failures = []
+    for where, regex, required, examples in _cases():
+        grows = _superlinear(line_search(regex, engine), regex, required, examples)
+        if grows:
+            failures.append(f"{where}: {regex!r} {grows}")
+    assert not failures, "\n".join(failures)
+
+
+def test_the_growth_check_catches_a_mildly_quadratic_pattern() -> None:
+    """nccl.timeout's pattern before 2026-12-02: a lazy gap after a literal, so every repeat of
+    the literal scanned to the end of the line (3 ms on 6 KiB, within the budget above)."""
+    old = (
+        r"Watchdog caught collective operation timeout: WorkNCCL\((?P<work>.*?)\) ran for "
+        r"(?P<ms>\d+) milliseconds before timing out"
+    )
+    literal = ("Watchdog caught collective operation timeout: WorkNCCL(",)
+    assert _superlinear(line_search(old, "re"), old, literal, ())
+    fixed = next(
+        p.regex for s in load_default_kb().signatures if s.id == "nccl.timeout" for p in s.patterns
+    )
+    assert not _superlinear(line_search(fixed, "re"), fixed, literal, ())
 
 
 def test_the_generator_catches_the_pattern_that_took_21_seconds() -> None:

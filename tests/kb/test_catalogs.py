@@ -15,7 +15,8 @@ from envdoctor.kb import load_default_kb
 from tests.kb.helpers import ids, run
 
 # What a pasted line carries before the emitter's text: nothing, a dmesg timestamp, a journald
-# prefix, a launcher's rank, an ISO timestamp and level, a compose service's gutter.
+# prefix, a launcher's rank, an ISO timestamp and level, a compose service's gutter, Docker's
+# `logs --timestamps`, `kubectl logs --prefix`, Slurm's `srun --label`, a table or quote gutter.
 PREFIXES = (
     "",
     "[ 8123.456789] ",
@@ -23,6 +24,10 @@ PREFIXES = (
     "[rank3]: ",
     "2026-12-02T00:41:07.123Z ERROR ",
     "trainer-1  | ",
+    "2026-12-02T00:41:07.123456789Z ",
+    "[pod/trainer-0/trainer] ",
+    "3: ",
+    "| ",
 )
 CATALOGS = shipped_catalogs()
 NOT_YET = "not yet covered"  # an excuse that is a gap to close, not a decision
@@ -46,6 +51,18 @@ def _lines(catalog: Catalog, entry: Entry) -> list[str]:
         for message in (v for text in texts for v in _variants(catalog, text)):
             text = template.format(code=entry.code, name=entry.name, message=message)
             out.extend(prefix + text for prefix in PREFIXES)
+    return out
+
+
+def _cut_lines(catalog: Catalog, entry: Entry) -> list[str]:
+    """Each line form with the message cut where its entry says a paste or a terminal may end
+    it (a log cut short, a line wrapped before its end): the text up to the cut, nothing more."""
+    out: list[str] = []
+    for template in catalog.lines:
+        marker = "\x00"
+        text = template.format(code=entry.code, name=entry.name, message=marker)
+        head = text[: text.index(marker)] + entry.cut
+        out.extend(prefix + head for prefix in PREFIXES)
     return out
 
 
@@ -78,6 +95,25 @@ def test_every_covered_entry_is_matched_by_its_signature(catalog: Catalog) -> No
         if entry.covered_by not in ids(run(line + "\n"))
     ]
     assert not misses, f"{len(misses)} lines not matched, first: " + "\n".join(misses[:10])
+
+
+@pytest.mark.parametrize("catalog", CATALOGS, ids=lambda c: c.name)
+def test_a_message_cut_short_is_still_named(catalog: Catalog) -> None:
+    """A signature keys on the message's distinctive beginning and reads the rest when present:
+    the message cut where the entry says it may be cut still names its cause."""
+    cut = [e for e in _covered(catalog) if e.cut]
+    misses = [
+        f"{entry.code} {entry.covered_by}: {line}"
+        for entry in cut
+        for line in _cut_lines(catalog, entry)
+        if entry.covered_by not in ids(run(line + "\n"))
+    ]
+    assert not misses, f"{len(misses)} cut lines not matched, first: " + "\n".join(misses[:10])
+
+
+def test_the_catalogs_give_cut_forms() -> None:
+    """The cut test above has cases in the catalogs whose messages are long."""
+    assert sum(1 for c in CATALOGS for e in _covered(c) if e.cut) >= 20
 
 
 def test_a_line_the_emitter_survives_is_never_a_cause() -> None:

@@ -23,8 +23,11 @@ DOCS = Path(__file__).parents[2] / "docs"
 # container layer (issue 14): CDI and Docker's "could not select device driver". Two for the
 # misses of the second and third held-out rounds: ".so" (a library's "undefined symbol" or
 # "cannot open shared object file" on a line of its own) and "tensors" (torch's messages pasted
-# without their "RuntimeError:").
-MAX_TRIGGERS = 19
+# without their "RuntimeError:"). Four for the emitters catalogued in issue 38 whose messages carry
+# no other: nvidia-smi's per-GPU "device handle" failures, Jetson's "NvRm…", Apptainer's "any nv"
+# libraries, Kubernetes' "Insufficient nvidia.com/gpu" (docs/explain.md, "Benchmark", has the
+# cost; "version" became "ersion" for the kernel modules' "Version mismatch", no extra search).
+MAX_TRIGGERS = 23
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
@@ -254,3 +257,22 @@ def test_the_host_check_names_signatures_may_use_are_the_implemented_ones() -> N
     from envdoctor.kb.model import HOST_CHECK_NAMES
 
     assert sorted(HOST_CHECK_NAMES) == sorted(HOST_CHECKS)
+
+
+# Patterns whose most distinctive literal is a short common word: each line holding it is a
+# candidate. These two were there before issue 38 (an alternation of rare messages after
+# "rror"), and are left as they were measured then.
+SHORT_KEYS = {("cuda.kernel-fault", "rror"), ("cuda.mps-failure", "rror")}
+
+
+def test_no_pattern_makes_every_line_with_a_common_word_a_candidate() -> None:
+    """An alternation after `CUDA[^\\n]*?` left "CUDA" as the literal every match holds, and
+    every line of CUDA memory statistics became a candidate (28 % slower on the benchmark's
+    log): a pattern's most distinctive literal is five characters or more."""
+    short = {
+        (s.id, p.literals[0])
+        for s in load_default_kb().signatures
+        for p in s.patterns
+        if len(p.literals[0]) < 5
+    }
+    assert short <= SHORT_KEYS, short - SHORT_KEYS

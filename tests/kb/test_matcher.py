@@ -387,7 +387,8 @@ def test_a_repeated_line_is_matched_as_where_it_stands(engine: str) -> None:
     line logged in a loop keeps every occurrence's line number and the first ones' captures."""
     log = "\n".join(
         # a blank line ends a continuation: the first piece is joined at lines 1 and 8 (the
-        # same lines after it: the second is remembered), not at line 5
+        # same lines after it: the second is remembered), not at line 5, where it matches
+        # alone (the watchdog's cut form) without the numbers that follow it
         [*WATCHDOG_PIECES, "", "", WATCHDOG_PIECES[0], "", "", *WATCHDOG_PIECES, "", ""]
         + [OOM] * 3000
         + [ASSERT]
@@ -396,8 +397,10 @@ def test_a_repeated_line_is_matched_as_where_it_stands(engine: str) -> None:
     result = scan_bytes(log + b"\n", kb, engine=engine)
     hits = {h.signature_id: h for h in result.hits}
     watchdog = hits["nccl.timeout"]
-    assert [o.line for o in watchdog.occurrences] == [1, 8]
-    assert watchdog.occurrences[0].captures == watchdog.occurrences[1].captures
+    assert [o.line for o in watchdog.occurrences] == [1, 5, 8]
+    first, alone, again = (dict(o.captures) for o in watchdog.occurrences)
+    assert first == again and "ms" in first
+    assert "ms" not in alone  # not line 1's joined match, remembered for the same piece
     oom = hits["cuda.out-of-memory"]
     assert (oom.count, oom.first_line, oom.last_line) == (3000, 12, 3011)
     assert [o.line for o in oom.occurrences] == list(range(12, 20))
