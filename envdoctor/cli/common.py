@@ -305,11 +305,6 @@ def unicode_out() -> bool:
 
 
 def verbose_for(inv: Invocation) -> bool:
-    """``-v`` of explain and run: each cause's generic explanation after the answer. The CLI
-    being moved to Typer keeps its values in a mapping (``args.get``); the parser of today has
-    ``flag``, and a command that declares no ``verbose`` reads as not verbose."""
-    get = getattr(inv.args, "get", None)
-    if callable(get):
-        return bool(get("verbose", False))
-    known = any(o.dest == "verbose" for o in inv.args.command.options)
-    return known and inv.args.flag("verbose")
+    """``-v`` of explain and run: each cause's generic explanation after the answer (a command
+    that declares no ``verbose`` reads as not verbose)."""
+    return bool(inv.args.get("verbose", False))

@@ -50,6 +50,17 @@ def test_typers_runner_passes_explains_verbose_through(tmp_path: Path) -> None:
     assert json.loads(result.stdout)["kind"] == "explain"
 
 
+def test_explain_shows_why_only_with_v(tmp_path: Path) -> None:
+    """The conclusion and the fix always; the generic explanation is what -v adds."""
+    log = tmp_path / "train.log"
+    log.write_text("RuntimeError: CUDA error: out of memory\n")
+    quiet = CliRunner().invoke(app, ["explain", "--color", "never", str(log)])
+    loud = CliRunner().invoke(app, ["explain", "-v", "--color", "never", str(log)])
+    assert quiet.stdout.startswith("✗ The GPU ran out of memory (line 1)")
+    assert "  why:" not in quiet.stdout and "  why:" in loud.stdout
+    assert loud.stdout.replace("  why:", "").count("fix:") == quiet.stdout.count("fix:")
+
+
 def test_installed_version() -> None:
     done = installed("--version")
     assert (done.returncode, done.stdout) == (0, "envdoctor 0.1.0 (gpu-envdoctor)\n")

@@ -4,10 +4,10 @@ for this machine), the generic explanation only with -v, the fix as commands to 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 from envdoctor.kb.model import Explanation, HostCheck, Verdict
 from envdoctor.kb.render import commands, conclusion, render, render_text
-from envdoctor.model.record import replace
 from tests.kb.helpers import CORPUS, run
 from tests.runner import invoke as cli_invoke
 from tests.schemas import validate

@@ -4,8 +4,8 @@ A round (``tests/data/world/roundN.yaml``) was collected by someone who saw neit
 signatures nor the catalogs: public threads sampled by failure family, kept only where the thread
 settled the root cause, each log labelled with that cause in one of a fixed list of categories
 (``cause_category``), and marked ``text_reveals_cause: false`` where the log's text alone cannot
-reveal it. ``tests/data/world/causes.yaml`` maps each signature to the category it names; it is
-written from the signatures alone (their titles and summaries), never from a round's logs.
+reveal it. ``tests/data/world/causes.yaml`` maps each signature to the categories it names; it
+is written from the signatures alone (their titles and summaries), never from a round's logs.
 
 A log is *named first* when explain's first cause is confident and its signature's category is
 the log's; *wrong* when the first cause is confident and of another category; *silent* when no
@@ -82,12 +82,12 @@ def load_round(path: Path) -> list[Case]:
     ]
 
 
-def load_causes() -> dict[str, str]:
-    data: dict[str, str] = yaml.safe_load(CAUSES.read_text(encoding="utf-8"))["causes"]
-    return data
+def load_causes() -> dict[str, tuple[str, ...]]:
+    data: dict[str, list[str]] = yaml.safe_load(CAUSES.read_text(encoding="utf-8"))["causes"]
+    return {signature: tuple(categories) for signature, categories in data.items()}
 
 
-def score(cases: list[Case], causes: dict[str, str]) -> Score:
+def score(cases: list[Case], causes: dict[str, tuple[str, ...]]) -> Score:
     result = Score()
     for case in cases:
         explanation = run(case.log)
@@ -97,7 +97,7 @@ def score(cases: list[Case], causes: dict[str, str]) -> Score:
             continue
         top = explanation.top
         confident = explanation.status == "explained" and top is not None
-        named = confident and top is not None and causes.get(top.id) == case.category
+        named = confident and top is not None and case.category in causes.get(top.id, ())
         if not case.reveals:
             result.hidden_errors += 1
             result.hidden_right += named
