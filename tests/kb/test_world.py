@@ -51,6 +51,9 @@ def test_the_world_result_is_the_documented_one(
     with capsys.disabled():
         print(f"\nexplain, world round {number}: {measured.line()}")  # noqa: T201
     text = " ".join(DOCS.read_text(encoding="utf-8").split())
-    stated = re.search(rf"World result, round {number}: (.*?)\.(?: |$)", text)
-    assert stated is not None, f"docs/explain.md must state world round {number}'s result"
+    # A round is measured once; once its logs were read to improve the signatures it is retired
+    # (world_round.RETIRED) and its figure is in-sample, stated in a sentence of its own.
+    label = "after retiring (in-sample)" if path.stem in world_round.RETIRED else "result"
+    stated = re.search(rf"World {re.escape(label)}, round {number}: (.*?)\.(?: |$)", text)
+    assert stated is not None, f"docs/explain.md must state world round {number}'s {label}"
     assert stated[1] == measured.line()
