@@ -7,6 +7,7 @@ report, the snapshot and the findings.
 from __future__ import annotations
 
 from envdoctor.model.containers import NOT_READ, ContainerFacts
+from envdoctor.model.interconnect import NvlinkFacts, PciPathFacts
 from envdoctor.model.probed import Absent, Probed
 from envdoctor.model.record import field, fields, record
 
@@ -312,6 +313,8 @@ class NvmlSystem:
     cuda_driver_version: Probed[str]
     gpus: tuple[GpuFacts, ...]
     device_count_error: str = ""
+    interconnect: Probed[NvlinkFacts] = NOT_COLLECTED
+    """NVLink, P2P and PCIe counters (model/interconnect.py): read by ``check``, not ``probe``."""
 
     def gpu_at_pci(self, address: str) -> GpuFacts | None:
         """The GPU at a PCI address as the kernel log prints it ("0000:3b:00", "0000:3b:00.0")
@@ -566,3 +569,5 @@ class Facts:
     fabric: FabricFacts = FabricFacts(nvswitches=NOT_COLLECTED, manager=NOT_COLLECTED)
     containers: ContainerFacts = NOT_READ
     """The container layer (model/containers.py); older snapshots load with its reason."""
+    pci_paths: Probed[PciPathFacts] = NOT_COLLECTED
+    """The GPUs' PCIe paths as the kernel sees them: ACS, AER, IOMMU (model/interconnect.py)."""

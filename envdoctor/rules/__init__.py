@@ -27,7 +27,10 @@ def core_rules() -> tuple[Rule, ...]:
         health,
         libs,
         machine,
+        nvlink,
+        pcie,
         toolkit,
+        topology,
         torch,
     )
 
@@ -44,6 +47,9 @@ def core_rules() -> tuple[Rule, ...]:
         *libs.RULES,
         *health.RULES,
         *toolkit.RULES,
+        *nvlink.RULES,  # the interconnect (issue 39, items 4-6)
+        *topology.RULES,
+        *pcie.RULES,
     )
 
 
