@@ -255,7 +255,7 @@ def _gpu_path(host: Host, bus_id: str) -> GpuPciPath:
         PciBridge(address=p, root_port=(n == 0), acs_control=_acs(host, p))
         for n, p in enumerate(parts)
     )
-    return GpuPciPath(name, Found(tuple(reversed(bridges))), _aer(host, device))
+    return GpuPciPath(name, Found(tuple(reversed(bridges))), _aer(host, real))
 
 
 NO_AER = Absent("not read")
