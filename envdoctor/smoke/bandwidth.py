@@ -12,6 +12,7 @@ named; the others not alarmed).
 
 from __future__ import annotations
 
+import math
 import statistics
 
 from envdoctor.model.facts import Facts, GpuFacts, pci_key
@@ -93,10 +94,12 @@ def allreduce_nominal(facts: Facts, gpus: tuple[int, ...]) -> tuple[float, str] 
 
 
 def _number(text: str | None) -> float | None:
+    """A finite, non-negative figure the child sent, else None (the child's output is data)."""
     try:
-        return float(text) if text is not None else None
+        value = float(text) if text is not None else None
     except ValueError:
         return None
+    return value if value is not None and math.isfinite(value) and value >= 0 else None
 
 
 def bandwidth_findings(facts: Facts, child: ChildRun) -> list[Finding]:

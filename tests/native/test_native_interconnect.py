@@ -44,7 +44,7 @@ def test_every_interconnect_function_is_reached_with_the_right_values(
     up = links[0]
     assert up["remote_type"] == "nvswitch" and up["remote_bus_id"] == "00000000:A0:00.0"
     assert up["errors"]["found"] == {"replay": 0, "recovery": 0, "crc_flit": 12, "crc_data": 0}
-    later = dict((link, counters) for link, counters in gpu1["errors_later"]["found"])
+    later = {link: counters for link, counters in gpu1["errors_later"]["found"]}
     assert later[0]["crc_flit"] == 17  # the stand-in's counter grew by 5 between the readings
     assert 3 not in later  # a link that is down is not read again
     assert gpu0["peers"]["found"] == [

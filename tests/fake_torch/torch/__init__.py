@@ -32,8 +32,8 @@ ENVDOCTOR_FAKE_CAPABILITY ("9.0"), ENVDOCTOR_FAKE_NAME, ENVDOCTOR_FAKE_CUDNN_AVA
 ENVDOCTOR_FAKE_BUSBW_GBPS  an all-reduce takes as long as NCCL at that bus bandwidth would (the
                        multi-GPU smoke steps, issue 39; default: no time at all).
 ENVDOCTOR_FAKE_COPY_GBPS, ENVDOCTOR_FAKE_COPY_GBPS_<a>_<b>  a device-to-device copy (from CUDA
-                       device a to b) takes as long as at that rate; ENVDOCTOR_FAKE_PEER="0":
-                       can_device_access_peer says no.
+                       device a to b, ``Tensor.copy_``; its op is ``peer-copy``) takes as long
+                       as at that rate; ENVDOCTOR_FAKE_PEER="0": can_device_access_peer says no.
 
 Freed tensors stay in the fake caching allocator's cache (reserved) unless
 PYTORCH_NO_CUDA_MEMORY_CACHING=1, as in torch.
@@ -385,7 +385,7 @@ def _take(gbps_name, nbytes, default=""):
 
 
 def _copy_(self, src, non_blocking=False):
-    _misbehave("copy")
+    _misbehave("peer-copy")
     a, b = getattr(src, "index", 0), getattr(self, "index", 0)
     _take(
         f"ENVDOCTOR_FAKE_COPY_GBPS_{a}_{b}",
