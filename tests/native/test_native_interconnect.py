@@ -27,7 +27,8 @@ def _findings(run_json: dict[str, Any], code: str) -> list[dict[str, Any]]:
 
 def _check(run_json: dict[str, Any], name: str) -> dict[str, Any]:
     (check,) = [c for c in run_json["checks"] if c["name"] == name]
-    return check
+    found: dict[str, Any] = check
+    return found
 
 
 def test_every_interconnect_function_is_reached_with_the_right_values(
@@ -44,7 +45,7 @@ def test_every_interconnect_function_is_reached_with_the_right_values(
     up = links[0]
     assert up["remote_type"] == "nvswitch" and up["remote_bus_id"] == "00000000:A0:00.0"
     assert up["errors"]["found"] == {"replay": 0, "recovery": 0, "crc_flit": 12, "crc_data": 0}
-    later = {link: counters for link, counters in gpu1["errors_later"]["found"]}
+    later = dict(gpu1["errors_later"]["found"])
     assert later[0]["crc_flit"] == 17  # the stand-in's counter grew by 5 between the readings
     assert 3 not in later  # a link that is down is not read again
     assert gpu0["peers"]["found"] == [
