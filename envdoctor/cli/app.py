@@ -773,6 +773,37 @@ def slurm_healthcheck(
         bool,
         typer.Option("--dry-run", help="Read the node's state but only print the scontrol update."),
     ] = False,
+    drain_max_share: Annotated[
+        str | None,
+        typer.Option(
+            "--drain-max-share",
+            metavar="SHARE",
+            callback=_value,
+            help="The most of a partition envdoctor drains within --drain-window without a "
+            "person: 0-1 or N% (default $ENVDOCTOR_DRAIN_MAX_SHARE, else 0.10; 1 turns the "
+            "budget off).",
+        ),
+    ] = None,
+    drain_window: Annotated[
+        str | None,
+        typer.Option(
+            "--drain-window",
+            metavar="SECONDS",
+            callback=_value,
+            help="The drain budget's window in seconds (default $ENVDOCTOR_DRAIN_WINDOW, else "
+            "3600).",
+        ),
+    ] = None,
+    state_dir: Annotated[
+        str | None,
+        typer.Option(
+            "--state-dir",
+            metavar="DIR",
+            callback=_value,
+            help="Where the node keeps the drain budget's state (default $ENVDOCTOR_STATE_DIR, "
+            "else $STATE_DIRECTORY, else /var/lib/envdoctor).",
+        ),
+    ] = None,
     expect: Expect = None,
     no_cache: NoCache = False,
 ) -> None:

@@ -15,6 +15,7 @@ Exit 0 healthy, 1 unhealthy, 2 could not determine. The whole run is bounded by 
 from __future__ import annotations
 
 import time
+from typing import Any
 
 from envdoctor import exitcodes
 from envdoctor.cli.boundary import emit
@@ -25,6 +26,7 @@ from envdoctor.cli.common import (
     resolve_python,
     user_cache_of,
 )
+from envdoctor.errors import EnvdoctorError
 from envdoctor.terminal import safe_line
 
 FACTS_SHARE = 0.6  # of the budget for probing; the rest is for scontrol (two calls at most)
@@ -36,10 +38,11 @@ def run(inv: Invocation) -> int:
     from envdoctor.cli.watchdog import Watchdog
     from envdoctor.compat.tables import CompatTables
     from envdoctor.engine import evaluate
-    from envdoctor.fleet import slurm
+    from envdoctor.fleet import drain_guard, slurm
     from envdoctor.fleet.requirements import parse_requirements, requirements_rule
     from envdoctor.fleet.spec import load_spec, spec_lists_gpus, spec_rule
     from envdoctor.fleet.verdict import MAX_VERDICT_BYTES, fit_line, problem_summary, verdict_line
+    from envdoctor.platform.cache import CacheDir
     from envdoctor.platform.host import Deadline
     from envdoctor.platform.traced import TracedHost
     from envdoctor.probes import collect_facts
@@ -80,6 +83,12 @@ def run(inv: Invocation) -> int:
     report = evaluate(facts, rules, CompatTables(), strict=args.flag("strict"), intent=intent)
     verdict = verdict_line(report)
 
+    try:
+        budget = drain_guard.budget_from(lambda dest, default: _optional(args, dest), host.env())
+    except ValueError as exc:
+        raise EnvdoctorError(f"slurm-healthcheck: drain budget: {exc}") from None
+    state_dir = _optional(args, "state_dir") or drain_guard.state_dir(host.env())
+
     host.doing = "waiting for scontrol"
     scontrol = args.text("scontrol") or "scontrol"
     if "/" in scontrol:
@@ -95,6 +104,8 @@ def run(inv: Invocation) -> int:
             problem_summary(report),
             drain_on_unknown=args.flag("drain_on_unknown"),
             dry_run=dry_run,
+            budget=budget,
+            state=CacheDir(str(from_here(state_dir))),
         )
     except slurm.SlurmError as exc:
         if watchdog.claim():
@@ -108,6 +119,12 @@ def run(inv: Invocation) -> int:
         lines.append(safe_line(f"slurm: {'would run' if dry_run else 'ran'}: {_shell(argv)}"))
     emit("\n".join(lines) + "\n")
     return report.exit_code
+
+
+def _optional(args: Any, dest: str) -> str | None:
+    """A drain-budget option as given, or None (the environment or the default then decides)."""
+    value = args.get(dest, None)
+    return None if value is None else str(value)
 
 
 def _shell(argv: tuple[str, ...]) -> str:

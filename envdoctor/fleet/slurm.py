@@ -12,13 +12,18 @@ here it gives up after a few seconds and says so, and the next run acts.
 
 from __future__ import annotations
 
+import contextlib
 import re
-from collections.abc import Mapping
+import shlex
+import time
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
 from envdoctor.errors import EnvdoctorError
+from envdoctor.fleet import drain_guard
 from envdoctor.fleet.verdict import fit_line, one_line
 from envdoctor.model.probed import Found, Probed
+from envdoctor.platform.cache import CacheDir
 from envdoctor.platform.host import CommandResult, Deadline, Host
 
 REASON_PREFIX = "envdoctor:"
@@ -60,7 +65,8 @@ class NodeState:
 
 @dataclass(frozen=True, slots=True)
 class Action:
-    """What the health check does to the node: "drain", "resume" or "none", and why."""
+    """What the health check does to the node: "drain", "resume", "none" or "refused" (a drain
+    the drain budget did not allow: fleet/drain_guard.py), and why."""
 
     kind: str
     why: str
@@ -136,6 +142,10 @@ class Scontrol:
         result = self.run((self._program, "show", "node", name))
         return parse_show_node(result.stdout, name)
 
+    def list_nodes(self) -> str:
+        """``scontrol -o show node``: every node, one a line (for the drain budget)."""
+        return self.run((self._program, "-o", "show", "node")).stdout
+
     def drain_argv(self, name: str, reason: str) -> tuple[str, ...]:
         return (self._program, "update", f"NodeName={name}", "State=DRAIN", f"Reason={reason}")
 
@@ -167,11 +177,18 @@ def apply(
     *,
     drain_on_unknown: bool = False,
     dry_run: bool = False,
+    budget: drain_guard.Budget | None = None,
+    state: CacheDir | None = None,
+    lock_timeout: float = 2.0,
+    now: Callable[[], float] = time.time,
 ) -> tuple[Action, tuple[str, ...] | None]:
     """Read the node, decide, and drain or resume it; returns the action and the command run
-    (or, with ``dry_run``, the command that would have run)."""
+    (or, with ``dry_run``, the command that would have run). With a ``budget``, a drain goes
+    ahead only within it (``drain_guard``); ``state`` is the node's state directory."""
     node = client.show_node(name)
     action = decide(status, node, reason, drain_on_unknown=drain_on_unknown)
+    if action.kind == "drain" and budget is not None and budget.max_share < 1.0:
+        return _budgeted_drain(client, name, action, budget, state, dry_run, lock_timeout, now)
     if action.kind == "drain":
         argv = client.drain_argv(name, action.reason)
     elif action.kind == "resume":
@@ -181,6 +198,59 @@ def apply(
     if not dry_run:
         client.run(argv)
     return action, argv
+
+
+def _budgeted_drain(
+    client: Scontrol,
+    name: str,
+    action: Action,
+    budget: drain_guard.Budget,
+    state: CacheDir | None,
+    dry_run: bool,
+    lock_timeout: float,
+    now: Callable[[], float],
+) -> tuple[Action, tuple[str, ...] | None]:
+    """Drain within the budget, holding the state file's lock from the count to the record, so
+    that a second run on this node counts the first one's drain."""
+    argv = client.drain_argv(name, action.reason)
+    lock = state.locked(drain_guard.LOCK_FILE, lock_timeout) if state is not None else None
+    with lock if lock is not None else contextlib.nullcontext(False) as held:
+        ledger, note = drain_guard.load_state(state) if held and state else ({}, "")
+        if not held:
+            ledger = drain_guard.empty_state()
+            note = (
+                "no state directory"
+                if state is None
+                else f"the state file in {state.path} could not be locked or used"
+            )
+        try:
+            nodes = drain_guard.parse_node_list(client.list_nodes())
+        except SlurmError as exc:
+            judgement = drain_guard.Judgement(
+                True, f"the partition's drains could not be counted ({exc.one_line()})", ()
+            )
+        else:
+            judgement = drain_guard.judge(
+                nodes, name, budget, now(), own_drains=drain_guard.own_drains(ledger)
+            )
+        if judgement.refused:
+            if not dry_run:
+                drain_guard.record_refusal(ledger, name, action.reason, judgement.why, now())
+                if held and state is not None:
+                    state.write(drain_guard.STATE_FILE, ledger)
+            count = f"; refusal {ledger['refusals']} on this node" if not dry_run else ""
+            extra = f" ({note})" if note else ""
+            why = (
+                f"refused to drain: {judgement.why}{count}{extra}; a false alarm must not empty "
+                f"the partition: if it is real, a person drains it: {shlex.join(argv)}"
+            )
+            return Action("refused", why, action.reason), None
+        if not dry_run:
+            client.run(argv)
+            drain_guard.record_drain(ledger, name, action.reason, now())
+            if held and state is not None:
+                state.write(drain_guard.STATE_FILE, ledger)
+        return action, argv
 
 
 def node_name(env: Mapping[str, str], hostname: Probed[str]) -> str:

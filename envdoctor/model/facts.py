@@ -9,6 +9,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 
 from envdoctor.model.containers import NOT_READ, ContainerFacts
+from envdoctor.model.interconnect import NvlinkFacts, PciPathFacts
 from envdoctor.model.probed import Absent, Probed
 
 SNAPSHOT_SCHEMA_VERSION = 1
@@ -347,6 +348,8 @@ class NvmlSystem:
     cuda_driver_version: Probed[str]
     gpus: tuple[GpuFacts, ...]
     device_count_error: str = ""
+    interconnect: Probed[NvlinkFacts] = NOT_COLLECTED
+    """NVLink, P2P and PCIe counters (model/interconnect.py): read by ``check``, not ``probe``."""
 
     def gpu_at_pci(self, address: str) -> GpuFacts | None:
         """The GPU at a PCI address as the kernel log prints it ("0000:3b:00", "0000:3b:00.0")
@@ -613,3 +616,5 @@ class Facts:
     """The container layer (model/containers.py); older snapshots load with its reason."""
     persistenced: Probed[PersistenceDaemon] = NOT_COLLECTED
     """nvidia-persistenced (issue 39): Absent when no PID file says it runs."""
+    pci_paths: Probed[PciPathFacts] = NOT_COLLECTED
+    """The GPUs' PCIe paths as the kernel sees them: ACS, AER, IOMMU (model/interconnect.py)."""

@@ -23,7 +23,8 @@ import contextlib
 import json
 import os
 import stat
-from collections.abc import Mapping
+import time
+from collections.abc import Iterator, Mapping
 from typing import Any
 
 MAX_ENTRY_BYTES = 4 << 20
@@ -110,6 +111,43 @@ class CacheDir:
         finally:
             os.close(dir_fd)
         return True
+
+    @contextlib.contextmanager
+    def locked(self, name: str, timeout: float) -> Iterator[bool]:
+        """Hold an exclusive lock on the file ``name`` (created 0600 when missing) for a
+        read-modify-write; yields False when the lock was not had within ``timeout`` seconds or
+        the directory cannot be used (the caller then decides without the state)."""
+        import fcntl  # lazily: only the fleet's drain budget locks
+
+        dir_fd = self._open_dir(create=True)
+        if dir_fd is None:
+            yield False
+            return
+        try:
+            flags = os.O_RDWR | os.O_CREAT | os.O_NOFOLLOW | os.O_CLOEXEC
+            fd = os.open(name, flags, 0o600, dir_fd=dir_fd)
+        except OSError:
+            os.close(dir_fd)
+            yield False
+            return
+        os.close(dir_fd)
+        try:
+            end = time.monotonic() + max(0.0, timeout)
+            while True:
+                try:
+                    fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                    break
+                except BlockingIOError:
+                    if time.monotonic() >= end:
+                        yield False
+                        return
+                    time.sleep(0.02)
+                except OSError:
+                    yield False
+                    return
+            yield True
+        finally:
+            os.close(fd)  # closing the descriptor releases the lock
 
     def remove(self, name: str) -> None:
         """Forget ``name`` (when the facts it holds may no longer be true)."""

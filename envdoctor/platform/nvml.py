@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from envdoctor.model.facts import CLOCK_EVENT_REASONS, NvmlErrorKind
+from envdoctor.platform.nvml_links import InterconnectQueries, PynvmlInterconnect
 
 T = TypeVar("T")
 
@@ -66,8 +67,9 @@ class NvmlProcess:
     used_memory: int | None
 
 
-class NvmlSession(Protocol):
-    """What envdoctor asks of NVML. Each method raises ``NvmlError`` on failure."""
+class NvmlSession(InterconnectQueries, Protocol):
+    """What envdoctor asks of NVML. Each method raises ``NvmlError`` on failure (the
+    interconnect's queries: ``nvml_links.InterconnectQueries``)."""
 
     def driver_version(self) -> str: ...
     def cuda_driver_version(self) -> int: ...
@@ -170,7 +172,7 @@ class InlineWorker(_Worker):
         return fn()
 
 
-class PynvmlSession:
+class PynvmlSession(PynvmlInterconnect):
     """``NvmlSession`` over the official nvidia-ml-py bindings."""
 
     def __init__(self, nvml: Any, worker: _Worker, timeout: float) -> None:

@@ -34,6 +34,7 @@ from typing import IO, Any
 
 from envdoctor.model.facts import NvmlErrorKind
 from envdoctor.platform.nvml import NvmlError, NvmlProcess
+from envdoctor.platform.nvml_links import INTERCONNECT_METHODS, IsolatedInterconnect
 
 CHILD_PROGRAM = (
     "import json, sys; sys.path[:] = json.loads(sys.argv[1]); "
@@ -159,7 +160,7 @@ def _where(index: int | None) -> str:
     return "NVML" if index is None else f"GPU {index}"
 
 
-class IsolatedSession:
+class IsolatedSession(IsolatedInterconnect):
     """``NvmlSession`` over a child process (see the module's docstring)."""
 
     def __init__(
@@ -532,7 +533,7 @@ def child_main() -> None:
         local.request = request["id"]
         method = request.get("m", "")
         try:
-            if method not in _SESSION_METHODS:
+            if method not in _SESSION_METHODS and method not in INTERCONNECT_METHODS:
                 raise NvmlError(NvmlErrorKind.OTHER, f"no such NVML query: {method}")
             value = getattr(session, method)(*request.get("a", ()))
             if method == "processes":

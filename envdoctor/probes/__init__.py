@@ -17,12 +17,13 @@ from envdoctor.model.facts import (
     NvmlSystem,
     TorchFacts,
 )
-from envdoctor.model.probed import Absent, Probed
+from envdoctor.model.probed import Absent, Found, Probed
 from envdoctor.platform.background import Background
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.probes.containers import probe_containers
 from envdoctor.probes.environment import probe_env, probe_variables
 from envdoctor.probes.fabric import probe_fabric, probe_nvswitches
+from envdoctor.probes.interconnect import probe_pci_paths
 from envdoctor.probes.kernel import probe_kernel
 from envdoctor.probes.kernel_log import probe_kernel_log
 from envdoctor.probes.libraries import probe_libraries
@@ -90,6 +91,9 @@ def collect_facts(
         )
         fabric = probe_fabric(host, nvml, deadline=deadline)
     kernel_log = probe_kernel_log(host, deadline=deadline, fast=fast)
+    pci_paths = (
+        Absent(FAST_TIER) if fast else probe_pci_paths(host, gpu_bus_ids(nvml))
+    )  # ACS, AER and the IOMMU: check reads them (issue 39)
     return Facts(
         host=host_facts,
         kernel=kernel,
@@ -103,7 +107,15 @@ def collect_facts(
         fabric=fabric,
         containers=containers,
         persistenced=probe_persistenced(host),
+        pci_paths=pci_paths,
     )
+
+
+def gpu_bus_ids(nvml: Probed[NvmlSystem]) -> tuple[str, ...]:
+    """The PCI addresses NVML gave for its GPUs (the PCIe path probe starts from them)."""
+    if not isinstance(nvml, Found):
+        return ()
+    return tuple(g.pci_bus_id.value for g in nvml.value.gpus if isinstance(g.pci_bus_id, Found))
 
 
 def _collect_all(
@@ -152,7 +164,7 @@ def _collect_all(
             deadline.extend(time.monotonic() - began)
         host_facts = probe_host(host)
         kernel = probe_kernel(host)
-        nvml = probe_nvml(host, deadline=deadline)
+        nvml = probe_nvml(host, deadline=deadline, interconnect=True)
         libraries = probe_libraries(host, deadline=deadline)
         containers = probe_containers(
             host, deadline=deadline, fast=False, host_facts=host_facts, kernel=kernel, nvml=nvml

@@ -28,9 +28,11 @@ from envdoctor.model.facts import (
     SmClock,
     Utilization,
 )
+from envdoctor.model.interconnect import NvlinkFacts
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Deadline, Host
 from envdoctor.platform.nvml import MAX_WORKERS, NATIVE_LIBRARY, NvmlError, NvmlSession
+from envdoctor.probes.interconnect import first_pass, second_pass
 
 T = TypeVar("T")
 
@@ -38,10 +40,16 @@ NVML_CALL_TIMEOUT = 2.0
 NVML_INIT_TIMEOUT = 10.0
 """nvmlInit's own bound: without persistence mode the driver sets every GPU up on each init."""
 MAX_GPUS = 64
+UNREACHABLE = frozenset(
+    {NvmlErrorKind.GPU_IS_LOST, NvmlErrorKind.NOT_RESPONDING, NvmlErrorKind.CRASHED}
+)
+"""How a GPU fails whose pairs are not queried (each query of it would fail or hang again)."""
 
 
-def probe_nvml(host: Host, *, deadline: Deadline) -> Probed[NvmlSystem]:
-    """Initialise NVML and read every GPU. A library that is missing is ``Absent``."""
+def probe_nvml(host: Host, *, deadline: Deadline, interconnect: bool = False) -> Probed[NvmlSystem]:
+    """Initialise NVML and read every GPU. A library that is missing is ``Absent``.
+    ``interconnect`` (``check``, not the probe tier) reads NVLink, P2P and the PCIe counters too
+    (``probes/interconnect.py``)."""
     try:
         session = host.open_nvml(
             timeout=deadline.cap(NVML_CALL_TIMEOUT),
@@ -53,20 +61,25 @@ def probe_nvml(host: Host, *, deadline: Deadline) -> Probed[NvmlSystem]:
             return Absent(f"NVML library not found ({NATIVE_LIBRARY}): {exc.message}")
         return ProbeFailed(exc.kind, exc.message)
     try:
-        return Found(_read_system(host, session))
+        return Found(_read_system(host, session, deadline if interconnect else None))
     finally:
         session.close()
 
 
-def _read_system(host: Host, session: NvmlSession) -> NvmlSystem:
+def _read_system(host: Host, session: NvmlSession, links: Deadline | None = None) -> NvmlSystem:
     # the driver's versions first: cheap, and kept should a GPU then take the rest of the time
     driver = _get(session.driver_version)
     cuda = _get(session.cuda_driver_version)
     count = _get(session.device_count)
     gpus: tuple[GpuFacts, ...] = ()
     count_error = ""
+    wired: Probed[NvlinkFacts] = Absent("not read by the probe tier (envdoctor check reads it)")
     if isinstance(count, Found):
+        first = first_pass(session, min(count.value, MAX_GPUS)) if links else None
         gpus = read_gpus(host, session, min(count.value, MAX_GPUS))
+        if first is not None and links is not None:
+            broken = frozenset(g.index for g in gpus if g.failure_kinds() & UNREACHABLE)
+            wired = Found(second_pass(session, first, links, broken=broken))
     elif isinstance(count, ProbeFailed):
         count_error = f"{count.error}: {count.detail}"
     return NvmlSystem(
@@ -76,6 +89,7 @@ def _read_system(host: Host, session: NvmlSession) -> NvmlSystem:
         else cuda,
         gpus=gpus,
         device_count_error=count_error,
+        interconnect=wired,
     )
 
 

@@ -389,6 +389,11 @@ def _fact(gpu: GpuFacts, field: str) -> Probed[Any]:
     return value
 
 
+def gpu_labels(gpu: GpuFacts) -> Labels:
+    """The labels of every per-GPU family (``link_metrics`` uses them too)."""
+    return _labels(gpu)
+
+
 def _labels(gpu: GpuFacts) -> Labels:
     return (
         ("gpu", str(gpu.index)),

@@ -24,6 +24,7 @@ from envdoctor.model.probed import Found
 from envdoctor.render.exposition import Writer, label_value
 from envdoctor.render.files import write_atomic
 from envdoctor.render.gpu_metrics import gpu_metrics
+from envdoctor.render.link_metrics import link_metrics
 
 STATUSES = ("healthy", "unhealthy", "unknown")
 SEVERITIES = (Severity.ERROR, Severity.WARNING, Severity.INFO)
@@ -48,6 +49,7 @@ def render_prometheus(
     )
     _facts(out, report.facts)
     gpu_metrics(out, report.facts)
+    link_metrics(out, report.facts)  # the interconnect (issue 39)
     _run(out, command, duration_s, now)
     return out.text()
 

@@ -28,7 +28,10 @@ def core_rules() -> tuple[Rule, ...]:
         health,
         libs,
         machine,
+        nvlink,
+        pcie,
         toolkit,
+        topology,
         torch,
     )
 
@@ -46,6 +49,9 @@ def core_rules() -> tuple[Rule, ...]:
         *libs.RULES,
         *health.RULES,
         *toolkit.RULES,
+        *nvlink.RULES,  # the interconnect (issue 39, items 4-6)
+        *topology.RULES,
+        *pcie.RULES,
     )
 
 

@@ -19,6 +19,7 @@ from envdoctor.model.finding import Finding, Remediation
 from envdoctor.model.probed import Found, value_or, why_missing
 from envdoctor.model.units import GiB, format_bytes, whole
 from envdoctor.model.views import driver_view, nvml_gpus, nvml_system, torch_build
+from envdoctor.smoke.bandwidth import bandwidth_findings, skipped_reason
 from envdoctor.smoke.classify import Classification, classify
 from envdoctor.smoke.codes import CODES, DOCS
 from envdoctor.smoke.model import FAILED, ChildRun, NotRun, SmokeRun, StepResult, Target
@@ -72,10 +73,15 @@ def smoke_findings(facts: Facts, run: SmokeRun) -> tuple[Finding, ...]:
     one ``smoke.not-run`` per target that could not be tested."""
     findings: list[Finding] = []
     notes = tuple(("children's environment", note) for note in run.notes)
+    alone = skipped_reason(list(run.runs))
+    if alone is not None:  # one GPU or the CPU: the multi-GPU steps say why they did not run
+        notes = (*notes, ("multi-GPU steps", alone))
     for child in run.runs:
         findings.extend(
             replace(f, evidence=(*f.evidence, *notes)) for f in child_findings(facts, child)
         )
+        if child.ok:
+            findings.extend(bandwidth_findings(facts, child))
     findings.extend(not_run_finding(skipped) for skipped in run.not_run)
     findings.sort(key=lambda f: (-f.severity, f.subject, f.code))
     return tuple(findings)

@@ -58,7 +58,14 @@ STEPS = (
     "conv-forward",
     "conv-backward",
     "nccl-allreduce",
+    "nccl-bandwidth",
+    "p2p-bandwidth",
 )
+MULTI_GPU_STEPS = ("nccl-allreduce", "nccl-bandwidth", "p2p-bandwidth")
+"""The steps of the child that sees every GPU (the runner starts it once the GPUs passed)."""
+BANDWIDTH_MIB = 256  # the all-reduce's buffer per GPU: large enough for NCCL's peak busbw
+COPY_MIB = 64  # each peer copy's buffer (nvbandwidth's copies reach their peak well below)
+BANDWIDTH_ITERATIONS = 5
 # Largest error accepted, relative to the largest magnitude of the float64 CPU reference that
 # was computed from the very same (rounded) inputs. TF32 is switched off for the fp32 checks;
 # where torch keeps it on anyway (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1 in a parent, a patched
@@ -419,6 +426,98 @@ def step_nccl(ctx: Context) -> tuple[str, dict[str, Any]]:
     return f"all-reduce across {ctx.devices} GPUs (NCCL {version}) verified", {"nccl": version}
 
 
+def _timed(ctx: Context, devices: list[int], action: Callable[[], Any], iterations: int) -> float:
+    """Seconds one ``action`` takes, averaged over ``iterations`` after one warm-up, with every
+    device in ``devices`` synchronised before the clock starts and before it stops."""
+    torch = ctx.torch
+    action()
+    for d in devices:
+        torch.cuda.synchronize(d)
+    start = time.perf_counter()
+    for _ in range(iterations):
+        action()
+    for d in devices:
+        torch.cuda.synchronize(d)
+    return max(time.perf_counter() - start, 1e-9) / iterations
+
+
+def step_nccl_bandwidth(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Time an all-reduce of ``bandwidth_mib`` per GPU and report nccl-tests' figures: algbw =
+    bytes / time, busbw = algbw * 2(n-1)/n (what each GPU's links carried: comparable with
+    the links' bandwidth whatever the number of GPUs)."""
+    torch = ctx.torch
+    if ctx.cpu:
+        raise SkipStepError("NCCL needs CUDA devices")
+    if ctx.devices < 2:
+        raise SkipStepError("an all-reduce needs two or more GPUs")
+    nccl = importlib.import_module("torch.cuda.nccl")
+    nbytes = int(ctx.config.get("bandwidth_mib", BANDWIDTH_MIB)) * MIB
+    iterations = max(1, int(ctx.config.get("iterations", BANDWIDTH_ITERATIONS)))
+    devices = [ctx.index + i for i in range(ctx.devices)]
+    tensors = [
+        torch.empty((nbytes // 4,), dtype=torch.float32, device=f"cuda:{d}") for d in devices
+    ]
+    if not bool(nccl.is_available(tensors)):
+        raise SkipStepError("this torch was built without NCCL")
+    seconds = _timed(ctx, devices, lambda: nccl.all_reduce(tensors), iterations)
+    n = len(devices)
+    algbw = nbytes / seconds / 1e9
+    busbw = algbw * 2 * (n - 1) / n
+    info = {
+        "bytes": nbytes,
+        "iterations": iterations,
+        "seconds": round(seconds, 6),
+        "algbw_gbps": round(algbw, 2),
+        "busbw_gbps": round(busbw, 2),
+    }
+    detail = (
+        f"all-reduce of {nbytes // MIB} MiB across {n} GPUs: {seconds * 1e3:.2f} ms, "
+        f"bus bandwidth {busbw:.1f} GB/s (algorithm {algbw:.1f} GB/s)"
+    )
+    return detail, info
+
+
+def step_p2p_bandwidth(ctx: Context) -> tuple[str, dict[str, Any]]:
+    """Time a device-to-device copy of ``copy_mib`` for every ordered pair, as nvbandwidth's
+    device-to-device copies do (the copy engines; through host memory where P2P is off)."""
+    torch = ctx.torch
+    if ctx.cpu:
+        raise SkipStepError("peer copies need CUDA devices")
+    if ctx.devices < 2:
+        raise SkipStepError("a peer copy needs two or more GPUs")
+    nbytes = int(ctx.config.get("copy_mib", COPY_MIB)) * MIB
+    iterations = max(1, int(ctx.config.get("iterations", BANDWIDTH_ITERATIONS)))
+    devices = [ctx.index + i for i in range(ctx.devices)]
+    buffers = {d: torch.empty((nbytes,), dtype=torch.uint8, device=f"cuda:{d}") for d in devices}
+    spare = {d: torch.empty((nbytes,), dtype=torch.uint8, device=f"cuda:{d}") for d in devices}
+    pairs = []
+    slowest = None
+    for a in devices:
+        for b in devices:
+            if a == b:
+                continue
+
+            def peer(a: int = a, b: int = b) -> bool:
+                return bool(torch.cuda.can_device_access_peer(a, b))
+
+            def copy(dst: Any = spare[b], src: Any = buffers[a]) -> Any:
+                return dst.copy_(src, non_blocking=True)
+
+            p2p = _quietly(peer)
+            seconds = _timed(ctx, [a, b], copy, iterations)
+            gbps = nbytes / seconds / 1e9
+            pairs.append(f"{a - ctx.index}>{b - ctx.index} {gbps:.2f} {'p2p' if p2p else 'host'}")
+            if slowest is None or gbps < slowest[0]:
+                slowest = (gbps, a - ctx.index, b - ctx.index)
+    info = {"bytes": nbytes, "iterations": iterations, "pairs": pairs}
+    assert slowest is not None  # two or more devices: at least one pair
+    detail = (
+        f"{len(pairs)} peer copies of {nbytes // MIB} MiB; slowest {slowest[1]}>{slowest[2]} "
+        f"at {slowest[0]:.1f} GB/s"
+    )
+    return detail, info
+
+
 STEP_FUNCTIONS: dict[str, Callable[[Context], tuple[str, dict[str, Any]]]] = {
     "import": step_import,
     "context": step_context,
@@ -429,6 +528,8 @@ STEP_FUNCTIONS: dict[str, Callable[[Context], tuple[str, dict[str, Any]]]] = {
     "conv-forward": step_conv_forward,
     "conv-backward": step_conv_backward,
     "nccl-allreduce": step_nccl,
+    "nccl-bandwidth": step_nccl_bandwidth,
+    "p2p-bandwidth": step_p2p_bandwidth,
 }
 
 

@@ -194,6 +194,29 @@ CODES: dict[str, CodeInfo] = {
             "nvidia-smi topo -m",
         ),
     ),
+    "smoke.allreduce-slow": CodeInfo(
+        Severity.WARNING,
+        "the NCCL all-reduce's bus bandwidth is below half of what the links allow",
+        _fix(
+            "Find the slow path between the GPUs",
+            "envdoctor check   # nvlink.*, p2p.unavailable, pcie.acs-redirect, pcie.*: the cause",
+            "nvidia-smi topo -m; nvidia-smi nvlink --status",
+            "NCCL_DEBUG=INFO NCCL_DEBUG_SUBSYS=INIT,GRAPH envdoctor smoke   # the rings and "
+            "channels NCCL chose, and over what",
+            "all_reduce_perf -b 256M -e 1G -f 2 -g <GPUs>   # nccl-tests, for a second opinion",
+        ),
+    ),
+    "smoke.p2p-slow": CodeInfo(
+        Severity.WARNING,
+        "peer-to-peer copies are slow between some GPUs",
+        _fix(
+            "Look at the link between the GPUs named",
+            "envdoctor check   # nvlink.links-down / nvlink.errors-growing name a GPU's links; "
+            "p2p.unavailable and pcie.acs-redirect a path",
+            "nvidia-smi topo -m; nvidia-smi nvlink --status -i <GPU>",
+            "nvbandwidth -t device_to_device_memcpy_read_ce   # NVIDIA's own measurement",
+        ),
+    ),
     "smoke.torch-without-cuda": CodeInfo(
         _E,
         "this torch is a CPU-only build: it cannot use the GPU",

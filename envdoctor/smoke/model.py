@@ -19,8 +19,8 @@ KIND_NOT_STARTED = "not-started"
 
 # The steps of a per-GPU run, in order; NCCL runs in its own child once the GPUs passed.
 # The child defines the steps (it runs without envdoctor installed); this module only splits them.
-GPU_STEPS = tuple(step for step in child.STEPS if step != "nccl-allreduce")
-NCCL_STEPS = ("import", "context", "nccl-allreduce")
+GPU_STEPS = tuple(step for step in child.STEPS if step not in child.MULTI_GPU_STEPS)
+NCCL_STEPS = ("import", "context", *child.MULTI_GPU_STEPS)
 
 
 @dataclass(frozen=True, slots=True)

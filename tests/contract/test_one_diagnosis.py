@@ -59,6 +59,14 @@ PROBE_VISIBLE = NO_TORCH - {
     "cuda.nvcc-torch-mismatch",
     "cuda.cuda-home-invalid",
     "fabric.manager-version",
+    # the interconnect (NVLink, P2P, PCIe counters, ACS, IOMMU) is read by check's full tier
+    # only: two readings of the counters and every pair of GPUs do not fit the probe's 1 s
+    # (pcie.link-degraded is judged on the GPU's own facts, which the probe reads too)
+    *(
+        code
+        for code in ALL_CODES
+        if code.startswith(("nvlink.", "p2p.", "pcie.")) and code != "pcie.link-degraded"
+    ),
 }
 
 

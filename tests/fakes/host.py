@@ -76,6 +76,14 @@ class FakeHost:
         if listing is not None:  # the loader's cache, and ldconfig -p printing it
             self.binary["/etc/ld.so.cache"] = build_ld_cache(str(listing))
             self.commands.append({"argv": ["ldconfig", "-p"], "stdout": str(listing)})
+        for path, layout in (data.get("pci_config") or {}).items():
+            # a PCI function's config space (issue 39: ACS): {size, at: {offset: "hex bytes"}}
+            raw = bytearray(int(layout.get("size", 4096)))
+            for offset, hexdata in (layout.get("at") or {}).items():
+                chunk = bytes.fromhex(str(hexdata).replace(" ", ""))
+                start = int(str(offset), 0)
+                raw[start : start + len(chunk)] = chunk
+            self.binary[path] = bytes(raw)
         self.programs: dict[str, str] = dict(data.get("which") or {})
         self.opens: dict[str, str] = {k: str(v) for k, v in (data.get("opens") or {}).items()}
         self.ran: list[tuple[str, ...]] = []

@@ -41,7 +41,18 @@ DEFAULT_GPU: dict[str, Any] = {
     "recovery_action": 0,
     "temperature_thresholds": {"shutdown": 92, "slowdown": 89, "gpu_max": 87},
     "sm_clocks": [345, 1980],
+    # --- the interconnect (issue 39, items 4-6; envdoctor/platform/nvml_links.py) ---
+    # nvlinks: None (NVML NotSupported on link 0: no NVLink), or [[link, active, remote type,
+    # remote bus id, [replay, recovery, crc flit, crc data] or None], ...]; nvlink_errors_later:
+    # {link: counters} for the second reading (default: unchanged); peers: {peer: [read, write,
+    # nvlink, level]} (default: P2P over PCIe, read and write OK, no NVLink, level 40 NODE).
+    "nvlinks": None,
+    "nvlink_errors_later": {},
+    "pcie_replays": 0,
+    "pcie_replays_later": None,
+    "peers": {},
 }
+DEFAULT_PEER = [0, 0, 5, 40]
 
 
 class FakeNvml:
@@ -54,6 +65,7 @@ class FakeNvml:
             gpu.setdefault("uuid", f"GPU-{i:08x}-0000-0000-0000-000000000000")
             gpu.setdefault("pci_bus_id", f"00000000:{0x18 + i:02X}:00.0")
         self.closed = False
+        self._replays_read: dict[int, int] = {}
 
     def _value(self, source: dict[str, Any], key: str) -> Any:
         value = source[key]
@@ -176,6 +188,40 @@ class FakeNvml:
     def sm_clocks(self, index: int) -> tuple[int, int]:
         current, highest = self._gpu(index, "sm_clocks")
         return int(current), int(highest)
+
+    # --- the interconnect (issue 39, items 4-6) ----------------------------------------------
+
+    def nvlinks(self, index: int) -> list[Any] | None:
+        links = self._gpu(index, "nvlinks")
+        if links is None:
+            return None
+        return [(int(a), bool(b), int(c), str(d), e) for a, b, c, d, e in links]
+
+    def nvlink_errors(self, index: int, links: list[int]) -> list[tuple[int, list[int]]]:
+        later = {int(k): v for k, v in (self._gpu(index, "nvlink_errors_later") or {}).items()}
+        first = {row[0]: row[4] for row in self._gpu(index, "nvlinks") or ()}
+        out = []
+        for link in links:
+            counters = later.get(link, first.get(link))
+            if counters is not None:
+                out.append((link, list(counters)))
+        return out
+
+    def pcie_replays(self, index: int) -> int:
+        """``pcie_replays`` the first time, ``pcie_replays_later`` (when set) after that."""
+        seen = self._replays_read.get(index, 0)
+        self._replays_read[index] = seen + 1
+        later = self._gpu(index, "pcie_replays_later")
+        return int(self._gpu(index, "pcie_replays") if later is None or not seen else later)
+
+    def peers(self, index: int, others: list[int]) -> list[tuple[int, int, int, int, int]]:
+        table = {int(k): v for k, v in (self._gpu(index, "peers") or {}).items()}
+        rows = []
+        for peer in others:
+            if peer != index:
+                read, write, nvlink, level = table.get(peer, DEFAULT_PEER)
+                rows.append((peer, int(read), int(write), int(nvlink), int(level)))
+        return rows
 
     def close(self) -> None:
         self.closed = True

@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 import sys
+import tempfile
 from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from pathlib import Path
@@ -26,6 +27,19 @@ with open(log_path, "a") as log:
 state = json.load(open(state_path))
 time.sleep(state.get("sleep", 0))
 args = sys.argv[1:]
+if args == ["-o", "show", "node"]:
+    # every node, one a line, as Slurm's one-line format prints them (the reason last)
+    me = {"name": state["name"], "base": state["base"], "flags": state["flags"],
+          "reason": state["reason"], "stamp": state.get("stamp", "2026-05-01T12:00:00")}
+    for n in [me, *state.get("others", [])]:
+        flags = "".join("+" + f for f in n.get("flags", []))
+        line = (f"NodeName={n['name']} Arch=x86_64 CoresPerSocket=1 CPUAlloc=0 "
+                f"State={n.get('base', 'IDLE')}{flags} ThreadsPerCore=1 "
+                f"Partitions={n.get('partitions', state.get('partitions', 'debug'))} Owner=N/A")
+        if n.get("reason"):
+            line += f" Reason={n['reason']} [root@{n.get('stamp', '2026-05-01T12:00:00')}]"
+        print(line)
+    sys.exit(0)
 if args[:2] == ["show", "node"]:
     if args[2] != state["name"]:
         print(f"Node {args[2]} not found", file=sys.stderr)
@@ -34,7 +48,7 @@ if args[:2] == ["show", "node"]:
     print(f"NodeName={state['name']} Arch=x86_64 CoresPerSocket=1 ")
     print("   CPUAlloc=0 CPUEfctv=1 CPUTot=1 CPULoad=0.34")
     print(f"   State={state['base']}{flags} ThreadsPerCore=1 TmpDisk=0 Weight=1 Owner=N/A")
-    print("   Partitions=debug ")
+    print(f"   Partitions={state.get('partitions', 'debug')} ")
     print("   ExtSensorsJoules=n/s ExtSensorsWatts=0 ExtSensorsTemp=n/s")
     if state["reason"]:
         print(f"   Reason={state['reason']} [root@2026-05-01T12:00:00]")
@@ -102,6 +116,7 @@ class FakeSlurm:
             "PATH": str(self.bin_dir),
             "FAKE_SLURM_STATE": str(self.state_path),
             "FAKE_SLURM_LOG": str(self.log_path),
+            "ENVDOCTOR_STATE_DIR": str(self.bin_dir.parent / "envdoctor-state"),
         }
 
 
@@ -109,6 +124,9 @@ class SlurmHost(FakeHost):
     """A scenario machine whose Slurm commands run for real (shim or Slurm) via SystemHost."""
 
     def __init__(self, scenario: str, environ: Mapping[str, str], **overrides: Any) -> None:
+        # the drain budget's state directory: the test's own, never the machine's /var/lib
+        state = environ.get("ENVDOCTOR_STATE_DIR") or tempfile.mkdtemp(prefix="envdoctor-state-")
+        overrides["env"] = {"ENVDOCTOR_STATE_DIR": state, **overrides.get("env", {})}
         super().__init__(FakeHost.scenario(scenario, **overrides).data)
         self.system = SystemHost(environ=dict(environ))
 

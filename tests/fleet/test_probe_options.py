@@ -109,8 +109,17 @@ def test_typers_runner_sees_the_same_refusal() -> None:
 
 def test_an_ambiguous_prefix_is_refused_naming_the_candidates() -> None:
     assert parse(["smoke", "--st", "5"])["step_timeout"] == 5.0  # one option starts so
-    ambiguous = refusal(["slurm-healthcheck", "--dr"])  # --drain-on-unknown, --dry-run
-    assert ambiguous == "ambiguous option --dr (could be --drain-on-unknown, --dry-run)"
+    ambiguous = refusal(["slurm-healthcheck", "--dr"])
+    assert ambiguous == (
+        "ambiguous option --dr (could be --drain-max-share, --drain-on-unknown, --drain-window, "
+        "--dry-run)"
+    )
+    given = parse(["slurm-healthcheck", "--drain-max-share", "5%", "--drain-window", "600"])
+    assert (given["drain_max_share"], given["drain_window"], given["state_dir"]) == (
+        "5%",
+        "600",
+        None,
+    )
 
 
 def test_integers_are_bounded() -> None:

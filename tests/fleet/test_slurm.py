@@ -124,14 +124,15 @@ def test_unhealthy_node_is_drained_with_an_envdoctor_reason(fake_slurm: FakeSlur
     assert lines[1] == "slurm: node gpu-node-17: draining (IDLE before)"
     assert fake_slurm.state["flags"] == ["DRAIN"]
     assert fake_slurm.state["reason"].startswith("envdoctor: gpu.lost: GPU 1 ")
-    show, update = fake_slurm.calls
+    show, count, update = fake_slurm.calls
     assert show == ["show", "node", "gpu-node-17"]
+    assert count == ["-o", "show", "node"]  # the drain budget counts the partition first
     assert update[:3] == ["update", "NodeName=gpu-node-17", "State=DRAIN"]
     assert update[3] == "Reason=" + fake_slurm.state["reason"]
     # The next run finds its own drain with the same reason and leaves it.
     again = healthcheck(fake_slurm, "gpu_lost")
     assert "already drained by envdoctor for the same reason" in again.output
-    assert len(fake_slurm.calls) == 3
+    assert len(fake_slurm.calls) == 4
 
 
 def test_healthy_again_resumes_only_its_own_drain(fake_slurm: FakeSlurm) -> None:
@@ -161,7 +162,7 @@ def test_dry_run_reads_but_does_not_update(fake_slurm: FakeSlurm) -> None:
     result = healthcheck(fake_slurm, "gpu_lost", "--dry-run")
     assert "slurm: would run: " in result.output
     assert "State=DRAIN" in result.output
-    assert [c[0] for c in fake_slurm.calls] == ["show"]
+    assert "update" not in [c[0] for c in fake_slurm.calls]
     assert fake_slurm.state["flags"] == []
 
 
@@ -171,7 +172,7 @@ def test_node_name_from_option_and_from_slurmd(fake_slurm: FakeSlurm) -> None:
     assert fake_slurm.calls[0] == ["show", "node", "gpu042"]
     host = SlurmHost("gpu_lost", fake_slurm.environ, env={"SLURMD_NODENAME": "gpu042"})
     cli_invoke(["slurm-healthcheck"], obj=AppContext(host=host, python=PYTHON))
-    assert fake_slurm.calls[-1][:2] == ["show", "node"] and fake_slurm.calls[2][2] == "gpu042"
+    assert fake_slurm.calls[-1][:2] == ["show", "node"] and fake_slurm.calls[3][2] == "gpu042"
 
 
 def test_unknown_node_and_missing_scontrol_are_errors_not_tracebacks(

@@ -679,6 +679,116 @@ int nvmlDeviceGetMaxClockInfo(device_t *handle, int type, unsigned int *clock) {
 _Static_assert(sizeof(field_value_t) == 40, "nvmlFieldValue_t");
 
 /* --- end of per-GPU health ---------------------------------------------------------------- */
+/* --- the interconnect (issue 39, items 4-6): NVLink, P2P, topology, PCIe replays -----------
+ * GPU keys: nvlinks (how many links the GPU has; 0, the default: NotSupported on link 0),
+ * nvlink_down (a comma list of links that are not active), nvlink_remote (`switch`, the default,
+ * or `gpu`: a peer GPU at the far end; the peer of link L is GPU (N + 1 + L % (gpus - 1)) % gpus),
+ * nvlink_replay, nvlink_recovery, nvlink_crc_flit, nvlink_crc_data (each link's counter),
+ * nvlink_step (added to every counter of every link at each read: errors climbing now),
+ * pcie_replay, pcie_replay_step (likewise for the PCIe replay counter), p2p (the status of every
+ * pair's read and write: nvmlGpuP2PStatus_t, default 0), p2p_nvlink (default 0 with NVLink, else
+ * 5), topo (nvmlGpuTopologyLevel_t of every pair, default 40: NODE). */
+
+static unsigned long long reads[MAX_GPUS][4];
+static unsigned long long replay_reads[MAX_GPUS];
+
+static int link_down(int gpu, unsigned int link) {
+    const char *list = gpu_str(gpu, "nvlink_down", "");
+    while (*list) {
+        char *end;
+        unsigned long v = strtoul(list, &end, 10);
+        if (end == list) break;
+        if (v == link) return 1;
+        list = *end == ',' ? end + 1 : end;
+    }
+    return 0;
+}
+
+static int link_arg(const device_t *dev, unsigned int link) {
+    unsigned long long links = gpu_num(dev->gpu, "nvlinks", 0);
+    if (links == 0) return E_NOT_SUPPORTED;
+    if (link >= links) return E_INVALID_ARGUMENT;
+    return OK;
+}
+
+int nvmlDeviceGetNvLinkState(device_t *handle, unsigned int link, unsigned int *active) {
+    ENTER_DEVICE("nvmlDeviceGetNvLinkState", handle);
+    if (!active) return E_INVALID_ARGUMENT;
+    int rc = link_arg(dev, link);
+    if (rc) return rc;
+    *active = link_down(dev->gpu, link) ? 0 : 1;
+    return OK;
+}
+
+int nvmlDeviceGetNvLinkRemoteDeviceType(device_t *handle, unsigned int link, int *type) {
+    ENTER_DEVICE("nvmlDeviceGetNvLinkRemoteDeviceType", handle);
+    if (!type) return E_INVALID_ARGUMENT;
+    int rc = link_arg(dev, link);
+    if (rc) return rc;
+    *type = strcmp(gpu_str(dev->gpu, "nvlink_remote", "switch"), "gpu") == 0 ? 0 : 2;
+    return OK;
+}
+
+int nvmlDeviceGetNvLinkRemotePciInfo_v2(device_t *handle, unsigned int link, pci_info_t *pci) {
+    ENTER_DEVICE("nvmlDeviceGetNvLinkRemotePciInfo_v2", handle);
+    if (!pci) return E_INVALID_ARGUMENT;
+    int rc = link_arg(dev, link);
+    if (rc) return rc;
+    memset(pci, 0, sizeof *pci);
+    int n = gpu_count();
+    if (strcmp(gpu_str(dev->gpu, "nvlink_remote", "switch"), "gpu") == 0 && n > 1) {
+        int peer = (dev->gpu + 1 + (int)(link % (unsigned int)(n - 1))) % n;
+        pci->bus = 0x18 + 0x10 * (unsigned int)peer;
+        char fallback[32];
+        snprintf(fallback, sizeof fallback, "00000000:%02X:00.0", pci->bus);
+        snprintf(pci->busId, sizeof pci->busId, "%s", gpu_str(peer, "bus", fallback));
+    } else {
+        pci->bus = 0xa0 + link % 4; /* one of four NVSwitches */
+        snprintf(pci->busId, sizeof pci->busId, "00000000:%02X:00.0", pci->bus);
+    }
+    snprintf(pci->busIdLegacy, sizeof pci->busIdLegacy, "%.15s", pci->busId + 4);
+    return OK;
+}
+
+int nvmlDeviceGetNvLinkErrorCounter(device_t *handle, unsigned int link, int counter,
+                                    unsigned long long *value) {
+    ENTER_DEVICE("nvmlDeviceGetNvLinkErrorCounter", handle);
+    static const char *names[4] = {"nvlink_replay", "nvlink_recovery", "nvlink_crc_flit",
+                                   "nvlink_crc_data"};
+    if (!value || counter < 0 || counter > 3) return E_INVALID_ARGUMENT;
+    int rc = link_arg(dev, link);
+    if (rc) return rc;
+    unsigned long long step = gpu_num(dev->gpu, "nvlink_step", 0);
+    if (link == 0) reads[dev->gpu][counter]++; /* a reading of the GPU: counted on its link 0 */
+    *value = gpu_num(dev->gpu, names[counter], 0) + step * (reads[dev->gpu][counter] - 1);
+    return OK;
+}
+
+int nvmlDeviceGetPcieReplayCounter(device_t *handle, unsigned int *value) {
+    ENTER_DEVICE("nvmlDeviceGetPcieReplayCounter", handle);
+    if (!value) return E_INVALID_ARGUMENT;
+    unsigned long long step = gpu_num(dev->gpu, "pcie_replay_step", 0);
+    *value = (unsigned int)(gpu_num(dev->gpu, "pcie_replay", 0) + step * replay_reads[dev->gpu]++);
+    return OK;
+}
+
+int nvmlDeviceGetP2PStatus(device_t *handle, device_t *other, int index, int *status) {
+    ENTER_DEVICE("nvmlDeviceGetP2PStatus", handle);
+    if (!status || !other || index < 0 || index > 4) return E_INVALID_ARGUMENT;
+    int nvlink = gpu_num(dev->gpu, "nvlinks", 0) > 0;
+    if (index == 2)
+        *status = (int)gpu_num(dev->gpu, "p2p_nvlink", nvlink ? 0 : 5);
+    else
+        *status = (int)gpu_num(dev->gpu, "p2p", 0);
+    return OK;
+}
+
+int nvmlDeviceGetTopologyCommonAncestor(device_t *handle, device_t *other, int *level) {
+    ENTER_DEVICE("nvmlDeviceGetTopologyCommonAncestor", handle);
+    if (!level || !other) return E_INVALID_ARGUMENT;
+    *level = (int)gpu_num(dev->gpu, "topo", 40);
+    return OK;
+}
 
 _Static_assert(sizeof(pci_info_t) == 68, "nvmlPciInfo_t");
 _Static_assert(sizeof(memory_v2_t) == (MEMORY_V2 & 0xFFFFFF), "nvmlMemory_v2_t");

@@ -67,6 +67,32 @@ EXPECTED: dict[str, tuple[str, set[str]]] = {
         {"fabric.not-ready", "fabric.manager-version", "torch.cuda-unavailable"},
     ),
     "persistence_off": ("healthy", {"gpu.persistence-off"}),
+    # the interconnect (issue 39): the GPU or the port that matters, the others not named
+    "hgx_nvlink_down": (
+        "unhealthy",
+        {"nvlink.links-down", "nvlink.errors-growing", "nvlink.errors-counted"},
+    ),
+    "pcie_p2p_blocked": (
+        "healthy",
+        {
+            "p2p.unavailable",
+            "pcie.acs-redirect",
+            "pcie.iommu-translated",
+            "pcie.link-degraded",
+            "pcie.replays-growing",
+            "pcie.aer-errors",
+        },
+    ),
+    "vm_p2p_blocked": (
+        "healthy",
+        {
+            "p2p.unavailable",
+            "pcie.acs-redirect",
+            "pcie.link-degraded",
+            "pcie.replays-growing",
+            "pcie.aer-errors",
+        },
+    ),
     "nvcc_mismatch": ("unhealthy", {"cuda.nvcc-torch-mismatch"}),
     "ld_preload_tcmalloc": ("healthy", {"env.ld-preload"}),
     # the container layer (docs/containers.md): one container finding per cause, and torch's

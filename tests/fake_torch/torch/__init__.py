@@ -29,6 +29,11 @@ ENVDOCTOR_FAKE_COMPUTE_MODE  "exclusive-process": a second process's context fai
 ENVDOCTOR_FAKE_TF32    "stuck": allow_tf32 cannot be switched off (TORCH_ALLOW_TF32_CUBLAS_OVERRIDE=1
                        does the same, as in torch).
 ENVDOCTOR_FAKE_CAPABILITY ("9.0"), ENVDOCTOR_FAKE_NAME, ENVDOCTOR_FAKE_CUDNN_AVAILABLE ("1").
+ENVDOCTOR_FAKE_BUSBW_GBPS  an all-reduce takes as long as NCCL at that bus bandwidth would (the
+                       multi-GPU smoke steps, issue 39; default: no time at all).
+ENVDOCTOR_FAKE_COPY_GBPS, ENVDOCTOR_FAKE_COPY_GBPS_<a>_<b>  a device-to-device copy (from CUDA
+                       device a to b, ``Tensor.copy_``; its op is ``peer-copy``) takes as long
+                       as at that rate; ENVDOCTOR_FAKE_PEER="0": can_device_access_peer says no.
 
 Freed tensors stay in the fake caching allocator's cache (reserved) unless
 PYTORCH_NO_CUDA_MEMORY_CACHING=1, as in torch.
@@ -361,10 +366,36 @@ def empty(shape, dtype=float32, device="cpu"):
     _misbehave("alloc")
     nbytes = _size(shape) * dtype.itemsize
     if nbytes > 4096:
+        size = nbytes
         nbytes = -(-nbytes // (2 * MIB)) * 2 * MIB
         _MEMORY.allocator(nbytes, "torch-out-of-memory")
-        return Tensor("cuda", dtype, nbytes=nbytes, owned=True)
-    return Tensor("cuda", dtype)
+        tensor = Tensor("cuda", dtype, nbytes=nbytes, owned=True)
+    else:
+        size, tensor = nbytes, Tensor("cuda", dtype)
+    tensor.index = int(str(device).partition(":")[2] or 0)
+    tensor.size_bytes = size
+    return tensor
+
+
+def _take(gbps_name, nbytes, default=""):
+    """Sleep as long as moving ``nbytes`` at the configured GB/s takes (nothing when unset)."""
+    rate = _ENV.get(gbps_name, default)
+    if rate:
+        time.sleep(nbytes / (float(rate) * 1e9))
+
+
+def _copy_(self, src, non_blocking=False):
+    _misbehave("peer-copy")
+    a, b = getattr(src, "index", 0), getattr(self, "index", 0)
+    _take(
+        f"ENVDOCTOR_FAKE_COPY_GBPS_{a}_{b}",
+        getattr(src, "size_bytes", 0),
+        _ENV.get("ENVDOCTOR_FAKE_COPY_GBPS", ""),
+    )
+    return self
+
+
+Tensor.copy_ = _copy_
 
 
 def arange(n, dtype=int32, device="cpu"):
@@ -429,6 +460,11 @@ def _properties(index=0):
 def _all_reduce(tensors):
     if _misbehave("nccl"):
         tensors[0].wrong = True
+    busbw = _ENV.get("ENVDOCTOR_FAKE_BUSBW_GBPS")
+    n = len(tensors)
+    if busbw and n > 1:  # the time NCCL takes at that bus bandwidth: busbw = algbw * 2(n-1)/n
+        algbw = float(busbw) * n / (2 * (n - 1))
+        time.sleep(getattr(tensors[0], "size_bytes", 0) / (algbw * 1e9))
 
 
 def _empty_cache():
@@ -454,6 +490,7 @@ cuda.memory_reserved = lambda index=0: (
     _MEMORY.own - (_mib("CONTEXT_MIB", "500") if _MEMORY.context else 0)
 )
 cuda.empty_cache = _empty_cache
+cuda.can_device_access_peer = lambda a, b: _ENV.get("ENVDOCTOR_FAKE_PEER", "1") == "1"
 cuda.nccl = nccl
 sys.modules["torch.cuda"] = cuda
 sys.modules["torch.cuda.nccl"] = nccl
