@@ -553,12 +553,13 @@ def gpu_scope(ctx: RuleContext) -> Verdict | None:
     return unknown(f"NVML lists no GPU: {why_missing(nvml)}")
 
 
-def _per_gpu(
+def per_gpu(
     judge: Callable[[RuleContext], Iterator[Finding]],
     fields: tuple[str, ...],
     ok: str,
 ) -> Callable[[RuleContext], Evaluation]:
-    """A per-GPU check with honest verdicts: passed only where one of ``fields`` was read."""
+    """A per-GPU check with honest verdicts: passed only where one of ``fields`` was read (the
+    per-GPU rules of ``gpu_health`` share it)."""
 
     def evaluate(ctx: RuleContext) -> Evaluation:
         scope = gpu_scope(ctx)
@@ -596,24 +597,24 @@ RULES = (
         "gpu.memory",
         "No other process holds most of a GPU's memory",
         ("gpu.memory-held",),
-        _per_gpu(_memory_held, ("memory",), "memory is mostly free or held by no one"),
+        per_gpu(_memory_held, ("memory",), "memory is mostly free or held by no one"),
     ),
     Rule(
         "gpu.mig",
         "MIG mode is consistent and usable",
         ("gpu.mig-enabled",),
-        _per_gpu(_mig, ("mig_mode",), "MIG is off, with no change pending"),
+        per_gpu(_mig, ("mig_mode",), "MIG is off, with no change pending"),
     ),
     Rule(
         "gpu.compute-mode",
         "Compute mode allows CUDA contexts",
         ("gpu.compute-mode",),
-        _per_gpu(_compute_mode, ("compute_mode",), "compute mode is default"),
+        per_gpu(_compute_mode, ("compute_mode",), "compute mode is default"),
     ),
     Rule(
         "gpu.pcie",
         "PCIe links run at full width",
         ("gpu.pcie-degraded",),
-        _per_gpu(_pcie, ("pcie",), "PCIe links run at full width"),
+        per_gpu(_pcie, ("pcie",), "PCIe links run at full width"),
     ),
 )

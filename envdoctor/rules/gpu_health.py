@@ -15,17 +15,17 @@ temperature against the GPU's thresholds, and clock events with the clocks they 
 
 from __future__ import annotations
 
-from collections.abc import Callable, Iterator
+from collections.abc import Iterator
 from dataclasses import fields
 
 from envdoctor.model.facts import RECOVERY_ACTION_NAMES, GpuFacts, NvmlErrorKind, RowRemap
 from envdoctor.model.finding import Finding, Remediation, Severity
-from envdoctor.model.outcome import Verdict, not_applicable, passed, unknown
+from envdoctor.model.outcome import not_applicable, passed, unknown
 from envdoctor.model.probed import Absent, Found, ProbeFailed, why_missing
 from envdoctor.model.units import each, plural
 from envdoctor.model.views import gpu_label, nvml_gpus
 from envdoctor.rules.base import Evaluation, Rule, RuleContext
-from envdoctor.rules.gpu import gpu_scope
+from envdoctor.rules.gpu import gpu_scope, per_gpu
 
 MEMORY_DOCS = "https://docs.nvidia.com/deploy/a100-gpu-mem-error-mgmt/index.html"
 RETIREMENT_DOCS = "https://docs.nvidia.com/deploy/dynamic-page-retirement/index.html"
@@ -478,36 +478,6 @@ def _throttled(ctx: RuleContext) -> Iterator[Finding]:
 # --- the rules ------------------------------------------------------------------------------
 
 
-def _per_gpu(
-    judge: Callable[[RuleContext], Iterator[Finding]],
-    fields: tuple[str, ...],
-    ok: str,
-) -> Callable[[RuleContext], Evaluation]:
-    """Findings, else passed where one of ``fields`` was read on some GPU, else why not."""
-
-    def evaluate(ctx: RuleContext) -> Evaluation:
-        scope = gpu_scope(ctx)
-        if scope is not None:
-            yield scope
-            return
-        gpus = nvml_gpus(ctx.facts)
-        findings = list(judge(ctx))
-        if findings:
-            yield from findings
-            return
-        read = [g for g in gpus if any(isinstance(getattr(g, f), Found) for f in fields)]
-        if read:
-            which = "every GPU" if len(read) == len(gpus) else f"{len(read)} of {len(gpus)} GPUs"
-            yield passed(f"{ok} ({which} read)")
-            return
-        first: object = getattr(gpus[0], fields[0])
-        reason = why_missing(first) if isinstance(first, Absent | ProbeFailed) else "unread"
-        verdict: Callable[[str], Verdict] = not_applicable if isinstance(first, Absent) else unknown
-        yield verdict(f"{fields[0].replace('_', ' ')}: {reason}")
-
-    return evaluate
-
-
 def _recovery_evaluate(ctx: RuleContext) -> Evaluation:
     """The recovery action, or an error that no field is read: a reset-required return code
     alone still judges."""
@@ -537,7 +507,7 @@ RULES = (
         "gpu.ecc",
         "No uncorrectable ECC errors, failed or pending memory repairs",
         ("gpu.ecc-uncorrectable", "gpu.memory-repair-failed", "gpu.memory-repair-pending"),
-        _per_gpu(
+        per_gpu(
             _memory,
             ("ecc", "row_remap", "retired_pages_pending"),
             "no uncorrectable ECC errors, failed or pending memory repairs",
@@ -553,7 +523,7 @@ RULES = (
         "gpu.temperature",
         "Every GPU is below its slowdown and shutdown temperatures",
         ("gpu.temperature",),
-        _per_gpu(
+        per_gpu(
             _temperature,
             ("slowdown_temperature", "shutdown_temperature"),
             "every GPU is below its slowdown and shutdown temperatures",
@@ -563,6 +533,6 @@ RULES = (
         "gpu.clocks",
         "No hardware/thermal slowdown",
         ("gpu.throttled",),
-        _per_gpu(_throttled, ("throttle_reasons",), "no hardware or thermal slowdown"),
+        per_gpu(_throttled, ("throttle_reasons",), "no hardware or thermal slowdown"),
     ),
 )
