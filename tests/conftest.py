@@ -119,3 +119,24 @@ def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item
     for item in items:
         if item.get_closest_marker("gpu"):
             item.add_marker(skip)
+
+
+@pytest.fixture(autouse=True)
+def _no_hard_exit_in_the_test_process(monkeypatch: pytest.MonkeyPatch) -> Iterator[None]:
+    """A command run in-process (``dispatch``, Typer's ``CliRunner``) that outlives its
+    ``--timeout`` on a loaded machine makes its watchdog call ``os._exit``, which kills the
+    pytest-xdist worker ("node down: Not properly terminated") and can leave the run hanging.
+    Here the watchdog's hard exit is recorded instead, and the test fails saying so; tests of
+    the watchdog itself pass their own ``hard_exit``."""
+    from envdoctor.cli import watchdog
+
+    exits: list[int] = []
+    original = watchdog.Watchdog.__init__
+
+    def init(self: watchdog.Watchdog, *args: object, **kwargs: object) -> None:
+        kwargs.setdefault("hard_exit", exits.append)
+        original(self, *args, **kwargs)  # type: ignore[arg-type]  # forwarded as given
+
+    monkeypatch.setattr(watchdog.Watchdog, "__init__", init)
+    yield
+    assert not exits, f"a command's watchdog fired in the test process (exit {exits[0]})"
