@@ -17,6 +17,7 @@ from dataclasses import dataclass
 from typing import Any, Protocol, TypeVar
 
 from envdoctor.model.facts import CLOCK_EVENT_REASONS, NvmlErrorKind
+from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.nvml_links import InterconnectQueries, PynvmlInterconnect
 
 T = TypeVar("T")
@@ -59,6 +60,17 @@ class NvmlError(Exception):
         super().__init__(f"{kind}: {message}")
         self.kind = kind
         self.message = message
+
+
+def probed(call: Callable[[], T]) -> Probed[T]:
+    """``call()``'s value, NVML's NotSupported as Absent (with why), any other NVML error as
+    ProbeFailed: the one translation every NVML-reading probe uses."""
+    try:
+        return Found(call())
+    except NvmlError as exc:
+        if exc.kind == NvmlErrorKind.NOT_SUPPORTED:
+            return Absent("not supported by this GPU or driver (NVML NotSupported)")
+        return ProbeFailed(exc.kind, exc.message)
 
 
 @dataclass(frozen=True, slots=True)

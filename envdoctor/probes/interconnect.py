@@ -17,7 +17,7 @@ from collections.abc import Callable
 from dataclasses import replace
 from typing import TypeVar
 
-from envdoctor.model.facts import NvmlErrorKind, pci_key
+from envdoctor.model.facts import pci_key
 from envdoctor.model.interconnect import (
     P2P_STATUS,
     REMOTE_TYPES,
@@ -35,7 +35,7 @@ from envdoctor.model.interconnect import (
 )
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Deadline, Host
-from envdoctor.platform.nvml import MAX_WORKERS, NvmlError, NvmlSession
+from envdoctor.platform.nvml import MAX_WORKERS, NvmlSession, probed
 
 T = TypeVar("T")
 
@@ -44,15 +44,6 @@ SAMPLE_SECONDS = 0.5
 SAMPLE_MARGIN = 2.0
 """The second reading is skipped unless this much of the deadline is left after the pause."""
 NO_NVLINK = "no NVLink on this GPU (NVML NotSupported on link 0)"
-
-
-def _get(call: Callable[[], T]) -> Probed[T]:
-    try:
-        return Found(call())
-    except NvmlError as exc:
-        if exc.kind == NvmlErrorKind.NOT_SUPPORTED:
-            return Absent("not supported by this GPU or driver (NVML NotSupported)")
-        return ProbeFailed(exc.kind, exc.message)
 
 
 def _errors(counters: list[int] | None) -> Probed[LinkErrors]:
@@ -91,7 +82,7 @@ def first_pass(session: NvmlSession, count: int) -> FirstPass:
     began = time.monotonic()
 
     def read(i: int) -> GpuInterconnect:
-        raw = _get(lambda: session.nvlinks(i))
+        raw = probed(lambda: session.nvlinks(i))
         links: Probed[tuple[NvLink, ...]]
         if isinstance(raw, Found):
             links = (
@@ -116,7 +107,7 @@ def first_pass(session: NvmlSession, count: int) -> FirstPass:
             index=i,
             links=links,
             errors_later=Absent("not read again yet"),
-            pcie_replays=_get(lambda: session.pcie_replays(i)),
+            pcie_replays=probed(lambda: session.pcie_replays(i)),
             pcie_replays_later=Absent("not read again yet"),
             peers=Absent("not read yet"),
         )
@@ -171,7 +162,7 @@ def second_pass(
         others = [j for j in healthy if j != i]
         if not others:
             return Found(())
-        rows = _get(lambda: session.peers(i, others))
+        rows = probed(lambda: session.peers(i, others))
         return Found(tuple(_peer(r) for r in rows.value)) if isinstance(rows, Found) else rows
 
     wait = sample - (time.monotonic() - first.began) if _has_erred(first) else 0.0
@@ -194,7 +185,7 @@ def second_pass(
         later: Probed[tuple[tuple[int, LinkErrors], ...]]
         if isinstance(gpu.links, Found):
             active = [link.link for link in gpu.links.value if link.active]
-            got = _get(lambda: session.nvlink_errors(i, active))
+            got = probed(lambda: session.nvlink_errors(i, active))
             later = (
                 Found(tuple((link, LinkErrors(*c[:4])) for link, c in got.value))
                 if isinstance(got, Found)
@@ -203,7 +194,7 @@ def second_pass(
         else:
             later = Absent("no NVLink to read again")
         replays = (
-            _get(lambda: session.pcie_replays(i))
+            probed(lambda: session.pcie_replays(i))
             if isinstance(gpu.pcie_replays, Found)
             else Absent("not read the first time")
         )

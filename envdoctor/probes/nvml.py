@@ -8,7 +8,6 @@ still has its timeout (the session's workers), and a hung one still fails the re
 from __future__ import annotations
 
 import threading
-from collections.abc import Callable
 from typing import TypeVar
 
 from envdoctor.model.facts import (
@@ -31,7 +30,13 @@ from envdoctor.model.facts import (
 from envdoctor.model.interconnect import NvlinkFacts
 from envdoctor.model.probed import Absent, Found, Probed, ProbeFailed
 from envdoctor.platform.host import Deadline, Host
-from envdoctor.platform.nvml import MAX_WORKERS, NATIVE_LIBRARY, NvmlError, NvmlSession
+from envdoctor.platform.nvml import (
+    MAX_WORKERS,
+    NATIVE_LIBRARY,
+    NvmlError,
+    NvmlSession,
+    probed,
+)
 from envdoctor.probes.interconnect import first_pass, second_pass
 
 T = TypeVar("T")
@@ -68,9 +73,9 @@ def probe_nvml(host: Host, *, deadline: Deadline, interconnect: bool = False) ->
 
 def _read_system(host: Host, session: NvmlSession, links: Deadline | None = None) -> NvmlSystem:
     # the driver's versions first: cheap, and kept should a GPU then take the rest of the time
-    driver = _get(session.driver_version)
-    cuda = _get(session.cuda_driver_version)
-    count = _get(session.device_count)
+    driver = probed(session.driver_version)
+    cuda = probed(session.cuda_driver_version)
+    count = probed(session.device_count)
     gpus: tuple[GpuFacts, ...] = ()
     count_error = ""
     wired: Probed[NvlinkFacts] = Absent("not read by the probe tier (envdoctor check reads it)")
@@ -129,58 +134,49 @@ def cuda_version_string(encoded: int) -> str:
     return f"{encoded // 1000}.{(encoded % 1000) // 10}"
 
 
-def _get(call: Callable[[], T]) -> Probed[T]:
-    try:
-        return Found(call())
-    except NvmlError as exc:
-        if exc.kind == NvmlErrorKind.NOT_SUPPORTED:
-            return Absent("not supported by this GPU or driver (NVML NotSupported)")
-        return ProbeFailed(exc.kind, exc.message)
-
-
 def _read_gpu(host: Host, s: NvmlSession, i: int) -> GpuFacts:
-    cc = _get(lambda: s.compute_capability(i))
-    memory = _get(lambda: s.memory(i))
-    mig = _get(lambda: s.mig_mode(i))
+    cc = probed(lambda: s.compute_capability(i))
+    memory = probed(lambda: s.memory(i))
+    mig = probed(lambda: s.mig_mode(i))
     mig_on = isinstance(mig, Found) and mig.value[0]
     instances: Probed[tuple[MigInstance, ...]] = (
-        _get(lambda: tuple(MigInstance(u, n) for u, n in s.mig_devices(i)))
+        probed(lambda: tuple(MigInstance(u, n) for u, n in s.mig_devices(i)))
         if mig_on
         else Absent("MIG is off")
     )
-    ecc = _get(lambda: s.ecc_uncorrectable(i))
-    remap = _get(lambda: s.row_remap(i))
-    pcie = _get(lambda: s.pcie_link(i))
-    processes = _get(lambda: s.processes(i))
-    utilization = _get(lambda: s.utilization(i))
-    corrected = _get(lambda: s.ecc_corrected(i))
-    retired = _get(lambda: s.retired_pages(i))
-    fabric = _get(lambda: s.fabric_info(i))
-    clock = _get(lambda: s.sm_clocks(i))
+    ecc = probed(lambda: s.ecc_uncorrectable(i))
+    remap = probed(lambda: s.row_remap(i))
+    pcie = probed(lambda: s.pcie_link(i))
+    processes = probed(lambda: s.processes(i))
+    utilization = probed(lambda: s.utilization(i))
+    corrected = probed(lambda: s.ecc_corrected(i))
+    retired = probed(lambda: s.retired_pages(i))
+    fabric = probed(lambda: s.fabric_info(i))
+    clock = probed(lambda: s.sm_clocks(i))
     return GpuFacts(
         index=i,
-        name=_get(lambda: s.name(i)),
-        uuid=_get(lambda: s.uuid(i)),
-        pci_bus_id=_get(lambda: s.pci_bus_id(i)),
+        name=probed(lambda: s.name(i)),
+        uuid=probed(lambda: s.uuid(i)),
+        pci_bus_id=probed(lambda: s.pci_bus_id(i)),
         compute_capability=Found(f"{cc.value[0]}.{cc.value[1]}") if isinstance(cc, Found) else cc,
         memory=Found(MemoryInfo(*memory.value)) if isinstance(memory, Found) else memory,
-        persistence_mode=_get(lambda: s.persistence_mode(i)),
-        compute_mode=_get(lambda: s.compute_mode(i)),
+        persistence_mode=probed(lambda: s.persistence_mode(i)),
+        compute_mode=probed(lambda: s.compute_mode(i)),
         mig_mode=Found(MigMode(*mig.value)) if isinstance(mig, Found) else mig,
         mig_devices=Found(len(instances.value)) if isinstance(instances, Found) else instances,
         ecc=Found(EccErrors(*ecc.value)) if isinstance(ecc, Found) else ecc,
-        retired_pages_pending=_get(lambda: s.retired_pages_pending(i)),
+        retired_pages_pending=probed(lambda: s.retired_pages_pending(i)),
         row_remap=Found(RowRemap(*remap.value)) if isinstance(remap, Found) else remap,
         processes=(
             Found(tuple(_process(host, p.pid, p.used_memory) for p in processes.value))
             if isinstance(processes, Found)
             else processes
         ),
-        throttle_reasons=_get(lambda: s.throttle_reasons(i)),
+        throttle_reasons=probed(lambda: s.throttle_reasons(i)),
         pcie=Found(PcieLink(*pcie.value)) if isinstance(pcie, Found) else pcie,
-        temperature=_get(lambda: s.temperature(i)),
-        power_draw=_get(lambda: s.power_draw(i)),
-        power_limit=_get(lambda: s.power_limit(i)),
+        temperature=probed(lambda: s.temperature(i)),
+        power_draw=probed(lambda: s.power_draw(i)),
+        power_limit=probed(lambda: s.power_limit(i)),
         utilization=Found(Utilization(*utilization.value))
         if isinstance(utilization, Found)
         else utilization,
@@ -193,10 +189,10 @@ def _read_gpu(host: Host, s: NvmlSession, i: int) -> GpuFacts:
         fabric=Found(FabricInfo(*fabric.value)) if isinstance(fabric, Found) else fabric,
         mig_instances=instances,
         # per-GPU health (issue 39)
-        recovery_action=_get(lambda: s.recovery_action(i)),
-        shutdown_temperature=_get(lambda: s.temperature_threshold(i, "shutdown")),
-        slowdown_temperature=_get(lambda: s.temperature_threshold(i, "slowdown")),
-        max_operating_temperature=_get(lambda: s.temperature_threshold(i, "gpu_max")),
+        recovery_action=probed(lambda: s.recovery_action(i)),
+        shutdown_temperature=probed(lambda: s.temperature_threshold(i, "shutdown")),
+        slowdown_temperature=probed(lambda: s.temperature_threshold(i, "slowdown")),
+        max_operating_temperature=probed(lambda: s.temperature_threshold(i, "gpu_max")),
         sm_clock=Found(SmClock(*clock.value)) if isinstance(clock, Found) else clock,
     )
 
