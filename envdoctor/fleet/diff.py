@@ -28,7 +28,7 @@ VOLATILE = re.compile(
     r"(^collected_at$|^host\.hostname$|\.uuid$|\.memory\.(used|free)$|\.processes\b"
     r"|\.throttle_reasons$|\.pcie\.gen$|^kernel\.modules\[[^]]+\]\.(refcount|used_by)$"
     r"|\.temperature$|\.power_draw$|\.utilization\.|^torch\.torch\.from_cache$"
-    r"|\.sm_clock\.current$|^persistenced\.pid$)"
+    r"|\.sm_clock\.current$|^persistenced\.pid$|^nvml\.interconnect\.seconds$)"
 )
 _IDENTITY_KEYS = ("index", "name", "path", "pid", "address")
 _BYTES = re.compile(r"(\.memory\.(total|used|free)|\.used_memory)$")
