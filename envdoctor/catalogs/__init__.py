@@ -71,6 +71,13 @@ CATALOGS = (
     "apptainer",
     "wsl",
     "jetson",
+    "bitsandbytes",
+    "flash-attn",
+    "vllm",
+    "ggml",
+    "ollama",
+    "torchvision",
+    "extension-builds",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
