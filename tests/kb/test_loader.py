@@ -27,7 +27,11 @@ DOCS = Path(__file__).parents[2] / "docs"
 # no other: nvidia-smi's per-GPU "device handle" failures, Jetson's "NvRm…", Apptainer's "any nv"
 # libraries, Kubernetes' "Insufficient nvidia.com/gpu" (docs/explain.md, "Benchmark", has the
 # cost; "version" became "ersion" for the kernel modules' "Version mismatch", no extra search).
-MAX_TRIGGERS = 23
+# Seven for messages of the world rounds and of a battery of common failures that carry no other
+# word (issue 38): nvcc's and slurmd's "fatal", a bare "undefined symbol", the linker's "cannot
+# find -l", the shell's "Killed", "apability" (bitsandbytes' compute-capability warning),
+# "nvidia-smi" (its absence) and Slurm's "gres/gpu" drain reason; the cost is under "Benchmark".
+MAX_TRIGGERS = 30
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
