@@ -78,6 +78,13 @@ CATALOGS = (
     "ollama",
     "torchvision",
     "extension-builds",
+    "pip",
+    "uv",
+    "conda",
+    "nvidia-installer",
+    "linux-packages",
+    "cuda-toolchain",
+    "windows-dlls",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
