@@ -78,6 +78,12 @@ CATALOGS = (
     "ollama",
     "torchvision",
     "extension-builds",
+    "tensorflow",
+    "jax",
+    "onnxruntime",
+    "cupy",
+    "numba",
+    "tensorrt",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
