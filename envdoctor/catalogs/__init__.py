@@ -85,6 +85,12 @@ CATALOGS = (
     "linux-packages",
     "cuda-toolchain",
     "windows-dlls",
+    "tensorflow",
+    "jax",
+    "onnxruntime",
+    "cupy",
+    "numba",
+    "tensorrt",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")

@@ -137,7 +137,10 @@ def test_torchvision_image_extension_warning_is_not_a_cause() -> None:
 
 # Warnings of runs that go on, verbatim: bitsandbytes' CPU library fallback
 # (https://github.com/bitsandbytes-foundation/bitsandbytes/issues/779), and NCCL skipping an
-# InfiniBand device it cannot open (https://github.com/zai-org/ImageReward/issues/65).
+# InfiniBand device it cannot open (https://github.com/zai-org/ImageReward/issues/65), and the
+# start-up lines of TensorFlow and JAX (envdoctor/catalogs/tensorflow.yaml, jax.yaml: the CUDA
+# stub on a CPU-only machine, the factory registered twice, a GPU that works, libdevice not
+# needed yet, the driver older than ptxas).
 GOING_ON = (
     "/home/studio-lab-user/.conda/envs/default/lib/python3.9/site-packages/bitsandbytes/"
     "cextension.py:34: UserWarning: The installed version of bitsandbytes was compiled without "
@@ -153,9 +156,28 @@ GOING_ON = (
     "65826-86bd789679-2dxbs:80746:80746 [3] NCCL INFO NET/IB : Using [0]mlx5_1:1/RoCE "
     "[1]mlx5_18:1/RoCE ; OOB eth0:33.117.221.247<0>\n"
     "65826-86bd789679-2dxbs:80746:80746 [3] NCCL INFO Using network IB\n",
+    "2024-04-17 10:21:41.644834: I tensorflow/tsl/cuda/cudart_stub.cc:28] Could not find cuda "
+    "drivers on your machine, GPU will not be used.\n"
+    "2024-04-17 10:21:41.677055: E tensorflow/compiler/xla/stream_executor/cuda/cuda_dnn.cc:9342] "
+    "Unable to register cuDNN factory: Attempting to register factory for plugin cuDNN when one "
+    "has already been registered\n"
+    "2026-03-09 23:56:34.912345: I tensorflow/core/common_runtime/gpu/gpu_device.cc:2021] Created "
+    "device /job:localhost/replica:0/task:0/device:GPU:0 with 6086 MB memory:  -> device: 0, "
+    "name: NVIDIA GeForce RTX 2080 SUPER, pci bus id: 0000:05:00.0, compute capability: 7.5\n"
+    "2026-03-09 23:56:35.451773: W external/local_xla/xla/service/gpu/llvm_gpu_backend/default/"
+    "nvptx_libdevice_path.cc:41] Can't find libdevice directory ${CUDA_DIR}/nvvm/libdevice. This "
+    "may result in compilation or runtime failures, if the program we try to run uses routines "
+    "from libdevice.\n"
+    "2024-05-28 04:48:02.870689: W external/xla/xla/service/gpu/nvptx_compiler.cc:760] The "
+    "NVIDIA driver's CUDA version is 12.4 which is older than the ptxas CUDA version (12.5.40). "
+    "Because the driver is older than the ptxas version, XLA is disabling parallel compilation, "
+    "which may slow down compilation. You should update your NVIDIA driver or use the "
+    "NVIDIA-provided CUDA forward compatibility packages.\n",
 )
 
 
-@pytest.mark.parametrize("log", GOING_ON, ids=["bitsandbytes-cpu", "nccl-ib-device-skipped"])
+@pytest.mark.parametrize(
+    "log", GOING_ON, ids=["bitsandbytes-cpu", "nccl-ib-device-skipped", "tensorflow-jax-startup"]
+)
 def test_warnings_of_runs_that_go_on_are_not_causes(log: str) -> None:
     assert run(log).causes == ()
