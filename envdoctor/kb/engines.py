@@ -105,6 +105,10 @@ def _re2_search(pattern: str) -> LineSearch:
     return search
 
 
+SWEEP_MAX_MEM = 64 << 20
+"""RE2's memory budget for the literal sweep's automaton (bytes)."""
+
+
 def literal_sweep(literals: Sequence[str]) -> BlockSearch:
     """RE2 only: the position of the first of ``literals`` in ``block[pos:end]`` (-1: none),
     one automaton for all of them, over raw bytes (a literal is matched as its UTF-8 bytes)."""
@@ -118,6 +122,11 @@ def _literal_sweep(literals: tuple[str, ...]) -> BlockSearch:
     module = _need_re2()
     options = module.Options()
     options.encoding = module.Options.Encoding.LATIN1
+    # RE2's default budget (8 MiB) holds the automaton of ~300 literals; with ~440 patterns its
+    # DFA ran out of it on the first line, and RE2 fell back to its slow NFA and wrote
+    # "DFA out of memory" to stderr for every block. The states are made lazily, so a log
+    # that meets few of them uses little of this (peak RSS: docs/explain.md, Benchmark).
+    options.max_mem = SWEEP_MAX_MEM
     alternation = b"|".join(re.escape(lit.encode("utf-8")) for lit in literals)
     compiled = module.compile(alternation, options)
     search = compiled.search

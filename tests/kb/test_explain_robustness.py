@@ -527,3 +527,25 @@ def test_ctrl_c_typed_in_the_terminal_reaches_the_command_once() -> None:
         os.close(master)
     assert proc.returncode == 4
     assert b"got INT x1\n" in stdout
+
+
+def test_the_engine_writes_nothing_to_stderr_on_a_real_log(tmp_path: Path) -> None:
+    """RE2 reports an automaton over its memory budget on stderr ("DFA out of memory") and
+    falls back to a slow search: with the ~440 patterns of issue 38 the literal sweep did so on
+    the first line of any log. A real process, since RE2 writes to the file descriptor."""
+    log = tmp_path / "one.log"
+    log.write_text(
+        "ImportError: libcudart.so.9.0: cannot open shared object file: No such file or directory\n"
+        'docker: Error response from daemon: could not select device driver "" with capabilities:'
+        " [[gpu]].\n",
+        encoding="utf-8",
+    )
+    result = subprocess.run(
+        [sys.executable, "-m", "envdoctor", "explain", "--no-cache", str(log)],
+        capture_output=True,
+        text=True,
+        timeout=TIMEOUT,
+        check=False,
+    )
+    assert result.returncode == 1, result.stderr
+    assert result.stderr == ""
