@@ -94,8 +94,9 @@ from tests.kb.helpers import run
         (
             "[   81.967373] NVRM: GPU0 RmInitAdapter: Cannot initialize GSP firmware RM\n"
             "[   81.969353] NVRM: GPU 0000:01:00.0: RmInitAdapter failed! (0x62:0x40:2168)\n",
-            "kernel.gpu-init-failed",
-            "failed to bring up a GPU",
+            # the line before RmInitAdapter's names the step that failed: the GSP firmware
+            "kernel.gsp-init-failed",
+            "could not boot the GPU System Processor firmware",
         ),
         (
             "OSError: CUDA_HOME environment variable is not set. Please set it to your CUDA "

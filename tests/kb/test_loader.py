@@ -31,7 +31,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # word (issue 38): nvcc's and slurmd's "fatal", a bare "undefined symbol", the linker's "cannot
 # find -l", the shell's "Killed", "apability" (bitsandbytes' compute-capability warning),
 # "nvidia-smi" (its absence) and Slurm's "gres/gpu" drain reason; the cost is under "Benchmark".
-MAX_TRIGGERS = 30
+# Three for world round 6's misses: "nvcc: " (the shell finds no nvcc), "Could not locate"
+# (cuDNN's zlibwapi.dll on Windows) and "abric" (Fabric Manager's own lines).
+MAX_TRIGGERS = 33
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
