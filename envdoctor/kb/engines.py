@@ -122,8 +122,8 @@ def _literal_sweep(literals: tuple[str, ...]) -> BlockSearch:
     module = _need_re2()
     options = module.Options()
     options.encoding = module.Options.Encoding.LATIN1
-    # RE2's default budget (8 MiB) holds the automaton of ~300 literals; with ~440 patterns its
-    # DFA ran out of it on the first line, and RE2 fell back to its slow NFA and wrote
+    # RE2's default budget (8 MiB) held the automaton of ~400 patterns' key literals; at ~440
+    # its DFA ran out of it on the first line, and RE2 fell back to its slow NFA and wrote
     # "DFA out of memory" to stderr for every block. The states are made lazily, so a log
     # that meets few of them uses little of this (peak RSS: docs/explain.md, Benchmark).
     options.max_mem = SWEEP_MAX_MEM

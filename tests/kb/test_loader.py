@@ -95,8 +95,8 @@ BROAD_TRIGGERS = ("rror", "RROR", "CU", "NV", ".so", "ersion")
 
 def test_a_pattern_on_a_broad_trigger_has_a_literal_of_its_own() -> None:
     """A pattern whose only literal is a broad trigger runs on every line holding that word, and
-    no such line can be remembered as benign: one alternation of five CUDA messages behind
-    "rror" made explain on a training log four times slower (docs/explain.md, Benchmark)."""
+    no such line can be remembered as benign: two alternations of five CUDA messages behind
+    "rror" made explain on a training log about ten times slower (docs/explain.md, Benchmark)."""
     kb = load_default_kb()
     lazy = [
         f"{s.id}: {p.regex}"
