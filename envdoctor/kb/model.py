@@ -32,12 +32,16 @@ class Role(enum.Enum):
     - ``follow-on``: an error that is often only a consequence of an earlier asynchronous
       failure (cuBLAS/cuDNN handle creation after a device-side assert); on its own it is a
       cause in its own right.
+    - ``fallback``: a generic reading of a whole class of message (any shared library not
+      found, any nvidia-container-cli failure) by what it names. It stands only on lines no
+      other signature reads: there it becomes the consequence of the one that does.
     """
 
     ERROR = "error"
     ASYNC = "async"
     KERNEL_ASSERT = "kernel-assert"
     FOLLOW_ON = "follow-on"
+    FALLBACK = "fallback"
 
 
 @dataclass(frozen=True, slots=True)

@@ -14,7 +14,9 @@ The rules, in order:
    that comes before them; with no such root they stand as causes of their own.
 4. Consequences keep a fraction of their confidence and sort after every root.
 5. A signature may say it ``explains`` less specific ones (the NCCL shared-memory warning
-   explains the generic "unhandled system error"); those become its consequences.
+   explains the generic "unhandled system error"); those become its consequences. A
+   ``fallback`` signature (a generic reading of a class of message) becomes the consequence of
+   any other signature that matched one of its lines.
 6. Causes matched on the same line are alternatives of each other; the context before the
    line (an ``embedding`` frame in the traceback…) decides between them.
 7. An analyzer may weigh a hit by its numbers (torch's environment report: CUDA unavailable
@@ -58,10 +60,13 @@ def rank(hits: Sequence[Hit], kb: KnowledgeBase) -> tuple[Cause, ...]:
     roles = {hit.signature_id: kb.get(hit.signature_id).role for hit in hits}
     root = _async_root(hits, roles)
     explained_by = _explained_by(hits, kb)
+    read_better = _read_better(hits, roles)
     causes: list[Cause] = []
     for hit in hits:
         signature = kb.get(hit.signature_id)
-        consequence_of: str | None = explained_by.get(hit.signature_id)
+        consequence_of: str | None = explained_by.get(hit.signature_id) or read_better.get(
+            hit.signature_id
+        )
         if consequence_of is None and root is not None and hit is not root:
             role = roles[hit.signature_id]
             if role is Role.ASYNC and (
@@ -114,13 +119,36 @@ def _async_root(hits: Sequence[Hit], roles: Mapping[str, Role]) -> Hit | None:
 def _explained_by(hits: Sequence[Hit], kb: KnowledgeBase) -> dict[str, str]:
     """Signatures present that another present signature declares it ``explains``."""
     present = {hit.signature_id for hit in hits}
-    explained: dict[str, str] = {}
+    explainers: dict[str, dict[str, None]] = {}
     for hit in hits:
         for other in kb.get(hit.signature_id).explains:
-            if other in present and other not in explained:
-                explained[other] = hit.signature_id
-    # a signature that is itself explained does not explain others (no chains, no cycles)
-    return {k: v for k, v in explained.items() if v not in explained}
+            if other in present:
+                explainers.setdefault(other, {})[hit.signature_id] = None
+    # a signature that is itself explained does not explain others (no chains, no cycles); one
+    # explained by two takes the one that is not itself explained (a permission error explains
+    # both the shared-memory failure and the system error that both account for)
+    chosen: dict[str, str] = {}
+    for other, by in explainers.items():
+        roots = [signature for signature in by if signature not in explainers]
+        if roots:
+            chosen[other] = roots[0]
+    return chosen
+
+
+def _read_better(hits: Sequence[Hit], roles: Mapping[str, Role]) -> dict[str, str]:
+    """Fallback signatures whose line another signature also matched, and that signature."""
+    by_line: dict[int, str] = {}
+    for hit in hits:
+        if roles[hit.signature_id] is not Role.FALLBACK:
+            for occurrence in hit.occurrences:
+                by_line.setdefault(occurrence.line, hit.signature_id)
+    read: dict[str, str] = {}
+    for hit in hits:
+        if roles[hit.signature_id] is Role.FALLBACK:
+            better = [by_line[o.line] for o in hit.occurrences if o.line in by_line]
+            if better:
+                read[hit.signature_id] = better[0]
+    return read
 
 
 def _mark_alternatives(causes: list[Cause]) -> list[Cause]:

@@ -71,11 +71,25 @@ def test_follow_on_error_before_the_assert_is_not_its_consequence() -> None:
 def test_explains_declared_in_data() -> None:
     log = (
         "RuntimeError: NCCL error in ProcessGroupNCCL.cpp:290, unhandled system error\n"
-        "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied\n"
+        "node08:27106:27302 [0] misc/shmutils.cc:112 NCCL WARN Error while creating shared memory segment /dev/shm/nccl-zTYolS (size 5967872)\n"
     )
     explanation = run(log)
     assert ids(explanation) == ["nccl.shared-memory", "nccl.system-error"]
     assert explanation.causes[1].consequence_of == "nccl.shared-memory"
+
+
+def test_a_cause_two_signatures_explain_goes_to_the_one_not_itself_explained() -> None:
+    """shm_open's "Permission denied" explains the shared-memory failure, which explains the
+    system error: the system error must not become a root cause because its nearer explainer
+    is itself explained (a world round 8 log named /dev/shm's size instead of its mode)."""
+    log = (
+        "RuntimeError: NCCL error in ProcessGroupNCCL.cpp:290, unhandled system error\n"
+        "node08:27106:27302 [0] include/shm.h:27 NCCL WARN Call to shm_open failed : Permission denied\n"
+        "node08:27106:27302 [0] include/shm.h:48 NCCL WARN Error while creating shared memory segment nccl-shm-recv-b7948f403864987a-0-3-0 (size 4460544)\n"
+    )
+    explanation = run(log)
+    assert explanation.top is not None and explanation.top.id == "nccl.shm-permission-denied"
+    assert [c.id for c in explanation.causes if c.is_root] == ["nccl.shm-permission-denied"]
 
 
 def test_independent_errors_rank_by_confidence() -> None:
@@ -95,3 +109,19 @@ def test_summary_is_filled_from_captures() -> None:
     assert top is not None
     assert top.hit.occurrences[0].capture("device") == "3"
     assert "map_location" in top.summary
+
+
+def test_a_fallback_yields_to_a_signature_on_its_line_and_stands_alone_elsewhere() -> None:
+    """A generic reading (role fallback) is the consequence of a specific signature that read
+    the same line; on a line nothing else reads, it is the cause."""
+    cuda_lib = (
+        "ImportError: libcudnn.so.8: cannot open shared object file: No such file or directory"
+    )
+    other_lib = "ImportError: libGL.so.1: cannot open shared object file: No such file or directory"
+    specific = run(cuda_lib + "\n")
+    assert specific.top is not None and specific.top.id == "libs.missing-library"
+    generic = next(c for c in specific.causes if c.id == "fallback.shared-library-not-found")
+    assert generic.consequence_of == "libs.missing-library"
+    alone = run(other_lib + "\n")
+    assert alone.top is not None and alone.top.id == "fallback.shared-library-not-found"
+    assert alone.status == "explained" and "libGL.so.1" in alone.top.summary
