@@ -40,7 +40,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # GPU too old, in any program's words), "/dev/nvidia" (permission denied on the device files),
 # "ERR!" (nvidia-smi's faulted GPU), "Slowdown" (nvidia-smi -q's hardware slowdown) and "ut of
 # memory" (out of GPU memory in any program's words).
-MAX_TRIGGERS = 40
+# Eight for world round 9's misses, each a message with no literal an existing trigger is in
+# (listed with their messages in prefilter.yaml); rare words, so each costs one search and
+# no candidate lines (docs/explain.md, Benchmark).
+MAX_TRIGGERS = 48
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
