@@ -43,7 +43,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Eight for world round 9's misses, each a message with no literal an existing trigger is in
 # (listed with their messages in prefilter.yaml); rare words, so each costs one search and
 # no candidate lines (docs/explain.md, Benchmark).
-MAX_TRIGGERS = 48
+# Two for messages left silent in earlier rounds: multiprocessing's spawn guard in its wrapped
+# form and Go's "executable file not found" for the toolkit's programs.
+MAX_TRIGGERS = 50
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
