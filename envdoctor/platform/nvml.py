@@ -520,16 +520,11 @@ def open_pynvml(
     return session
 
 
-def open_isolated(
-    timeout: float, init_timeout: float, remaining: Callable[[], float] | None = None
-) -> NvmlSession:
-    """NVML in a child process (``nvml_isolated``). The driver's library is loaded here first,
-    bounded (its absence is common, and needs no child, nor json and subprocess imported)."""
+def preload_native_library(timeout: float) -> None:
+    """Load the driver's NVML library here, bounded, before an isolated session starts its child:
+    its absence is common and needs no child, nor json and subprocess imported (``NvmlError``)."""
     if sys.platform.startswith("linux"):
         _Worker().call(_load_native_library, timeout)
-    from envdoctor.platform.nvml_isolated import IsolatedSession
-
-    return IsolatedSession(timeout, init_timeout, remaining)
 
 
 RECOVERY_ACTION_FIELD = 230

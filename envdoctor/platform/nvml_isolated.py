@@ -183,7 +183,7 @@ class IsolatedSession(IsolatedInterconnect):
         self.init_seconds: float | None = None
         """How long the first nvmlInit took (a slow one: persistence mode is off)."""
         self.children = 0
-        self._start()  # the first child: nvmlInit's failure is open_isolated's to raise
+        self._start()  # the first child: nvmlInit's failure is the session's to raise
 
     # --- children -------------------------------------------------------------------------
 

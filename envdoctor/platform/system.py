@@ -23,7 +23,7 @@ from envdoctor.platform.host import (
     FileInfo,
     Identity,
 )
-from envdoctor.platform.nvml import NvmlSession, open_isolated
+from envdoctor.platform.nvml import NvmlSession, preload_native_library
 
 if TYPE_CHECKING:
     import subprocess
@@ -220,8 +220,12 @@ class SystemHost:
         remaining: Callable[[], float] | None = None,
     ) -> NvmlSession:
         """In a child process (``nvml_isolated``): a crash or a hang in the library there
-        costs the GPU it was reading, never envdoctor."""
-        return open_isolated(timeout, init_timeout, remaining)
+        costs the GPU it was reading, never envdoctor. The driver's library is loaded here
+        first: where it is missing, nvml_isolated (json, subprocess) is never imported."""
+        preload_native_library(timeout)
+        from envdoctor.platform.nvml_isolated import IsolatedSession
+
+        return IsolatedSession(timeout, init_timeout, remaining)
 
     def open_device(self, path: str, *, timeout: float) -> str:
         """On a worker thread, so that a driver stuck in open() costs ``timeout``, not a hang;
