@@ -68,6 +68,7 @@ CATALOGS = (
     "nvrm",
     "fabric-manager",
     "container",
+    "nvidia-ctk",
     "apptainer",
     "wsl",
     "jetson",
