@@ -45,7 +45,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # no candidate lines (docs/explain.md, Benchmark).
 # Two for messages left silent in earlier rounds: multiprocessing's spawn guard in its wrapped
 # form and Go's "executable file not found" for the toolkit's programs.
-MAX_TRIGGERS = 50
+# Two for the GPU Operator's driver container (issue 38's Kubernetes catalogs): "FATAL: failed
+# to" (the RHEL entrypoint: no entitlement, no repositories), "locate package" (apt's "Unable to
+# locate package linux-headers-…"); neither line holds another trigger.
+MAX_TRIGGERS = 52
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
