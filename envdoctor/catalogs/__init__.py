@@ -92,6 +92,8 @@ CATALOGS = (
     "cupy",
     "numba",
     "tensorrt",
+    "k8s-device-plugin",
+    "gpu-operator",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
