@@ -151,12 +151,19 @@ def test_the_sm_clock_and_the_daemons_pid_are_volatile_its_running_is_not() -> N
         "/proc/1999/comm": "nvidia-persiste\n",
     }
     a = scenario_facts("healthy_h100")
-    b = scenario_facts("healthy_h100", files=restarted, nvml={"gpus": [gpu]})
+    # collected at the same moment: two collections a second apart differ in collected_at
+    b = replace(
+        scenario_facts("healthy_h100", files=restarted, nvml={"gpus": [gpu]}),
+        collected_at=a.collected_at,
+    )
     assert {d.path: d.volatile for d in diff_facts(a, b)} == {
         "nvml.gpus[0].sm_clock.current": True,
         "persistenced.pid": True,
     }
-    stopped = scenario_facts("healthy_h100", files={"/proc/1873/comm": "bash\n"})
+    stopped = replace(
+        scenario_facts("healthy_h100", files={"/proc/1873/comm": "bash\n"}),
+        collected_at=a.collected_at,
+    )
     assert [(d.path, d.volatile) for d in diff_facts(a, stopped)] == [
         ("persistenced.running", False)
     ]
