@@ -110,6 +110,20 @@ def test_shadowed_pynvml_is_reported_with_the_fix(monkeypatch: pytest.MonkeyPatc
 
 
 @pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the soname check is Linux's")
+def test_the_isolated_session_starts_no_child_where_the_driver_library_is_missing(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A machine without the driver is common: SystemHost.open_nvml answers from the loader's
+    reason, before nvml_isolated (its child, json and subprocess) is imported."""
+    monkeypatch.setattr(nvml_mod, "NATIVE_LIBRARY", "libenvdoctor-absent.so.1")
+    monkeypatch.delitem(sys.modules, "envdoctor.platform.nvml_isolated", raising=False)
+    with pytest.raises(NvmlError) as info:
+        SystemHost().open_nvml(timeout=1.0)
+    assert info.value.kind == NvmlErrorKind.LIBRARY_NOT_FOUND
+    assert "envdoctor.platform.nvml_isolated" not in sys.modules
+
+
+@pytest.mark.skipif(not sys.platform.startswith("linux"), reason="the soname check is Linux's")
 def test_missing_native_library_names_the_loaders_reason_without_importing_pynvml(
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
