@@ -173,6 +173,10 @@ def _plain_decoder(tp: Any) -> Decoder:
             return float(data)
         if tp is int and type(data) is int and not -_LARGEST <= data <= _LARGEST:
             raise _MismatchError(f"expected an integer within ±2**64, got {_short(data)}")
+        if tp is str and type(data) is str and "\0" in data:
+            # no fact a machine gives holds NUL (a path, a module name), and a fix script could
+            # not quote it as a shell word
+            raise _MismatchError("expected text, got a NUL character")
         if tp in (str, int, bool) and type(data) is tp:
             return data
         if tp is type(None) and data is None:

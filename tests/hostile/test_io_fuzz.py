@@ -237,6 +237,19 @@ def test_any_snapshot_is_judged_or_refused(
         assert written.endswith("\n")
 
 
+@pytest.mark.parametrize("command", COMMANDS)
+def test_a_nul_in_a_snapshot_value_is_refused_in_one_line(
+    command: Callable[[Path, Path, Path], list[str]], clean: Path, tmp_path: Path
+) -> None:
+    """Found by the fuzz above: a kernel module named NUL reached `fix`, whose shell quoting
+    cannot hold it, and ended in an internal error. No fact of a machine holds NUL."""
+    data = json.loads(clean.read_text(encoding="utf-8"))
+    data["facts"]["kernel"]["modules"]["found"][0]["used_by"] = ["\0"]
+    snap = write(tmp_path / "snap.json", json.dumps(data))
+    code, output = run(*command(snap, clean, tmp_path / "out"))
+    assert code == 2 and "NUL" in output
+
+
 # --- specs --------------------------------------------------------------------------------------
 
 SPEC = """\
