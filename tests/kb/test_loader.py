@@ -51,7 +51,11 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Two for the GPU Operator's driver container (issue 38's Kubernetes catalogs): "FATAL: failed
 # to" (the RHEL entrypoint: no entitlement, no repositories), "locate package" (apt's "Unable to
 # locate package linux-headers-…"); neither line holds another trigger.
-MAX_TRIGGERS = 54
+# Five for world round 10's misses, whose lines hold no other trigger: Triton's "Hardware limit:"
+# (a kernel's shared memory), Void's "DKMS module 'nvidia" build report, Compose's
+# "resources.reservations" schema refusal, pacman's "breaks dependency" and apt's " : Depends: "
+# between the driver's own packages.
+MAX_TRIGGERS = 59
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
