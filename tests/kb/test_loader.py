@@ -55,7 +55,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # (a kernel's shared memory), Void's "DKMS module 'nvidia" build report, Compose's
 # "resources.reservations" schema refusal, pacman's "breaks dependency" and apt's " : Depends: "
 # between the driver's own packages.
-MAX_TRIGGERS = 59
+# Three for world round 11's misses, likewise alone on their lines: Ollama's "Dynamic LLM
+# libraries" runner list, nvidia-smi's "valid field to query" and the BMC's "Uncorrectable ECC".
+MAX_TRIGGERS = 62
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

@@ -137,7 +137,9 @@ def test_torchvision_image_extension_warning_is_not_a_cause() -> None:
 
 # Warnings of runs that go on, verbatim: bitsandbytes' CPU library fallback
 # (https://github.com/bitsandbytes-foundation/bitsandbytes/issues/779), and NCCL skipping an
-# InfiniBand device it cannot open (https://github.com/zai-org/ImageReward/issues/65), and the
+# InfiniBand device it cannot open (https://github.com/zai-org/ImageReward/issues/65), NCCL
+# looking for a network plugin it does not need (https://github.com/NVIDIA/nccl/issues/1231,
+# world round 11's one healthy log that was not silent), and the
 # start-up lines of TensorFlow and JAX (envdoctor/catalogs/tensorflow.yaml, jax.yaml: the CUDA
 # stub on a CPU-only machine, the factory registered twice, a GPU that works, libdevice not
 # needed yet, the driver older than ptxas).
@@ -156,6 +158,9 @@ GOING_ON = (
     "65826-86bd789679-2dxbs:80746:80746 [3] NCCL INFO NET/IB : Using [0]mlx5_1:1/RoCE "
     "[1]mlx5_18:1/RoCE ; OOB eth0:33.117.221.247<0>\n"
     "65826-86bd789679-2dxbs:80746:80746 [3] NCCL INFO Using network IB\n",
+    "VM-0-14-tencentos:162637:162637 [6] NCCL INFO NET/Plugin : dlerror=libnccl-net.so: cannot "
+    "open shared object file: No such file or directory No plugin found (libnccl-net.so), using "
+    "internal implementation\n",
     "2024-04-17 10:21:41.644834: I tensorflow/tsl/cuda/cudart_stub.cc:28] Could not find cuda "
     "drivers on your machine, GPU will not be used.\n"
     "2024-04-17 10:21:41.677055: E tensorflow/compiler/xla/stream_executor/cuda/cuda_dnn.cc:9342] "
@@ -177,7 +182,14 @@ GOING_ON = (
 
 
 @pytest.mark.parametrize(
-    "log", GOING_ON, ids=["bitsandbytes-cpu", "nccl-ib-device-skipped", "tensorflow-jax-startup"]
+    "log",
+    GOING_ON,
+    ids=[
+        "bitsandbytes-cpu",
+        "nccl-ib-device-skipped",
+        "nccl-no-net-plugin",
+        "tensorflow-jax-startup",
+    ],
 )
 def test_warnings_of_runs_that_go_on_are_not_causes(log: str) -> None:
     assert run(log).causes == ()
