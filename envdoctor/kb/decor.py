@@ -62,6 +62,26 @@ _NEW_RECORD = re.compile(
 )
 
 
+# a logger's mark that the line is information, not a failure: NCCL's "NCCL INFO", a level
+# word or logfmt's level=info, glog's "I0531 03:55:57" and TensorFlow's ": I tensorflow/…"
+_INFO_LEVEL = re.compile(
+    r"(?:^|[\s\[|(])(?:NCCL INFO|INFO|level=(?:info|INFO))(?:$|[\s\]:|)-])"
+    r"|(?:^|\s)I\d{4} \d\d:\d\d:\d\d"
+    r"|\d: I (?:tensorflow|external|xla)/"
+)
+INFO_PREFIX_LIMIT = 512  # characters before a match that are read for the level
+
+
+def logged_as_info(prefix: str) -> bool:
+    """Was the line whose message starts after ``prefix`` written at a logger's INFO level?
+
+    A program that logs a failure-shaped text at INFO (NCCL probing for an optional network
+    plugin, a library looking for an optional dependency) has handled it; a fallback, which
+    reads a message by its shape alone, must not call it a cause.
+    """
+    return _INFO_LEVEL.search(prefix[-INFO_PREFIX_LIMIT:]) is not None
+
+
 def strip(line: str) -> str:
     """``line`` without the decorations in front of the message (bounded, never raises)."""
     pos = 0

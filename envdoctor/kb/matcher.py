@@ -45,6 +45,7 @@ from envdoctor.kb.model import (
     KnowledgeBase,
     Occurrence,
     Pattern,
+    Role,
     ScanResult,
     Signature,
 )
@@ -345,6 +346,10 @@ class Scanner:
                 if found is None:
                     continue
                 m, matched_text = found
+                if signature.role is Role.FALLBACK and decor.logged_as_info(
+                    matched_text[: m.start()]
+                ):
+                    continue  # a shape on a line its program logged as information
                 matched.add(signature.id)
                 found_here.append((signature, pattern, m, matched_text))
                 self._record(signature, pattern, m, line_no, matched_text, block, begin, start)

@@ -193,3 +193,19 @@ GOING_ON = (
 )
 def test_warnings_of_runs_that_go_on_are_not_causes(log: str) -> None:
     assert run(log).causes == ()
+
+
+def test_a_fallback_shape_on_an_info_line_is_not_a_cause() -> None:
+    """A fallback reads a message by its shape alone; where the program that printed it logged
+    the line at INFO (it looked for something optional and went on), the shape is not a
+    failure. The same words at another level, or with no level, still are."""
+    message = "libnccl-net.so: cannot open shared object file: No such file or directory"
+    for info in (
+        f"node1:2:2 [0] NCCL INFO NET/Plugin : ImportError: {message}",
+        f'time=2025-01-14T16:41:34Z level=INFO source=x.go:1 msg="OSError: {message}"',
+        f"I0531 03:55:57.941848  2382 loader.cc:166] OSError: {message}",
+        f"2024-04-17 10:21:41.644834: I tensorflow/x.cc:28] OSError: {message}",
+    ):
+        assert run(info + "\n").causes == (), info
+    for failing in (f"OSError: {message}", f"[ERROR] OSError: {message}"):
+        assert [c.id for c in run(failing + "\n").causes] == ["fallback.shared-library-not-found"]
