@@ -57,7 +57,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # between the driver's own packages.
 # Three for world round 11's misses, likewise alone on their lines: Ollama's "Dynamic LLM
 # libraries" runner list, nvidia-smi's "valid field to query" and the BMC's "Uncorrectable ECC".
-MAX_TRIGGERS = 62
+# Five for world round 12's misses, alone on their lines: ldd's "=> not found", libmamba's
+# "provides __cuda", Ollama's "layers.offload=0", strace's "EACCES", and TensorFlow's "gpu
+# device (" (its ignored-GPU line wrapped before the word the old anchor was).
+MAX_TRIGGERS = 67
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
