@@ -60,7 +60,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Five for world round 12's misses, alone on their lines: ldd's "=> not found", libmamba's
 # "provides __cuda", Ollama's "layers.offload=0", strace's "EACCES", and TensorFlow's "gpu
 # device (" (its ignored-GPU line wrapped before the word the old anchor was).
-MAX_TRIGGERS = 67
+# Two for driver packaging (envdoctor/catalogs/linux-packages.yaml): dpkg's "trying to
+# overwrite" on its own line, and dkms's "BUILD_EXCLUSIVE", printed with or without "Error!".
+MAX_TRIGGERS = 69
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
