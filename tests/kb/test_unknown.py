@@ -209,3 +209,24 @@ def test_a_fallback_shape_on_an_info_line_is_not_a_cause() -> None:
         assert run(info + "\n").causes == (), info
     for failing in (f"OSError: {message}", f"[ERROR] OSError: {message}"):
         assert [c.id for c in run(failing + "\n").causes] == ["fallback.shared-library-not-found"]
+
+
+@pytest.mark.parametrize(
+    "line",
+    [
+        # the user asked Ollama for the CPU (num_gpu 0): no layer on the GPU is what they chose
+        'time=2025-05-19T10:50:36.626+05:00 level=INFO source=server.go:168 msg=offload '
+        'library=cuda layers.requested=0 layers.model=35 layers.offload=0 layers.split=""',
+        # prose about an Xid, not a report of one GPU
+        "Xid 79 means the GPU has fallen off the bus; reseat the card if it repeats",
+        # ldd listing a CUDA library it found
+        "\tlibcudart.so.12 => /usr/local/cuda/lib64/libcudart.so.12 (0x00007f3a1c000000)",
+        # the runc hook error where the toolkit's real error follows the mode note on the line
+        "stderr: Auto-detected mode as 'legacy' ",
+    ],
+    ids=["ollama-cpu-by-choice", "xid-prose", "ldd-found", "mode-note-alone"],
+)
+def test_near_misses_of_failure_shapes_are_silent(line: str) -> None:
+    """Lines that share words with a failure's message but report none: each pattern that
+    reads the failure must leave them alone."""
+    assert run(line + "\n").causes == ()
