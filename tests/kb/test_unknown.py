@@ -215,7 +215,7 @@ def test_a_fallback_shape_on_an_info_line_is_not_a_cause() -> None:
     "line",
     [
         # the user asked Ollama for the CPU (num_gpu 0): no layer on the GPU is what they chose
-        'time=2025-05-19T10:50:36.626+05:00 level=INFO source=server.go:168 msg=offload '
+        "time=2025-05-19T10:50:36.626+05:00 level=INFO source=server.go:168 msg=offload "
         'library=cuda layers.requested=0 layers.model=35 layers.offload=0 layers.split=""',
         # prose about an Xid, not a report of one GPU
         "Xid 79 means the GPU has fallen off the bus; reseat the card if it repeats",
