@@ -48,6 +48,13 @@ RULE_OUT_FACTOR = 0.5
 _GENERIC_ASSERT = "cuda.device-assert"
 
 
+def _stands(hit: Hit, analysis: Analysis) -> bool:
+    """Whether a hit is still a cause once its analyzer and its context have spoken."""
+    if analysis.confidence is not None:
+        return analysis.confidence != 0.0
+    return hit.confidence > 0.0
+
+
 def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explanation:
     """Rank the hits of ``scan`` into causes (no live facts)."""
     return Explanation(causes=rank(scan.hits, kb), scan=scan, source=source)
@@ -55,8 +62,9 @@ def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explan
 
 def rank(hits: Sequence[Hit], kb: KnowledgeBase) -> tuple[Cause, ...]:
     analyses = {hit.signature_id: _analyze(hit, kb) for hit in hits}
-    # an analyzer whose numbers show nothing wrong drops its hit before any ranking
-    hits = [h for h in hits if analyses[h.signature_id].confidence != 0.0]
+    # an analyzer whose numbers show nothing wrong drops its hit before any ranking, and so does
+    # a context that rules it out (its weight took the hit's confidence to nothing)
+    hits = [h for h in hits if _stands(h, analyses[h.signature_id])]
     roles = {hit.signature_id: kb.get(hit.signature_id).role for hit in hits}
     root = _async_root(hits, roles)
     explained_by = _explained_by(hits, kb)

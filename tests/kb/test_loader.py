@@ -65,7 +65,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # One for Lightning's "MisconfigurationException" (no accelerator torch can use): its lines
 # hold no other trigger. One for "fallen off the bus" where a program other than the kernel
 # (DCGM, a health check) reports a lost GPU without "NVRM:".
-MAX_TRIGGERS = 71
+# Two for world round 13's misses: TensorFlow's "Loaded runtime CuDNN" wrapped before the word
+# its anchor was, and the IOMMU's "DMAR: [DMA " fault.
+MAX_TRIGGERS = 73
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

@@ -178,6 +178,27 @@ GOING_ON = (
     "Because the driver is older than the ptxas version, XLA is disabling parallel compilation, "
     "which may slow down compilation. You should update your NVIDIA driver or use the "
     "NVIDIA-provided CUDA forward compatibility packages.\n",
+    # google/deepvariant#722: TensorFlow's worker processes, the run completed
+    "== CUDA ==\n"
+    "CUDA Version 11.3.1\n"
+    "2023-10-30 00:30:39.544727: E tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:1278] could not retrieve CUDA device count: CUDA_ERROR_NOT_INITIALIZED: initialization error\n"
+    "2023-10-30 00:30:40.075465: E tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:1278] could not retrieve CUDA device count: CUDA_ERROR_NOT_INITIALIZED: initialization error\n"
+    "2023-10-30 00:30:40.617831: E tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:1278] could not retrieve CUDA device count: CUDA_ERROR_NOT_INITIALIZED: initialization error\n"
+    "2023-10-30 00:30:41.161964: E tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:1278] could not retrieve CUDA device count: CUDA_ERROR_NOT_INITIALIZED: initialization error\n"
+    "2023-10-30 00:30:41.707151: E tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:1278] could not retrieve CUDA device count: CUDA_ERROR_NOT_INITIALIZED: initialization error\n"
+    "2023-10-30 00:30:42.254657: E tensorflow/compiler/xla/stream_executor/cuda/cuda_driver.cc:1278] could not retrieve CUDA device count: CUDA_ERROR_NOT_INITIALIZED: initialization error\n",
+    # mitsuba-renderer/drjit#44: a machine without a CUDA GPU, the CPU backend is used
+    "jit_cuda_init(): cuInit failed, disabling CUDA backend.\n"
+    "There are two common explanations for this type of failure:\n"
+    "\n"
+    " 1. your computer simply does not contain a graphics card that supports CUDA.\n"
+    "\n"
+    " 2. your CUDA kernel module and CUDA library are out of sync. Try to see if you\n"
+    "    can run a utility like 'nvida-smi'. If not, a reboot will likely fix this\n"
+    "    issue. Otherwise reinstall your graphics driver.\n"
+    "\n"
+    " The specific error message produced by cuInit was\n"
+    '   "no CUDA-capable device is detected"\n',
 )
 
 
@@ -189,6 +210,8 @@ GOING_ON = (
         "nccl-ib-device-skipped",
         "nccl-no-net-plugin",
         "tensorflow-jax-startup",
+        "tensorflow-workers-device-count",
+        "drjit-cpu-backend",
     ],
 )
 def test_warnings_of_runs_that_go_on_are_not_causes(log: str) -> None:
