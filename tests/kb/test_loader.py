@@ -67,7 +67,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # (DCGM, a health check) reports a lost GPU without "NVRM:".
 # Two for world round 13's misses: TensorFlow's "Loaded runtime CuDNN" wrapped before the word
 # its anchor was, and the IOMMU's "DMAR: [DMA " fault.
-MAX_TRIGGERS = 73
+# Two for world round 14's misses, alone on their lines: Ollama's "no nvidia devices
+# detected" and nvcc's "for option 'gpu-architecture'" without its prefix.
+MAX_TRIGGERS = 75
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
