@@ -69,7 +69,8 @@ DOCS = Path(__file__).parents[2] / "docs"
 # its anchor was, and the IOMMU's "DMAR: [DMA " fault.
 # Two for world round 14's misses, alone on their lines: Ollama's "no nvidia devices
 # detected" and nvcc's "for option 'gpu-architecture'" without its prefix.
-MAX_TRIGGERS = 75
+# One for nvidia-smi -q's "Remapping Failure Occurred" (its line holds no other trigger).
+MAX_TRIGGERS = 76
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

@@ -246,8 +246,10 @@ def test_a_fallback_shape_on_an_info_line_is_not_a_cause() -> None:
         "\tlibcudart.so.12 => /usr/local/cuda/lib64/libcudart.so.12 (0x00007f3a1c000000)",
         # the runc hook error where the toolkit's real error follows the mode note on the line
         "stderr: Auto-detected mode as 'legacy' ",
+        # nvidia-smi -q of a GPU whose row remapping works
+        "        Remapping Failure Occurred        : No",
     ],
-    ids=["ollama-cpu-by-choice", "xid-prose", "ldd-found", "mode-note-alone"],
+    ids=["ollama-cpu-by-choice", "xid-prose", "ldd-found", "mode-note-alone", "remap-ok"],
 )
 def test_near_misses_of_failure_shapes_are_silent(line: str) -> None:
     """Lines that share words with a failure's message but report none: each pattern that
