@@ -70,7 +70,7 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Two for world round 14's misses, alone on their lines: Ollama's "no nvidia devices
 # detected" and nvcc's "for option 'gpu-architecture'" without its prefix.
 # One for nvidia-smi -q's "Remapping Failure Occurred" (its line holds no other trigger).
-MAX_TRIGGERS = 76
+MAX_TRIGGERS = 81
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
