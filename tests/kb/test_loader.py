@@ -70,7 +70,13 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Two for world round 14's misses, alone on their lines: Ollama's "no nvidia devices
 # detected" and nvcc's "for option 'gpu-architecture'" without its prefix.
 # One for nvidia-smi -q's "Remapping Failure Occurred" (its line holds no other trigger).
-MAX_TRIGGERS = 81
+# Six for the family readings of fallback.yaml, which read a class of message by the words its
+# members share rather than by one program's wording: "support" and "require" (an architecture
+# beside a refusal), "ot enough" and "nsufficient" (GPU memory), "o GPU" and "GPU not " (no GPU
+# counted); Kubernetes' "Insufficient nvidia.com/gpu" now shares "nsufficient", so five more
+# searches. On the benchmark's 128 MiB log the time is unchanged against b8152e6 (0.64-0.76 s
+# against 0.60-0.79 s, alternating runs; docs/explain.md, Benchmark).
+MAX_TRIGGERS = 87
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
