@@ -76,7 +76,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # counted); Kubernetes' "Insufficient nvidia.com/gpu" now shares "nsufficient", so five more
 # searches. On the benchmark's 128 MiB log the time is unchanged against b8152e6 (0.64-0.76 s
 # against 0.60-0.79 s, alternating runs; docs/explain.md, Benchmark).
-MAX_TRIGGERS = 87
+# Four for world round 15's misses, alone on their lines: Windows' ".dll" (a DLL "is missing" or
+# "not found"), "rchitecture" (Kokkos' "mismatch of architecture"), the kernel's SELinux "avc:"
+# record, and "nvidia-container-cli" where enroot's hook (under pyxis) does not find it.
+MAX_TRIGGERS = 91
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
