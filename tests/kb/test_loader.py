@@ -166,6 +166,7 @@ COMMON_WORDS = {
     "error",  # an EDAC pattern swept for it (2026-12-03): 1.8 s instead of 0.6 s on 128 MiB
     "warning",
     "failed",
+    "cudnn",  # a cuDNN pattern swept for it (2026-12-03): 2.2 s instead of 0.8 s on 128 MiB
 }
 
 
