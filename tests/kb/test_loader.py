@@ -2,8 +2,11 @@
 
 from __future__ import annotations
 
+import importlib.util
+import random
 import re
 import shutil
+import sys
 from pathlib import Path
 
 import pytest
@@ -168,6 +171,36 @@ COMMON_WORDS = {
     "failed",
     "cudnn",  # a cuDNN pattern swept for it (2026-12-03): 2.2 s instead of 0.8 s on 128 MiB
 }
+
+
+def _benchmark_lines() -> list[str]:
+    """The healthy lines of the benchmark's generated log (benchmarks/bench_explain.py)."""
+    path = Path(__file__).parents[2] / "benchmarks" / "bench_explain.py"
+    spec = importlib.util.spec_from_file_location("bench_explain", path)
+    assert spec is not None and spec.loader is not None
+    module = importlib.util.module_from_spec(spec)
+    sys.modules[spec.name] = module  # its dataclasses look their module up while defined
+    spec.loader.exec_module(module)
+    # the benchmark's own seeded generator; nothing here is secret
+    lines: list[str] = module.healthy_lines(random.Random(7), 20_000)  # noqa: S311
+    return lines
+
+
+def test_no_pattern_sweeps_for_a_literal_the_benchmarks_healthy_lines_hold() -> None:
+    """The word list below names words seen to slow explain down; this finds the next one
+    before a benchmark does: a regex whose longest literal is in more than 1 % of the
+    benchmark's healthy lines makes each of them a candidate. A cuDNN pattern whose literal was
+    "cudnn" (held by the log's `CONV_IMPL=cudnn` lines) took 2.2 s instead of 0.8 s on 128 MiB."""
+    lines = _benchmark_lines()
+    limit = len(lines) // 100
+    frequent = {
+        (s.id, p.literals[0])
+        for s in load_default_kb().signatures
+        for p in s.patterns
+        if (s.id, p.literals[0]) not in SHORT_KEYS
+        and sum(p.literals[0] in line for line in lines) > limit
+    }
+    assert frequent == set()
 
 
 def test_no_pattern_sweeps_for_a_word_most_lines_hold() -> None:
