@@ -142,13 +142,32 @@ def _cases() -> Iterator[tuple[str, str, tuple[str, ...], tuple[str, ...]]]:
             yield (f"{signature.id} context {i}", rule.regex, (), ())
 
 
+RECHECKS = 3  # a line or pattern over the budget is timed again this many times, spread out
+
+
+def _over_budget(seconds: float, line: str) -> bool:
+    return seconds * 1024 > BUDGET_PER_KIB * max(1, len(line))
+
+
 def _slow_lines(search: LineSearch, lines: Iterator[str]) -> list[tuple[float, str]]:
     slow = []
     for line in lines:
         seconds = _cpu(search, line)
-        if seconds * 1024 > BUDGET_PER_KIB * max(1, len(line)):
-            slow.append((seconds, line[:80]))
+        if _over_budget(seconds, line):
+            slow.append((seconds, line))
     return slow
+
+
+def _still_slow(search: LineSearch, line: str) -> float:
+    """The best time of ``line`` over readings spread out in time: a busy machine's burst
+    (another job on the sibling core) passes, a slow pattern stays slow in every reading."""
+    best = float("inf")
+    for _ in range(RECHECKS):
+        time.sleep(0.02)
+        best = min(best, _cpu(search, line))
+        if not _over_budget(best, line):
+            break
+    return best
 
 
 @pytest.mark.parametrize("engine", available_engines())
@@ -157,9 +176,11 @@ def test_every_signature_regex_is_fast_on_hostile_lines(engine: str) -> None:
     for where, regex, required, examples in _cases():
         search = line_search(regex, engine)
         slow = _slow_lines(search, hostile_lines(regex, required, examples))
-        if slow:
-            seconds, line = max(slow)
-            failures.append(f"{where}: {regex!r} took {seconds * 1000:.1f} ms on {line!r}…")
+        confirmed = [(_still_slow(search, line), line) for _, line in slow]
+        confirmed = [(seconds, line) for seconds, line in confirmed if _over_budget(seconds, line)]
+        if confirmed:
+            seconds, line = max(confirmed)
+            failures.append(f"{where}: {regex!r} took {seconds * 1000:.1f} ms on {line[:80]!r}…")
     assert not failures, "\n".join(failures)
 
 
@@ -197,7 +218,15 @@ def _superlinear(
 def test_no_signature_regex_grows_faster_than_the_line(engine: str) -> None:
     failures = []
     for where, regex, required, examples in _cases():
-        grows = _superlinear(line_search(regex, engine), regex, required, examples)
+        search = line_search(regex, engine)
+        grows = _superlinear(search, regex, required, examples)
+        for _ in range(RECHECKS - 1):
+            if not grows:
+                break
+            # every reading again: a linear pattern timed during a burst of load reads as
+            # growth once, a quadratic one grows in every reading
+            time.sleep(0.02)
+            grows = _superlinear(search, regex, required, examples)
         if grows:
             failures.append(f"{where}: {regex!r} {grows}")
     assert not failures, "\n".join(failures)
@@ -227,7 +256,8 @@ def test_the_generator_catches_the_pattern_that_took_21_seconds() -> None:
     )
     compiled = re.compile(old)
     line = "Assertion t >= 0 " + "nll" * 150
-    assert _cpu(compiled.search, line) * 1024 > BUDGET_PER_KIB * len(line)
+    assert _over_budget(_cpu(compiled.search, line), line)
+    assert _over_budget(_still_slow(compiled.search, line), line)  # the recheck confirms it
     generated = list(hostile_lines(old, ("Assertion ",), ()))
     assert any("nllnllnll" in g for g in generated)
 
