@@ -23,7 +23,7 @@ from envdoctor.kb.model import (
     Signature,
     Verdict,
 )
-from envdoctor.kb.ranking import explain, fill, with_host
+from envdoctor.kb.ranking import explain, with_host
 
 if TYPE_CHECKING:
     import sys
@@ -92,6 +92,3 @@ def assess(explanation: Explanation, facts: Facts) -> Explanation:
         cause.id: host_checks_for(cause, facts) for cause in explanation.causes
     }
     return with_host(explanation, checks)
-
-
-del fill  # re-exported through ranking only

@@ -2,15 +2,15 @@
 
 Every problem in a file is an ``EnvdoctorError`` whose ``where`` is ``file:line`` (exit 2 at the
 CLI), never a traceback: unknown or missing keys, a regex that does not compile, a pattern that
-does not match its own examples, a summary placeholder no pattern captures, an unknown host
-check or analyzer, a duplicate id.
+does not match its own examples, a summary placeholder no pattern captures (or one outside a
+``[[…]]`` segment that an example leaves empty), an unknown host check or analyzer, a duplicate
+id.
 """
 
 from __future__ import annotations
 
 import functools
 import re
-import string
 import sys
 from importlib import resources
 from pathlib import Path
@@ -28,6 +28,7 @@ from envdoctor.kb.model import (
     Signature,
     compiled,
 )
+from envdoctor.kb.template import fields
 from envdoctor.model.finding import is_valid_code
 from envdoctor.yamlsource import Map, Node, Reader, Seq, load
 
@@ -283,6 +284,7 @@ def _pattern(item: Node, default_confidence: float, prefer: tuple[str, ...]) -> 
                 where=pat.at("regex"),
             )
     examples = _texts(pat, "examples", required=True)
+    always: set[str] = set(regex.groupindex)
     for i, example in enumerate(examples):
         at = _item_at(pat, "examples", i)
         if "\n" in example:
@@ -291,8 +293,11 @@ def _pattern(item: Node, default_confidence: float, prefer: tuple[str, ...]) -> 
             raise EnvdoctorError(
                 f"examples: example does not contain the anchor {anchor!r}", where=at
             )
-        if regex.search(example) is None:
+        match = regex.search(example)
+        if match is None:
             raise EnvdoctorError("examples: example does not match the regex", where=at)
+        captured = {name for name, value in match.groupdict().items() if value}
+        always &= captured
     # longest first (the first is the most distinctive), ties in a fixed order: a set's order
     # changes with the hash seed, and with it which literal the scanner searches for
     literals = [anchor]
@@ -306,6 +311,7 @@ def _pattern(item: Node, default_confidence: float, prefer: tuple[str, ...]) -> 
         line=pat.line,
         literals=tuple(sorted(set(literals), key=lambda lit: (-len(lit), lit))),
         groups=tuple(regex.groupindex),
+        always=tuple(sorted(always)),
     )
 
 
@@ -319,12 +325,22 @@ def _context(item: Node) -> ContextRule:
 
 
 def _check_placeholders(signature: Signature, sig: Map) -> None:
+    """Every placeholder is captured by some pattern; one outside a ``[[…]]`` segment by every
+    example of every pattern, so no summary a user reads prints "?" for it."""
+    required, optional = fields(signature.summary)
     available = signature.captures_used()
-    for _, field_name, _, _ in string.Formatter().parse(signature.summary):
-        if field_name is None:
-            continue
-        if field_name not in available:
+    for name in sorted(required | optional):
+        if name not in available:
             raise EnvdoctorError(
-                f"summary: uses {{{field_name}}} but no pattern captures (?P<{field_name}>…)",
+                f"summary: uses {{{name}}} but no pattern captures (?P<{name}>…)",
+                where=sig.at("summary"),
+            )
+    for index, pattern in enumerate(signature.patterns):
+        lacking = sorted(required - set(pattern.always))
+        if lacking:
+            raise EnvdoctorError(
+                f"summary: pattern {index} (line {pattern.line}) does not capture"
+                f" {', '.join('{' + n + '}' for n in lacking)} on all its examples: put what"
+                " uses it in an optional [[…]] segment",
                 where=sig.at("summary"),
             )

@@ -66,6 +66,7 @@ class Pattern:
     line: int
     literals: tuple[str, ...] = ()  # every literal the regex requires (anchor included)
     groups: tuple[str, ...] = ()
+    always: tuple[str, ...] = ()  # the groups every example captures (a non-empty text)
 
 
 @dataclass(frozen=True, slots=True)

@@ -26,7 +26,6 @@ The rules, in order:
 
 from __future__ import annotations
 
-import string
 from collections.abc import Mapping, Sequence
 from dataclasses import replace
 
@@ -41,6 +40,7 @@ from envdoctor.kb.model import (
     ScanResult,
     Verdict,
 )
+from envdoctor.kb.template import fill
 
 CONSEQUENCE_FACTOR = 0.4
 CONFIRM_BONUS = 0.15
@@ -180,16 +180,6 @@ def _captures(hit: Hit) -> dict[str, str]:
         for key, value in occurrence.captures:
             captures.setdefault(key, value)
     return captures
-
-
-class _Missing(dict[str, str]):
-    def __missing__(self, key: str) -> str:
-        return "?"
-
-
-def fill(template: str, captures: Mapping[str, str]) -> str:
-    """The summary with ``{name}`` filled from the captures ("?" when not captured)."""
-    return string.Formatter().vformat(template, (), _Missing(captures))
 
 
 def with_host(explanation: Explanation, checks: Mapping[str, Sequence[HostCheck]]) -> Explanation:

@@ -333,6 +333,24 @@ BAD = [
         "does not",
     ),
     ("unknown placeholder", GOOD.replace("{what}", "{who}"), 11, "{who}"),
+    (
+        "a placeholder one example leaves empty",
+        GOOD.replace(
+            "Something (?P<what>\\w+) failed", "Something (?P<what>\\w+)? ?failed"
+        ).replace(
+            "          - 'RuntimeError: Something big failed'\n",
+            "          - 'RuntimeError: Something big failed'\n          - 'Something failed'\n",
+        ),
+        12,
+        "optional [[",
+    ),
+    ("unknown placeholder in a segment", GOOD.replace("{what}", "[[{who}]]"), 11, "{who}"),
+    (
+        "a placeholder in a segment's alternative",
+        GOOD.replace("{what}", "[[{what}||{who}]]"),
+        11,
+        "{who}",
+    ),
     ("bad id", GOOD.replace("test.good", "Test_Good"), 3, "kebab-case"),
     ("bad role", GOOD.replace("role: error", "role: fatal"), 5, "unknown role"),
     ("bad confidence", GOOD.replace("confidence: 0.9", "confidence: 7"), 6, "confidence"),
