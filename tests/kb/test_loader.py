@@ -95,7 +95,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Four for common messages written from the emitters (not from a round) that no word above
 # held: ninja's "build stopped", a CUDA header cut to ".h: No such file", the kernel's
 # "Unknown symbol" for nvidia-uvm against another nvidia.ko, slurmstepd's "oom_kill event".
-MAX_TRIGGERS = 103
+# Two more from the emitters: TensorRT's Python logger ("[TRT] [E] 6: The engine plan file is
+# generated on an incompatible device", no error word on the line) and the Stable Diffusion web
+# UI's "NansException: A tensor with all NaNs" (half precision on a GPU that cannot hold it).
+MAX_TRIGGERS = 105
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
