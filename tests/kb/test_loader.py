@@ -100,7 +100,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # UI's "NansException: A tensor with all NaNs" (half precision on a GPU that cannot hold it).
 # One for torchrun's "failed (exitcode: -9)" (a worker SIGKILLed: the host's OOM killer), whose
 # glog-style form since torch 2.2 holds no error word.
-MAX_TRIGGERS = 106
+# One for ONNX Runtime's arena: "Failed to allocate memory for requested buffer of size N" ends
+# a line whose error word is hundreds of characters before it.
+MAX_TRIGGERS = 107
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
