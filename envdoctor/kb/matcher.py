@@ -61,6 +61,7 @@ MAX_OCCURRENCES = 8
 CONTEXT_SAMPLES = 3
 _BINARY_PROBE = 8 << 10
 _CACHED_LINE = 2 << 10  # lines up to this long: their matches and shortlists are cached
+WRAP_ANCHOR = 8  # an anchor this long may stand in for a key literal a wrap moved on (_may_match)
 _MEMO_SIZE = 1024  # entries per cache at most (then forgotten all at once)
 _UTF8_PIECE = 64 << 10
 
@@ -126,11 +127,13 @@ class Scanner:
         # RE2: one automaton for the most distinctive literal of every pattern finds the
         # candidate lines; a healthy line that merely contains "error" or "NCCL" costs nothing
         sweep = (
-            literal_sweep([p.literals[0] for s in kb.signatures for p in s.patterns])
+            literal_sweep([k for s in kb.signatures for p in s.patterns for k in candidate_keys(p)])
             if self.engine == RE2
             else None
         )
-        key_literals = [{p.literals[0].encode() for _, p, _ in g} for g in self._by_trigger]
+        key_literals = [
+            {k.encode() for _, p, _ in g for k in candidate_keys(p)} for g in self._by_trigger
+        ]
         self._finder = CandidateFinder(self._triggers, key_literals, sweep)
         self._pending = bytearray()
         self._cutting = False  # inside a line longer than MAX_LINE (already counted)
@@ -154,7 +157,10 @@ class Scanner:
         # the triggers and each pattern's key literal without digits, for _shortlist
         self._bare_triggers = [t.translate(None, DIGIT_BYTES) for t in self._triggers]
         self._bare_keys = [
-            [p.literals[0].encode().translate(None, DIGIT_BYTES) for _, p, _ in group]
+            [
+                tuple(k.encode().translate(None, DIGIT_BYTES) for k in candidate_keys(p))
+                for _, p, _ in group
+            ]
             for group in self._by_trigger
         ]
 
@@ -340,8 +346,8 @@ class Scanner:
             joined = _Continuation(block, end, limit, text)
             entries = self._shortlist(line, triggers) if remember else self._entries(triggers)
             for signature, pattern, search in entries:
-                if pattern.literals[0] not in text or signature.id in matched:
-                    continue  # the key literal first: _search needs it either way
+                if signature.id in matched or not _may_match(pattern, text, joined):
+                    continue
                 found = _search(pattern, search, text, joined)
                 if found is None:
                     continue
@@ -395,8 +401,8 @@ class Scanner:
             entry
             for index, trigger in enumerate(self._bare_triggers)
             if trigger in template
-            for entry, key in zip(self._by_trigger[index], self._bare_keys[index], strict=True)
-            if key in template
+            for entry, keys in zip(self._by_trigger[index], self._bare_keys[index], strict=True)
+            if any(key in template for key in keys)
         )
         self._shortlists[template] = entries
         return entries
@@ -509,6 +515,28 @@ def _following(block: bytes, end: int, limit: int) -> tuple[bytes, ...]:
     was quadratic in a block of near-miss lines)."""
     tail = block[end + 1 : min(limit, end + 1 + WINDOW)].split(b"\n")
     return tuple(tail[: min(len(tail) - 1, decor.MAX_CONTINUATION)])
+
+
+def candidate_keys(pattern: Pattern) -> tuple[str, ...]:
+    """The literals that make a line a candidate for ``pattern``: its key literal (the
+    longest), and its anchor where that is distinctive and a wrap can have moved the key
+    literal to the next line ("… Assertion `srcIndex < srcSel" / "ectDimSize` failed")."""
+    key = pattern.literals[0]
+    if key != pattern.anchor and len(pattern.anchor) >= WRAP_ANCHOR:
+        return (key, pattern.anchor)
+    return (key,)
+
+
+def _may_match(pattern: Pattern, text: str, joined: _Continuation) -> bool:
+    """The key literal is in the line, or (for a pattern with a distinctive anchor) the line
+    holds the anchor and the key literal is where a wrap put it: on the lines after, or across
+    the break. Most patterns are passed over on the first test alone."""
+    keys = candidate_keys(pattern)
+    if keys[0] in text:
+        return True
+    if len(keys) == 1 or keys[1] not in text:
+        return False
+    return any(keys[0] in variant for variant in joined.variants())
 
 
 def _search(

@@ -8,7 +8,8 @@ from __future__ import annotations
 
 import pytest
 
-from envdoctor.kb import decor, load_default_kb, scan_bytes
+from envdoctor.kb import Scanner, decor, explain, load_default_kb, scan_bytes
+from envdoctor.kb.engines import available_engines
 from tests.kb.helpers import ids, run
 
 WATCHDOG = (
@@ -103,6 +104,25 @@ def test_a_message_a_logger_split_over_lines_keeps_both_versions() -> None:
     assert cause.summary == (
         "nvcc (CUDA 11.8) cannot build an extension for this torch (built with CUDA 12.4)"
     )
+
+
+def test_a_wrap_that_moves_the_key_literal_to_the_next_line_is_still_explained() -> None:
+    """The kernel's assertion cut at 120 columns: the anchor ("] Assertion") is on the first
+    line, the distinctive condition on the next. The scanner used to look for the condition
+    on the first line only, so the line was never a candidate."""
+    line = (
+        "../aten/src/ATen/native/cuda/Indexing.cu:1146: indexSelectLargeIndex: block: [18,0,0],"
+        " thread: [5,0,0] Assertion `srcIndex < srcSelectDimSize` failed."
+    )
+    wrapped = line[:120] + "\n" + line[120:] + "\n"
+    assert "srcSelectDimSize" not in wrapped.splitlines()[0]
+    for engine in available_engines():
+        kb = load_default_kb()
+        scanner = Scanner(kb, engine=engine)
+        scanner.feed(wrapped.encode())
+        explanation = explain(scanner.finish(), kb)
+        assert explanation.top is not None, engine
+        assert explanation.top.id == "cuda.assert-index-out-of-range", engine
 
 
 def test_decorated_error_lines_match_like_plain_ones() -> None:
