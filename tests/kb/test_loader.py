@@ -102,7 +102,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # glog-style form since torch 2.2 holds no error word.
 # One for ONNX Runtime's arena: "Failed to allocate memory for requested buffer of size N" ends
 # a line whose error word is hundreds of characters before it.
-MAX_TRIGGERS = 107
+# Three for world round 18's misses, alone on their lines: compute-sanitizer's "=========" report
+# lines, nvidia-smi nvlink's "<inactive>" link, and detectron2's collect_env row "failed to
+# import".
+MAX_TRIGGERS = 110
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
