@@ -61,7 +61,7 @@ MAX_OCCURRENCES = 8
 CONTEXT_SAMPLES = 3
 _BINARY_PROBE = 8 << 10
 _CACHED_LINE = 2 << 10  # lines up to this long: their matches and shortlists are cached
-WRAP_ANCHOR = 8  # an anchor this long may stand in for a key literal a wrap moved on (_may_match)
+WRAP_ANCHOR = 8  # an anchor this long may stand in for a key literal a wrap moved on (_wraps)
 _MEMO_SIZE = 1024  # entries per cache at most (then forgotten all at once)
 _UTF8_PIECE = 64 << 10
 
@@ -346,8 +346,10 @@ class Scanner:
             joined = _Continuation(block, end, limit, text)
             entries = self._shortlist(line, triggers) if remember else self._entries(triggers)
             for signature, pattern, search in entries:
-                if signature.id in matched or not _may_match(pattern, text, joined):
+                if signature.id in matched:
                     continue
+                if pattern.literals[0] not in text and not _key_wrapped(pattern, text, joined):
+                    continue  # the key literal first: _search needs it either way
                 found = _search(pattern, search, text, joined)
                 if found is None:
                     continue
@@ -517,26 +519,27 @@ def _following(block: bytes, end: int, limit: int) -> tuple[bytes, ...]:
     return tuple(tail[: min(len(tail) - 1, decor.MAX_CONTINUATION)])
 
 
+def _wraps(pattern: Pattern) -> bool:
+    """Whether the anchor may stand in for the key literal: it differs from it and is
+    distinctive enough that a line holding it is worth joining with the lines after it."""
+    return pattern.literals[0] != pattern.anchor and len(pattern.anchor) >= WRAP_ANCHOR
+
+
 def candidate_keys(pattern: Pattern) -> tuple[str, ...]:
     """The literals that make a line a candidate for ``pattern``: its key literal (the
-    longest), and its anchor where that is distinctive and a wrap can have moved the key
-    literal to the next line ("… Assertion `srcIndex < srcSel" / "ectDimSize` failed")."""
-    key = pattern.literals[0]
-    if key != pattern.anchor and len(pattern.anchor) >= WRAP_ANCHOR:
-        return (key, pattern.anchor)
-    return (key,)
+    longest), and its anchor where a wrap can have moved the key literal to the next line
+    ("… Assertion `srcIndex < srcSel" / "ectDimSize` failed")."""
+    return (pattern.literals[0], pattern.anchor) if _wraps(pattern) else (pattern.literals[0],)
 
 
-def _may_match(pattern: Pattern, text: str, joined: _Continuation) -> bool:
-    """The key literal is in the line, or (for a pattern with a distinctive anchor) the line
-    holds the anchor and the key literal is where a wrap put it: on the lines after, or across
-    the break. Most patterns are passed over on the first test alone."""
-    keys = candidate_keys(pattern)
-    if keys[0] in text:
-        return True
-    if len(keys) == 1 or keys[1] not in text:
-        return False
-    return any(keys[0] in variant for variant in joined.variants())
+def _key_wrapped(pattern: Pattern, text: str, joined: _Continuation) -> bool:
+    """For a line without the key literal: the line holds the pattern's distinctive anchor and
+    the key literal is where a wrap put it, on the lines after or across the break."""
+    return (
+        _wraps(pattern)
+        and pattern.anchor in text
+        and any(pattern.literals[0] in variant for variant in joined.variants())
+    )
 
 
 def _search(
