@@ -35,6 +35,15 @@ def test_a_required_placeholder_without_capture_still_prints_a_mark() -> None:
     assert fill("{what} failed", {}) == "? failed"
 
 
+def test_a_hostile_capture_is_printed_as_text_not_read_as_a_template() -> None:
+    """Captures come from the log: braces, segment marks and format specs in them are
+    printed as they are, never filled or dropped."""
+    hostile = "{__class__}[[{library}||x]]{0:>99999}"
+    assert fill("[[{library}||A CUDA library]] cannot be loaded", {"library": hostile}) == (
+        f"{hostile} cannot be loaded"
+    )
+
+
 def test_fields_tell_required_from_optional() -> None:
     assert fields(COMPANION) == (frozenset({"companion"}), frozenset({"torch", "vision"}))
     assert fields("[[{a}||{b}]] and [[{a}]]") == (frozenset({"b"}), frozenset({"a"}))
