@@ -10,7 +10,10 @@ later is covered without touching this file.
 
 The budget is CPU time of this thread (best of three, so a busy machine does not fail it) per
 KiB of line. A linear search of a 6 KiB line takes well under a millisecond here; a quadratic
-one takes tens to hundreds of milliseconds, a cubic one seconds.
+one takes tens to hundreds of milliseconds, a cubic one seconds. A line over the budget is
+timed again beside a reference search of the same length (the costliest shape a signature may
+take), and fails only when it is also well over that: a sibling job that slows every search
+on the machine slows both, a slow pattern stays slow against it.
 """
 
 from __future__ import annotations
@@ -164,15 +167,32 @@ def _slow_lines(search: LineSearch, lines: Iterator[str]) -> list[tuple[float, s
     return slow
 
 
+# The costliest shape a signature may take, under the slower engine: a four-letter literal, then
+# a lazy 300-character window, on a line that repeats the literal (about half the budget on an
+# idle machine). Both are timed in the same moment, so their ratio does not depend on the load.
+_REFERENCE = re.compile(r"rror[^\n]{0,300}?\x00")
+REFERENCE_RATIO = 2.0  # a confirmed slow search is over the budget and this many times it
+
+
+def _reference_cpu(length: int) -> float:
+    line = ("ror" * (length // 3 + 1))[:length]
+    return _cpu(_REFERENCE.search, line)
+
+
 def _still_slow(search: LineSearch, line: str) -> float:
-    """The best time of ``line`` over readings spread out in time: a busy machine's burst
-    (another job on the sibling core) passes, a slow pattern stays slow in every reading."""
+    """The best time of ``line`` over readings spread out in time, or 0 once a reading is
+    within the budget or within ``REFERENCE_RATIO`` of the reference timed beside it: a busy
+    machine's burst (another job on the sibling core) passes, a slow pattern stays slow in
+    every reading and against the reference."""
     best = float("inf")
     for _ in range(RECHECKS):
         time.sleep(0.02)
-        best = min(best, _cpu(search, line))
+        seconds = _cpu(search, line)
+        if seconds <= REFERENCE_RATIO * _reference_cpu(len(line)):
+            return 0.0
+        best = min(best, seconds)
         if not _over_budget(best, line):
-            break
+            return 0.0
     return best
 
 
