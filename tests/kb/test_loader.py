@@ -108,7 +108,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Two for world round 19's misses, alone on their lines: the runtime's "no kernel image is
 # available for execution on the device" quoted without "CUDA error:", and Thrust's "after
 # cudaFuncGetAttributes: invalid device function" (the exception's name is on the line before).
-MAX_TRIGGERS = 112
+# Three after round 19, from the emitters: deviceQuery's "cudaGetDeviceCount returned N" (its
+# string is on the next line, alone), "fork/exec" (containerd's shim starting a runtime the node
+# does not have) and the GPU Operator's "/run/nvidia/driver" in runc's refusal.
+MAX_TRIGGERS = 115
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
