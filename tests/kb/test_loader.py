@@ -111,7 +111,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Three after round 19, from the emitters: deviceQuery's "cudaGetDeviceCount returned N" (its
 # string is on the next line, alone), "fork/exec" (containerd's shim starting a runtime the node
 # does not have) and the GPU Operator's "/run/nvidia/driver" in runc's refusal.
-MAX_TRIGGERS = 115
+# Two more from the emitters: Ubuntu's command-not-found for "'nvcc'" (no toolkit on the PATH)
+# and torch's warning "Failed to initialize NumPy: _ARRAY_API not found" under NumPy 2.
+MAX_TRIGGERS = 117
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
