@@ -116,7 +116,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Two for runtime messages alone on their lines: a DataLoader worker that "exited unexpectedly"
 # without the exception's name, and NCCL's "Proxy Call to rank N failed (Connect)" under an
 # internal error. torchrun's "failed (exitcode: -9)" and "-7" now share "(exitcode: -".
-MAX_TRIGGERS = 119
+# Four for world round 20's misses, alone on their lines: TensorFlow configure's "Invalid path to
+# cuDNN", nvidia-smi -q's vGPU "License Status", Kubernetes' 'RuntimeClass "nvidia"' and pip's
+# "which is incompatible" (read only for torch's companions pinned to another torch).
+MAX_TRIGGERS = 123
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
