@@ -119,7 +119,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Four for world round 20's misses, alone on their lines: TensorFlow configure's "Invalid path to
 # cuDNN", nvidia-smi -q's vGPU "License Status", Kubernetes' 'RuntimeClass "nvidia"' and pip's
 # "which is incompatible" (read only for torch's companions pinned to another torch).
-MAX_TRIGGERS = 123
+# Two for world round 21's misses, alone on their lines: "Horovod has been shut down" and
+# TensorFlow's "kernel driver does not appear to be running".
+MAX_TRIGGERS = 125
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
