@@ -128,7 +128,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # shares "invalid device"), and six strings that share no word ("misaligned address", "invalid
 # program counter", "system not yet initialized", "device kernel image is invalid", the vGPU's
 # license and the exclusive-thread device in use).
-MAX_TRIGGERS = 136
+# Three for world round 22's misses, alone on their lines: Paddle's "The third-party dynamic
+# library (…) that Paddle depends on", sbatch's "Requested GRES option unsupported by configured
+# SelectType plugin", and "gloo" for its connect to a loopback address in C++'s terminate line.
+MAX_TRIGGERS = 138
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
