@@ -131,7 +131,8 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Three for world round 22's misses, alone on their lines: Paddle's "The third-party dynamic
 # library (…) that Paddle depends on", sbatch's "Requested GRES option unsupported by configured
 # SelectType plugin", and "gloo" for its connect to a loopback address in C++'s terminate line.
-MAX_TRIGGERS = 138
+# One from the emitters: pip's "…-win_amd64.whl" for PyPI's CPU-only torch on Windows.
+MAX_TRIGGERS = 139
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
