@@ -132,7 +132,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # library (…) that Paddle depends on", sbatch's "Requested GRES option unsupported by configured
 # SelectType plugin", and "gloo" for its connect to a loopback address in C++'s terminate line.
 # One from the emitters: pip's "…-win_amd64.whl" for PyPI's CPU-only torch on Windows.
-MAX_TRIGGERS = 139
+# Three for world round 23's misses, alone on their lines: xFormers' "but was built for sm",
+# vLLM's and TGI's heads that do not divide across the GPUs, and squeue's pending reason
+# "Nodes required for job are DOWN, DRAINED or reserved".
+MAX_TRIGGERS = 142
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
