@@ -360,8 +360,11 @@ class Scanner:
                     continue  # a shape on a line its program logged as information
                 matched.add(signature.id)
                 found_here.append((signature, pattern, m, matched_text))
-                self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
             following = joined.following
+        if any(signature.role is Role.BENIGN for signature, _, _, _ in found_here):
+            found_here = []  # a message its program survives: nothing on the line is a cause
+        for signature, pattern, m, matched_text in found_here:
+            self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
         if remember:
             # A line repeated (an error logged in a loop) is matched once: what it matched
             # depends on the line alone, or on the line and the few after it that a cut line

@@ -35,6 +35,9 @@ class Role(enum.Enum):
     - ``fallback``: a generic reading of a whole class of message (any shared library not
       found, any nvidia-container-cli failure) by what it names. It stands only on lines no
       other signature reads: there it becomes the consequence of the one that does.
+    - ``benign``: a failure-shaped message its program prints and survives (an optional
+      library probed for and not found). It is never a cause, and a line it reads is read by
+      no other signature: the library's own name in it is not what stopped the run.
     """
 
     ERROR = "error"
@@ -42,6 +45,7 @@ class Role(enum.Enum):
     KERNEL_ASSERT = "kernel-assert"
     FOLLOW_ON = "follow-on"
     FALLBACK = "fallback"
+    BENIGN = "benign"
 
 
 @dataclass(frozen=True, slots=True)

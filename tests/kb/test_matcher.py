@@ -21,7 +21,7 @@ from envdoctor.kb import (
 from envdoctor.kb.candidates import CandidateFinder
 from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
-from envdoctor.kb.model import Pattern, ScanResult, compiled
+from envdoctor.kb.model import Pattern, Role, ScanResult, compiled
 from tests.kb.test_decor import WATCHDOG
 
 OOM = (
@@ -31,6 +31,14 @@ OOM = (
 ASSERT = (
     "../aten/src/ATen/native/cuda/Loss.cu:250: nll_loss_forward_reduce_cuda_kernel_2d: block: "
     "[0,0,0], thread: [0,0,0] Assertion `t >= 0 && t < n_classes` failed."
+)
+
+# Paddle 2.x's start-up when TensorRT is not installed (paddle/fluid/platform/dynload/
+# tensorrt.cc prints it to stderr and goes on), as in PaddlePaddle/Paddle#28218
+PADDLE_TENSORRT = (
+    "TensorRT dynamic library (libnvinfer.so) that Paddle depends on is not configured "
+    "correctly. (error code is libnvinfer.so: cannot open shared object file: No such file or "
+    "directory)"
 )
 
 
@@ -195,16 +203,21 @@ def _reference(data: bytes) -> list[tuple[str, int, int]]:
     for number, raw in enumerate(lines, start=1):
         for text in raw.split("\r"):
             joined = decor.continued(text, lines[number:]) if decor.looks_cut(text) else ()
-            for signature in kb.signatures:
-                if number in found.get(signature.id, []):
-                    continue
+            here = [
+                signature
+                for signature in kb.signatures
+                if number not in found.get(signature.id, [])
                 # a pattern's anchor is in every line it matches (the loader checks it): the
                 # cheap test first, or this takes seconds
-                if any(
+                and any(
                     p.anchor in text and _reference_match(p, text, joined)
                     for p in signature.patterns
-                ):
-                    found.setdefault(signature.id, []).append(number)
+                )
+            ]
+            if any(signature.role is Role.BENIGN for signature in here):
+                continue  # a message its program survives: nothing on the line is a cause
+            for signature in here:
+                found.setdefault(signature.id, []).append(number)
     return sorted((sid, len(lines), lines[0]) for sid, lines in found.items())
 
 
@@ -224,6 +237,7 @@ def _mixed_log(seed: int) -> bytes:
 
     rng = random.Random(seed)  # noqa: S311 (test data, not cryptography)
     errors = [line for case in corpus() for line in case.log.decode("utf-8").splitlines()]
+    errors.append(PADDLE_TENSORRT)  # a line a benign signature silences
     benign = [
         "INFO eval: accuracy 0.{n} val_error_rate 0.0{n}",
         "wandb: train/MeanSquaredError 0.{n} CUDA mem {n}.1 GiB",
@@ -493,3 +507,20 @@ def test_every_shortcut_gives_the_plain_scanners_result(seed: int, engine: str) 
         assert scan(chunk, _TEMPLATE_MIN=1, _TEMPLATE_BACKOFF=0, _DENSE=-1) == plain
         assert scan(chunk, _TEMPLATE_MIN=1, _DENSE=-1, _MEMO_SIZE=7) == plain
         assert scan(chunk) == plain
+
+
+@pytest.mark.parametrize("engine", available_engines())
+def test_a_message_its_program_survives_names_no_cause(engine: str) -> None:
+    """Paddle's TensorRT probe names a library that cannot be opened, but Paddle goes on: the
+    line is no cause, though the missing-library signatures read its words; a real failure
+    later in the same log still is one."""
+    kb = load_default_kb()
+    alone = scan_bytes((PADDLE_TENSORRT + "\nstep 1 loss 0.5\n").encode(), kb, engine=engine)
+    assert alone.hits == ()
+    later = f"{PADDLE_TENSORRT}\n{OOM}\n".encode()
+    hits = {h.signature_id: h for h in scan_bytes(later, kb, engine=engine).hits}
+    assert set(hits) == {"cuda.out-of-memory"}
+    assert hits["cuda.out-of-memory"].first_line == 2
+    # the library's name in another program's words is still read
+    other = b"OSError: libnvinfer.so: cannot open shared object file: No such file or directory\n"
+    assert "libs.missing-library" in {h.signature_id for h in scan_bytes(other, kb).hits}
