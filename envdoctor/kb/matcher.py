@@ -362,7 +362,8 @@ class Scanner:
                 found_here.append((signature, pattern, m, matched_text))
             following = joined.following
         if any(signature.role is Role.BENIGN for signature, _, _, _ in found_here):
-            found_here = []  # a message its program survives: nothing on the line is a cause
+            # a message its program survives: no other reading of the line is a cause
+            found_here = [f for f in found_here if f[0].role is Role.BENIGN]
         for signature, pattern, m, matched_text in found_here:
             self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
         if remember:

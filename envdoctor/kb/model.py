@@ -223,6 +223,9 @@ class Explanation:
     causes: tuple[Cause, ...]
     scan: ScanResult
     source: str = "-"
+    # lines a benign signature read: failure-shaped messages their program survived, which
+    # a reader is told are harmless rather than left to wonder (never causes)
+    harmless: tuple[Cause, ...] = ()
 
     @property
     def top(self) -> Cause | None:

@@ -57,7 +57,19 @@ def _stands(hit: Hit, analysis: Analysis) -> bool:
 
 def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explanation:
     """Rank the hits of ``scan`` into causes (no live facts)."""
-    return Explanation(causes=rank(scan.hits, kb), scan=scan, source=source)
+    benign = {s.id for s in kb.signatures if s.role is Role.BENIGN}
+    harmless = tuple(
+        Cause(
+            signature=kb.get(hit.signature_id),
+            hit=hit,
+            confidence=hit.confidence,
+            summary=fill(kb.get(hit.signature_id).summary, _captures(hit)),
+        )
+        for hit in scan.hits
+        if hit.signature_id in benign
+    )
+    causes = rank([hit for hit in scan.hits if hit.signature_id not in benign], kb)
+    return Explanation(causes=causes, scan=scan, source=source, harmless=harmless)
 
 
 def rank(hits: Sequence[Hit], kb: KnowledgeBase) -> tuple[Cause, ...]:
@@ -194,6 +206,4 @@ def with_host(explanation: Explanation, checks: Mapping[str, Sequence[HostCheck]
             elif check.verdict is Verdict.RULES_OUT:
                 confidence *= RULE_OUT_FACTOR
         causes.append(replace(cause, host_checks=found, confidence=round(confidence, 3)))
-    return Explanation(
-        causes=tuple(sorted(causes, key=_order)), scan=explanation.scan, source=explanation.source
-    )
+    return replace(explanation, causes=tuple(sorted(causes, key=_order)))

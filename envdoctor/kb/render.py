@@ -184,6 +184,20 @@ def conclusion(explanation: Explanation, *, with_host: bool = False) -> list[str
     return lines
 
 
+def _harmless_text(explanation: Explanation) -> list[str]:
+    """The lines a benign signature read, said to be harmless (and what would make them not)."""
+    if not explanation.harmless:
+        return []
+    out = ["", "Harmless here (the program printed it and went on):"]
+    for cause in explanation.harmless:
+        out.extend(_wrap(f"· {cause.summary} ({_where(cause)})", "  ", hang=2))
+        if cause.hit.occurrences:
+            out.extend(_wrap(f"│ {cause.hit.occurrences[0].text}", "    ", hang=2))
+        for step in cause.signature.fix[:1]:
+            out.extend(_wrap(step, "    ", hang=0))
+    return out
+
+
 def render_text(
     explanation: Explanation,
     *,
@@ -220,6 +234,7 @@ def render_text(
                 "  ",
             )
         )
+        out.extend(_harmless_text(explanation))
         out.extend(_tail_text(stderr_tail))
         return safe_text("\n".join(out) + "\n")  # log lines and file names are untrusted
     roots = [c for c in explanation.causes if c.is_root]
@@ -237,6 +252,7 @@ def render_text(
             )
             if first:
                 out.extend(_wrap(f"│ {first}", "    ", hang=2))
+    out.extend(_harmless_text(explanation))
     if explanation.status != "explained":
         out.extend(_tail_text(stderr_tail))
     if not verbose:
@@ -335,6 +351,7 @@ def explain_payload(
         "undecodable": scan.undecodable,
         "truncated_lines": scan.truncated_lines,
         "causes": [_cause_data(c) for c in explanation.causes],
+        "harmless": [_harmless_data(c) for c in explanation.harmless],
     }
     if stderr_tail:
         data["stderr_tail"] = stderr_tail
@@ -370,6 +387,17 @@ def run_data(
     }
     status = HEALTHY if returncode == 0 else UNHEALTHY
     return envelope("run", payload, exit_code=returncode, status=status)
+
+
+def _harmless_data(cause: Cause) -> dict[str, Any]:
+    return {
+        "id": cause.id,
+        "summary": cause.summary,
+        "count": cause.hit.count,
+        "first_line": cause.hit.first_line,
+        "occurrences": [{"line": o.line, "text": o.text} for o in cause.hit.occurrences],
+        "fix": list(cause.signature.fix),
+    }
 
 
 def _cause_data(cause: Cause) -> dict[str, Any]:

@@ -62,6 +62,40 @@ def test_healthy_log_exits_0(tmp_path: Path) -> None:
     assert "no known signature" in result.output
 
 
+# Paddle 2.x's TensorRT probe at start-up (PaddlePaddle/Paddle#28218, judged harmless there)
+PADDLE_TENSORRT = (
+    "TensorRT dynamic library (libnvinfer.so) that Paddle depends on is not configured "
+    "correctly. (error code is libnvinfer.so: cannot open shared object file: No such file or "
+    "directory)\n"
+    "  Suggestions:\n"
+    "  1. Check if TensorRT is installed correctly and its version is matched with "
+    "paddlepaddle you installed.\n"
+)
+
+
+def test_a_harmless_line_is_said_to_be_harmless_and_exits_0(tmp_path: Path) -> None:
+    log = tmp_path / "paddle.log"
+    log.write_text(PADDLE_TENSORRT + "epoch 1 loss 0.3\n", encoding="utf-8")
+    result = cli_invoke(["explain", str(log)])
+    assert result.exit_code == 0
+    assert "Harmless here" in result.output
+    assert "went on without it (line 1)" in result.output
+    assert "libs.missing-library" not in result.output
+    data = json.loads(cli_invoke(["explain", "--json", str(log)]).output)
+    validate(data)
+    assert data["outcome"] == "no-signature"
+    assert data["causes"] == []
+    assert [h["id"] for h in data["harmless"]] == ["paddle.tensorrt-optional"]
+
+
+def test_a_harmless_line_beside_a_real_error_is_listed_after_it(tmp_path: Path) -> None:
+    log = tmp_path / "paddle.log"
+    log.write_bytes(PADDLE_TENSORRT.encode() + OOM_LOG.read_bytes())
+    result = cli_invoke(["explain", str(log)])
+    assert result.exit_code == 1
+    assert result.output.index("cuda.out-of-memory") < result.output.index("Harmless here")
+
+
 def test_binary_file_is_handled(tmp_path: Path) -> None:
     blob = tmp_path / "core.bin"
     blob.write_bytes(bytes(range(256)) * 1000 + b"\nRuntimeError: CUDA error: out of memory\n")
