@@ -53,6 +53,7 @@ _SIGNATURE_KEYS = {
     "analyzer": False,
     "docs": False,
     "explains": False,
+    "needs_context": False,
 }
 _PATTERN_KEYS = {"regex": True, "examples": True, "anchor": False, "confidence": False}
 _CONTEXT_KEYS = {"regex": True, "weight": True, "note": True}
@@ -220,6 +221,14 @@ def _signature(item: Node, prefer: tuple[str, ...] = ()) -> Signature:
     context: tuple[ContextRule, ...] = ()
     if context_node is not None:
         context = tuple(_context(c) for c in _READ.sequence(context_node, "context"))
+    needs_context = "needs_context" in sig.items and _READ.boolean(
+        sig.items["needs_context"], "needs_context"
+    )
+    if needs_context and not any(rule.weight > 0 for rule in context):
+        raise EnvdoctorError(
+            "needs_context: true needs a context rule with a positive weight to stand on",
+            where=sig.at("needs_context"),
+        )
     facts = _texts(sig, "facts")
     for i, name in enumerate(facts):
         if name not in HOST_CHECK_NAMES:
@@ -254,6 +263,7 @@ def _signature(item: Node, prefer: tuple[str, ...] = ()) -> Signature:
         analyzer=analyzer,
         docs=_texts(sig, "docs"),
         explains=_texts(sig, "explains"),
+        needs_context=needs_context,
         source=sig.at(),
     )
     _check_placeholders(signature, sig)

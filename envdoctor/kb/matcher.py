@@ -147,6 +147,7 @@ class Scanner:
         self._utf8 = codecs.getincrementaldecoder("utf-8")()  # strict: it only validates
         self._truncated = 0
         self._acc: dict[str, _Acc] = {}
+        self._context_tries: dict[str, int] = {}  # per ``needs_context`` signature
         self._memo: dict[
             bytes | tuple[bytes, tuple[bytes, ...]],
             tuple[tuple[Signature, Pattern, LineMatch, str], ...],
@@ -443,6 +444,18 @@ class Scanner:
         start: int,
     ) -> None:
         acc = self._acc.get(signature.id)
+        weight = 0.0
+        notes: tuple[str, ...] = ()
+        if signature.needs_context and acc is None:
+            # read only beside its context: occurrences are weighed (a few at most) until one
+            # stands, and one whose lines before it say nothing more is not this cause
+            tries = self._context_tries.get(signature.id, 0)
+            if tries >= CONTEXT_SAMPLES:
+                return
+            self._context_tries[signature.id] = tries + 1
+            weight, notes, backed = self._weigh(signature, block, begin, start)
+            if not backed:
+                return
         if acc is None:
             acc = self._acc[signature.id] = _Acc(signature, line_no)
         acc.count += 1
@@ -451,16 +464,32 @@ class Scanner:
             found = m.groupdict()  # RE2 orders it by name: keep the pattern's order
             captures = tuple((k, found[k]) for k in pattern.groups if found.get(k) is not None)
             acc.occurrences.append(Occurrence(line_no, text[:LINE_TEXT], captures))
-        confidence = pattern.confidence
-        if signature.context and acc.context_samples < CONTEXT_SAMPLES:
+        if (
+            signature.context
+            and not signature.needs_context
+            and acc.context_samples < CONTEXT_SAMPLES
+        ):
             acc.context_samples += 1
-            context = self._context(block, begin, start)
-            for i, rule in enumerate(signature.context):
-                if self._context_search[signature.id, i](context):
-                    confidence += rule.weight
-                    if rule.note not in acc.notes:
-                        acc.notes.append(rule.note)
+            weight, notes, _ = self._weigh(signature, block, begin, start)
+        for note in notes:
+            if note not in acc.notes:
+                acc.notes.append(note)
+        confidence = pattern.confidence + weight
         acc.confidence = max(acc.confidence, min(0.99, max(0.0, confidence)))
+
+    def _weigh(
+        self, signature: Signature, block: bytes, begin: int, start: int
+    ) -> tuple[float, tuple[str, ...], bool]:
+        """The weight of the context rules the lines before ``start`` match, their notes, and
+        whether one with a positive weight matched."""
+        context = self._context(block, begin, start)
+        weight, notes, backed = 0.0, [], False
+        for i, rule in enumerate(signature.context):
+            if self._context_search[signature.id, i](context):
+                weight += rule.weight
+                notes.append(rule.note)
+                backed = backed or rule.weight > 0
+        return weight, tuple(notes), backed
 
     def _context(self, block: bytes, begin: int, start: int) -> str:
         """The lines before ``start`` (bounded by bytes and by lines), decoded leniently; what

@@ -100,6 +100,10 @@ class Signature:
     analyzer: str = ""
     docs: tuple[str, ...] = ()
     explains: tuple[str, ...] = ()  # ids of less specific signatures this one accounts for
+    # a line that says this cause only beside its context (``nvcc: command not found`` after a
+    # CUDA *runtime* image's name): it stands only where a context rule with a positive weight
+    # matched the lines before it, and is not read at all elsewhere
+    needs_context: bool = False
     source: str = ""  # "file:line" of the definition
 
     def captures_used(self) -> frozenset[str]:

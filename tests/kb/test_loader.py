@@ -429,6 +429,21 @@ BAD = [
     ("wrong schema", GOOD.replace("schema: 1", "schema: 2"), 1, "schema"),
     ("duplicate id", GOOD + GOOD.split("signatures:\n", 1)[1], 15, "duplicate signature id"),
     ("explains unknown", GOOD + "    explains: [nope.nothing]\n", 3, "explains"),
+    (
+        "needs_context with nothing to stand on",
+        GOOD + "    needs_context: true\n",
+        15,
+        "needs a context rule with a positive weight",
+    ),
+    (
+        "needs_context on a rule that only lowers it",
+        GOOD
+        + "    needs_context: true\n    context:\n"
+        + "      - {regex: 'docker', weight: -0.2, note: 'Less likely.'}\n",
+        15,
+        "needs a context rule with a positive weight",
+    ),
+    ("needs_context not a flag", GOOD + "    needs_context: sometimes\n", 15, "true or false"),
 ]
 
 

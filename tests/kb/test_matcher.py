@@ -75,6 +75,9 @@ CONTEXT = (
     "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
 )
 
+# the command of NVIDIA/nvidia-docker#1160's reporter: a CUDA runtime image, which has no nvcc
+RUNTIME_IMAGE = "docker run -it --gpus all nvidia/cuda:10.0-cudnn7-runtime-ubuntu18.04 /bin/bash"
+
 
 @pytest.mark.parametrize("engine", available_engines())
 @pytest.mark.parametrize("chunk", [1, 13, 4096, 1 << 16])
@@ -85,6 +88,21 @@ def test_chunking_keeps_context_rules_and_captures(chunk: int, engine: str) -> N
     kb = load_default_kb()
     whole = scan_bytes(data, kb, engine=engine)
     assert any(h.context_notes for h in whole.hits)
+    scanner = Scanner(kb, engine=engine)
+    for i in range(0, len(data), chunk):
+        scanner.feed(data[i : i + chunk])
+    assert scanner.finish() == whole
+
+
+@pytest.mark.parametrize("engine", available_engines())
+@pytest.mark.parametrize("chunk", [1, 13, 4096])
+def test_a_line_read_only_beside_its_context_is_read_so_in_any_pieces(
+    chunk: int, engine: str
+) -> None:
+    data = _log(3000, {1000: RUNTIME_IMAGE, 1040: "bash: nvcc: command not found"})
+    kb = load_default_kb()
+    whole = scan_bytes(data, kb, engine=engine)
+    assert "container.runtime-image-no-toolkit" in {h.signature_id for h in whole.hits}
     scanner = Scanner(kb, engine=engine)
     for i in range(0, len(data), chunk):
         scanner.feed(data[i : i + chunk])
@@ -199,6 +217,7 @@ def _reference(data: bytes) -> list[tuple[str, int, int]]:
     line that holds a pattern's key literal but is cut short, joined with the lines after it."""
     kb = load_default_kb()
     found: dict[str, list[int]] = {}
+    tries: dict[str, int] = {}
     lines = [line.decode("utf-8", errors="replace") for line in data.split(b"\n")]
     for number, raw in enumerate(lines, start=1):
         for text in raw.split("\r"):
@@ -217,6 +236,17 @@ def _reference(data: bytes) -> list[tuple[str, int, int]]:
             if any(signature.role is Role.BENIGN for signature in here):
                 # a message its program survives: no other reading of the line is a cause
                 here = [signature for signature in here if signature.role is Role.BENIGN]
+            # a signature read only beside its context: the lines before it (the scanner's
+            # window) must hold a rule with a positive weight, tried a few times until one does
+            before = "\n".join(lines[max(0, number - matcher.CONTEXT_LINES) : number - 1])
+            for signature in [s for s in here if s.needs_context and s.id not in found]:
+                tries[signature.id] = tries.get(signature.id, 0) + 1
+                backed = any(
+                    rule.weight > 0 and compiled(rule.regex).search(before)
+                    for rule in signature.context
+                )
+                if not backed or tries[signature.id] > matcher.CONTEXT_SAMPLES:
+                    here.remove(signature)
             for signature in here:
                 found.setdefault(signature.id, []).append(number)
     return sorted((sid, len(lines), lines[0]) for sid, lines in found.items())
@@ -239,6 +269,8 @@ def _mixed_log(seed: int) -> bytes:
     rng = random.Random(seed)  # noqa: S311 (test data, not cryptography)
     errors = [line for case in corpus() for line in case.log.decode("utf-8").splitlines()]
     errors.append(PADDLE_TENSORRT)  # a line a benign signature silences
+    # a line read differently beside the line before it (container.runtime-image-no-toolkit)
+    errors += [RUNTIME_IMAGE, "bash: nvcc: command not found"]
     benign = [
         "INFO eval: accuracy 0.{n} val_error_rate 0.0{n}",
         "wandb: train/MeanSquaredError 0.{n} CUDA mem {n}.1 GiB",

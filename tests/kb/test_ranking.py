@@ -125,3 +125,26 @@ def test_a_fallback_yields_to_a_signature_on_its_line_and_stands_alone_elsewhere
     alone = run(other_lib + "\n")
     assert alone.top is not None and alone.top.id == "fallback.shared-library-not-found"
     assert alone.status == "explained" and "libGL.so.1" in alone.top.summary
+
+
+# NVIDIA/nvidia-docker#1160: the reporter's command and the shell's answer, verbatim
+RUNTIME_IMAGE = "docker run -it --gpus all nvidia/cuda:10.0-cudnn7-runtime-ubuntu18.04 /bin/bash"
+NVCC_MISSING = "bash: nvcc: command not found"
+
+
+def test_a_line_read_beside_its_context_names_the_image_and_explains_the_build_reading() -> None:
+    explanation = run(
+        "\n".join([RUNTIME_IMAGE, "root@7c0be9bfaeec:/# nvcc --version", NVCC_MISSING])
+    )
+    top = explanation.top
+    assert top is not None and top.id == "container.runtime-image-no-toolkit"
+    assert top.notes  # the context rule says why: the image named before it
+    build = next(c for c in explanation.causes if c.id == "build.cuda-home-missing")
+    assert build.consequence_of == "container.runtime-image-no-toolkit"
+
+
+def test_the_same_line_without_that_context_is_not_read_that_way() -> None:
+    devel = RUNTIME_IMAGE.replace("-runtime-", "-devel-")
+    far = "\n".join([RUNTIME_IMAGE, *(f"step {n}" for n in range(200)), NVCC_MISSING])
+    for log in (NVCC_MISSING, f"{devel}\n{NVCC_MISSING}", far, f"{NVCC_MISSING}\n{RUNTIME_IMAGE}"):
+        assert ids(run(log)) == ["build.cuda-home-missing"], log[:80]
