@@ -135,7 +135,12 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Three for world round 23's misses, alone on their lines: xFormers' "but was built for sm",
 # vLLM's and TGI's heads that do not divide across the GPUs, and squeue's pending reason
 # "Nodes required for job are DOWN, DRAINED or reserved".
-MAX_TRIGGERS = 142
+# Five for world round 26's misses, alone on their lines: Paddle's "which is not compatible with
+# Paddle installation with arch:", "libtorch_cuda" (an extension beside a CPU torch), the
+# loader's "wrong ELF class", the second half of TensorFlow's cuDNN check ("but source was
+# compiled with", where a paste broke its first words), and "cannot import name" quoted without
+# its ImportError (transformers' lazy import).
+MAX_TRIGGERS = 147
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
