@@ -98,6 +98,17 @@ def looks_cut(line: str) -> bool:
     return len(line.rstrip()) >= MIN_CUT_LENGTH
 
 
+def continuation_count(following: Iterable[str]) -> int:
+    """How many of ``following`` continue a cut line: those ``continued`` joins to it."""
+    count = 0
+    for raw in islice(following, MAX_CONTINUATION):
+        text = strip(raw.rstrip("\r"))
+        if not text.strip() or _NEW_RECORD.match(text):
+            break
+        count += 1
+    return count
+
+
 def continued(line: str, following: Iterable[str]) -> tuple[str, ...]:
     """``line`` joined with the lines that continue it, in the two ways a wrap can be undone.
 

@@ -148,6 +148,10 @@ class Scanner:
         self._truncated = 0
         self._acc: dict[str, _Acc] = {}
         self._context_tries: dict[str, int] = {}  # per ``needs_context`` signature
+        # the last line of a message a benign signature read across a wrap: the lines it
+        # joined are that message too, and no other signature reads them either
+        self._benign_through = 0
+        self._benign_span: dict[bytes | tuple[bytes, tuple[bytes, ...]], int] = {}
         self._memo: dict[
             bytes | tuple[bytes, tuple[bytes, ...]],
             tuple[tuple[Signature, Pattern, LineMatch, str], ...],
@@ -331,8 +335,11 @@ class Scanner:
                 key = (line, _following(block, end, limit))
             known = self._memo.get(key)
             if known is not None:
-                for signature, pattern, m, matched_text in known:
+                span = self._benign_span.get(key, 0)
+                for signature, pattern, m, matched_text in self._unreserved(known, line_no, span):
                     self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
+                if span:
+                    self._benign_through = max(self._benign_through, line_no + span)
                 return
         else:
             # a long line is searched around its triggers' hits (_segments): found the same
@@ -342,6 +349,7 @@ class Scanner:
         found_here: list[tuple[Signature, Pattern, LineMatch, str]] = []
         matched: set[str] = set()
         following: tuple[bytes, ...] | None = None  # the lines after it, where they were read
+        span = 0  # lines after it that a benign reading joined to it
         for segment in self._segments(line, triggers):
             text = segment.decode("utf-8", errors="replace").strip("\r")
             joined = _Continuation(block, end, limit, text)
@@ -361,12 +369,16 @@ class Scanner:
                     continue  # a shape on a line its program logged as information
                 matched.add(signature.id)
                 found_here.append((signature, pattern, m, matched_text))
+                if signature.role is Role.BENIGN and matched_text != text and joined.following:
+                    span = max(span, decor.continuation_count(_decoded(joined.following)))
             following = joined.following
         if any(signature.role is Role.BENIGN for signature, _, _, _ in found_here):
             # a message its program survives: no other reading of the line is a cause
             found_here = [f for f in found_here if f[0].role is Role.BENIGN]
-        for signature, pattern, m, matched_text in found_here:
+        for signature, pattern, m, matched_text in self._unreserved(found_here, line_no, span):
             self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
+        if span:
+            self._benign_through = max(self._benign_through, line_no + span)
         if remember:
             # A line repeated (an error logged in a loop) is matched once: what it matched
             # depends on the line alone, or on the line and the few after it that a cut line
@@ -374,11 +386,27 @@ class Scanner:
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.clear()
                 self._reads_on.clear()
+                self._benign_span.clear()
+            stored: bytes | tuple[bytes, tuple[bytes, ...]] = line
             if following is not None:
                 self._reads_on.add(line)
-                self._memo[line, following] = tuple(found_here)
-            else:
-                self._memo[line] = tuple(found_here)
+                stored = (line, following)
+            self._memo[stored] = tuple(found_here)
+            if span:
+                self._benign_span[stored] = span
+
+    def _unreserved(
+        self,
+        found: Iterable[tuple[Signature, Pattern, LineMatch, str]],
+        line_no: int,
+        span: int,
+    ) -> Iterable[tuple[Signature, Pattern, LineMatch, str]]:
+        """What a line matched, less the readings a benign one rules out: on a line that
+        continues a message a benign signature read (and that did not start one of its own),
+        only benign readings count."""
+        if span or line_no > self._benign_through:
+            return found
+        return [f for f in found if f[0].role is Role.BENIGN]
 
     def _entries(self, triggers: set[int]) -> Iterator[_Entry]:
         """The patterns of ``triggers``, in the order they are tried."""
@@ -520,6 +548,10 @@ class _Continuation:
                     self._text, (line.decode("utf-8", errors="replace") for line in following)
                 )
         return self._variants
+
+
+def _decoded(lines: Iterable[bytes]) -> Iterator[str]:
+    return (line.decode("utf-8", errors="replace") for line in lines)
 
 
 def _held_from(block: bytes, begin: int, cut: int, available: int) -> int:

@@ -75,6 +75,14 @@ CONTEXT = (
     "RuntimeError: CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"
 )
 
+# torch's capability warning as torch prints it (torch/cuda/__init__.py), for a GPU whose
+# major version is the build's last: harmless (torch.gpu-newer-minor-than-build)
+TORCH_NEWER_MINOR = (
+    "    Found GPU0 NVIDIA GeForce RTX 4090 which is of cuda capability 8.9.\n"
+    "    Minimum and Maximum cuda capability supported by this version of PyTorch is\n"
+    "    (3.7) - (8.6)"
+)
+
 # the command of NVIDIA/nvidia-docker#1160's reporter: a CUDA runtime image, which has no nvcc
 RUNTIME_IMAGE = "docker run -it --gpus all nvidia/cuda:10.0-cudnn7-runtime-ubuntu18.04 /bin/bash"
 
@@ -103,6 +111,28 @@ def test_a_line_read_only_beside_its_context_is_read_so_in_any_pieces(
     kb = load_default_kb()
     whole = scan_bytes(data, kb, engine=engine)
     assert "container.runtime-image-no-toolkit" in {h.signature_id for h in whole.hits}
+    scanner = Scanner(kb, engine=engine)
+    for i in range(0, len(data), chunk):
+        scanner.feed(data[i : i + chunk])
+    assert scanner.finish() == whole
+
+
+@pytest.mark.parametrize("engine", available_engines())
+@pytest.mark.parametrize("chunk", [1, 7, 4096])
+def test_a_benign_message_wrapped_over_lines_is_read_whole_in_any_pieces(
+    chunk: int, engine: str
+) -> None:
+    """The lines a benign reading joined are its message: none of them is read as a cause (the
+    H100's is a refusal, read as before), the same in any pieces and as the obvious matcher."""
+    refused = TORCH_NEWER_MINOR.replace("GeForce RTX 4090", "H100").replace("8.9.", "9.0.")
+    data = _log(300, {100: TORCH_NEWER_MINOR, 200: refused})
+    kb = load_default_kb()
+    whole = scan_bytes(data, kb, engine=engine)
+    got = sorted((h.signature_id, h.count, h.first_line) for h in whole.hits)
+    assert got == _reference(data)
+    assert ("torch.gpu-newer-minor-than-build", 1, 100) in got
+    # the H100's second line only (the message at 100 took two more lines)
+    assert ("fallback.gpu-arch-unsupported", 1, 203) in got
     scanner = Scanner(kb, engine=engine)
     for i in range(0, len(data), chunk):
         scanner.feed(data[i : i + chunk])
@@ -218,6 +248,7 @@ def _reference(data: bytes) -> list[tuple[str, int, int]]:
     kb = load_default_kb()
     found: dict[str, list[int]] = {}
     tries: dict[str, int] = {}
+    reserved_through = 0
     lines = [line.decode("utf-8", errors="replace") for line in data.split(b"\n")]
     for number, raw in enumerate(lines, start=1):
         for text in raw.split("\r"):
@@ -236,6 +267,22 @@ def _reference(data: bytes) -> list[tuple[str, int, int]]:
             if any(signature.role is Role.BENIGN for signature in here):
                 # a message its program survives: no other reading of the line is a cause
                 here = [signature for signature in here if signature.role is Role.BENIGN]
+            # ...nor of the lines a benign reading joined to its own (a message wrapped)
+            span = max(
+                (
+                    decor.continuation_count(lines[number:])
+                    for signature in here
+                    if signature.role is Role.BENIGN
+                    and not any(
+                        p.anchor in text and compiled(p.regex).search(text)
+                        for p in signature.patterns
+                    )
+                ),
+                default=0,
+            )
+            if not span and number <= reserved_through:
+                here = [signature for signature in here if signature.role is Role.BENIGN]
+            reserved_through = max(reserved_through, number + span)
             # a signature read only beside its context: the lines before it (the scanner's
             # window) must hold a rule with a positive weight, tried a few times until one does
             before = "\n".join(lines[max(0, number - matcher.CONTEXT_LINES) : number - 1])
@@ -271,6 +318,8 @@ def _mixed_log(seed: int) -> bytes:
     errors.append(PADDLE_TENSORRT)  # a line a benign signature silences
     # a line read differently beside the line before it (container.runtime-image-no-toolkit)
     errors += [RUNTIME_IMAGE, "bash: nvcc: command not found"]
+    # a benign message wrapped over three lines, whose second line alone reads as a refusal
+    errors.append(TORCH_NEWER_MINOR)
     benign = [
         "INFO eval: accuracy 0.{n} val_error_rate 0.0{n}",
         "wandb: train/MeanSquaredError 0.{n} CUDA mem {n}.1 GiB",

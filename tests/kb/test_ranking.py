@@ -148,3 +148,22 @@ def test_the_same_line_without_that_context_is_not_read_that_way() -> None:
     far = "\n".join([RUNTIME_IMAGE, *(f"step {n}" for n in range(200)), NVCC_MISSING])
     for log in (NVCC_MISSING, f"{devel}\n{NVCC_MISSING}", far, f"{NVCC_MISSING}\n{RUNTIME_IMAGE}"):
         assert ids(run(log)) == ["build.cuda-home-missing"], log[:80]
+
+
+def _capability_warning(gpu: str, capability: str) -> str:
+    """torch's warning (torch/cuda/__init__.py, _check_capability) as it prints it."""
+    return (
+        f"    Found GPU0 {gpu} which is of cuda capability {capability}.\n"
+        "    Minimum and Maximum cuda capability supported by this version of PyTorch is\n"
+        "    (3.7) - (8.6)\n"
+    )
+
+
+def test_torchs_capability_warning_for_a_newer_minor_is_harmless_and_for_a_newer_major_not() -> (
+    None
+):
+    harmless = run(_capability_warning("NVIDIA GeForce RTX 4090", "8.9"))
+    assert harmless.causes == ()
+    assert [c.id for c in harmless.harmless] == ["torch.gpu-newer-minor-than-build"]
+    refused = run(_capability_warning("NVIDIA H100 PCIe", "9.0"))
+    assert refused.status == "explained" and not refused.harmless
