@@ -243,7 +243,13 @@ class Scanner:
         if self._pending:
             rest = bytes(self._pending)
             self._pending.clear()
-            self._process(rest, 0, len(rest))
+            if rest.endswith(b"\n"):
+                self._process(rest, 0, len(rest))
+            else:
+                # the last line is complete at the end of the log: a cut line before it may be
+                # joined with it, as with a log that ends with a newline (not counted twice)
+                self._process(rest + b"\n", 0, len(rest) + 1)
+                self._newlines -= 1
         if not self._undecodable:
             self._validate(b"", final=True)  # the log ends inside a multi-byte character
         lines = self._newlines + (0 if self._ended_with_newline or not self._bytes else 1)

@@ -139,6 +139,22 @@ def test_a_benign_message_wrapped_over_lines_is_read_whole_in_any_pieces(
     assert scanner.finish() == whole
 
 
+@pytest.mark.parametrize("engine", available_engines())
+def test_a_log_without_its_last_newline_reads_as_the_same_log_with_it(engine: str) -> None:
+    """A paste often ends without a newline: its last line still continues a cut line."""
+    from tests.kb.helpers import corpus
+
+    kb = load_default_kb()
+    # a sample of the corpus (most of its logs end in lines long enough to be cut), and torch's
+    # three-line warning, whose last line completes a benign reading
+    logs = [*[case.log for case in corpus()][::24], TORCH_NEWER_MINOR.encode()]
+    for log in logs:
+        bare = log.rstrip(b"\n")
+        ended = scan_bytes(bare + b"\n", kb, engine=engine)
+        got = scan_bytes(bare, kb, engine=engine)
+        assert (got.hits, got.lines) == (ended.hits, ended.lines), bare[-120:]
+
+
 def test_no_trailing_newline_and_counts() -> None:
     result = scan_bytes(("x\n" * 9 + OOM).encode(), load_default_kb())
     assert result.lines == 10
