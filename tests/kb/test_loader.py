@@ -140,7 +140,12 @@ DOCS = Path(__file__).parents[2] / "docs"
 # loader's "wrong ELF class", the second half of TensorFlow's cuDNN check ("but source was
 # compiled with", where a paste broke its first words), and "cannot import name" quoted without
 # its ImportError (transformers' lazy import).
-MAX_TRIGGERS = 147
+# Six for world round 27's misses, alone on their lines: which(1)'s "which: no nvcc in", THC's
+# removed "THC/THC" header and gcc's "is not a member of" for at::cuda's stream functions,
+# TensorRT's "require hardware with Int8 support", CuPy's "multiple CuPy packages are installed"
+# (a warning the catalog had left unmatched for want of a trigger) and Paddle 1.x's
+# "cudaGetDeviceCount failed in … error code : 35".
+MAX_TRIGGERS = 153
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
