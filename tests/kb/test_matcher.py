@@ -21,7 +21,7 @@ from envdoctor.kb import (
 from envdoctor.kb.candidates import CandidateFinder
 from envdoctor.kb.engines import available_engines
 from envdoctor.kb.matcher import MAX_LINE
-from envdoctor.kb.model import Pattern, Role, ScanResult, compiled
+from envdoctor.kb.model import KnowledgeBase, Pattern, Role, ScanResult, compiled
 from tests.kb.test_decor import WATCHDOG
 
 OOM = (
@@ -87,34 +87,27 @@ TORCH_NEWER_MINOR = (
 RUNTIME_IMAGE = "docker run -it --gpus all nvidia/cuda:10.0-cudnn7-runtime-ubuntu18.04 /bin/bash"
 
 
+def _in_pieces(data: bytes, kb: KnowledgeBase, engine: str, chunk: int) -> ScanResult:
+    """What the scanner finds when the log is fed ``chunk`` bytes at a time."""
+    scanner = Scanner(kb, engine=engine)
+    for i in range(0, len(data), chunk):
+        scanner.feed(data[i : i + chunk])
+    return scanner.finish()
+
+
 @pytest.mark.parametrize("engine", available_engines())
 @pytest.mark.parametrize("chunk", [1, 13, 4096, 1 << 16])
 def test_chunking_keeps_context_rules_and_captures(chunk: int, engine: str) -> None:
     """A match on a line completed across pieces still sees the lines before it (context
-    rules) and keeps its captures, whatever the piece size and engine."""
-    data = _log(6000, {3000: CONTEXT, 5990: ASSERT})
+    rules, and a line read only beside its context) and keeps its captures, whatever the piece
+    size and engine."""
+    nvcc = "bash: nvcc: command not found"
+    data = _log(6000, {1000: RUNTIME_IMAGE, 1040: nvcc, 3000: CONTEXT, 5990: ASSERT})
     kb = load_default_kb()
     whole = scan_bytes(data, kb, engine=engine)
     assert any(h.context_notes for h in whole.hits)
-    scanner = Scanner(kb, engine=engine)
-    for i in range(0, len(data), chunk):
-        scanner.feed(data[i : i + chunk])
-    assert scanner.finish() == whole
-
-
-@pytest.mark.parametrize("engine", available_engines())
-@pytest.mark.parametrize("chunk", [1, 13, 4096])
-def test_a_line_read_only_beside_its_context_is_read_so_in_any_pieces(
-    chunk: int, engine: str
-) -> None:
-    data = _log(3000, {1000: RUNTIME_IMAGE, 1040: "bash: nvcc: command not found"})
-    kb = load_default_kb()
-    whole = scan_bytes(data, kb, engine=engine)
     assert "container.runtime-image-no-toolkit" in {h.signature_id for h in whole.hits}
-    scanner = Scanner(kb, engine=engine)
-    for i in range(0, len(data), chunk):
-        scanner.feed(data[i : i + chunk])
-    assert scanner.finish() == whole
+    assert _in_pieces(data, kb, engine, chunk) == whole
 
 
 @pytest.mark.parametrize("engine", available_engines())
@@ -133,10 +126,7 @@ def test_a_benign_message_wrapped_over_lines_is_read_whole_in_any_pieces(
     assert ("torch.gpu-newer-minor-than-build", 1, 100) in got
     # the H100's second line only (the message at 100 took two more lines)
     assert ("fallback.gpu-arch-unsupported", 1, 203) in got
-    scanner = Scanner(kb, engine=engine)
-    for i in range(0, len(data), chunk):
-        scanner.feed(data[i : i + chunk])
-    assert scanner.finish() == whole
+    assert _in_pieces(data, kb, engine, chunk) == whole
 
 
 @pytest.mark.parametrize("engine", available_engines())
