@@ -145,7 +145,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # TensorRT's "require hardware with Int8 support", CuPy's "multiple CuPy packages are installed"
 # (a warning the catalog had left unmatched for want of a trigger) and Paddle 1.x's
 # "cudaGetDeviceCount failed in … error code : 35".
-MAX_TRIGGERS = 153
+# Two for world round 28's misses: Horovod's "CPU/GPU device selection" and MXNet's
+# "->ctx() == default_ctx".
+MAX_TRIGGERS = 155
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
