@@ -15,7 +15,7 @@ line with no nested unbounded repetition, so it runs in linear time on any input
 from __future__ import annotations
 
 import re
-from collections.abc import Iterable
+from collections.abc import Iterable, Iterator
 from itertools import islice
 
 MAX_CONTINUATION = 3  # lines joined after a cut line
@@ -98,15 +98,19 @@ def looks_cut(line: str) -> bool:
     return len(line.rstrip()) >= MIN_CUT_LENGTH
 
 
-def continuation_count(following: Iterable[str]) -> int:
-    """How many of ``following`` continue a cut line: those ``continued`` joins to it."""
-    count = 0
+def _continuations(following: Iterable[str]) -> Iterator[tuple[bool, str]]:
+    """The lines of ``following`` that continue a cut line, each with whether its break had
+    white space; an iterator: it reads no further than needed."""
     for raw in islice(following, MAX_CONTINUATION):
         text = strip(raw.rstrip("\r"))
         if not text.strip() or _NEW_RECORD.match(text):
-            break
-        count += 1
-    return count
+            return
+        yield raw[:1].isspace() or text != raw.lstrip(), text.strip()
+
+
+def continuation_count(following: Iterable[str]) -> int:
+    """How many of ``following`` continue a cut line: those ``continued`` joins to it."""
+    return sum(1 for _ in _continuations(following))
 
 
 def continued(line: str, following: Iterable[str]) -> tuple[str, ...]:
@@ -117,13 +121,7 @@ def continued(line: str, following: Iterable[str]) -> tuple[str, ...]:
     variant joins with nothing where neither side of the break has white space, the second
     always with a space. Empty when no following line can be a continuation.
     """
-    parts: list[tuple[bool, str]] = []
-    for raw in islice(following, MAX_CONTINUATION):  # an iterator: read no further than needed
-        text = strip(raw.rstrip("\r"))
-        if not text.strip() or _NEW_RECORD.match(text):
-            break
-        spaced = raw[:1].isspace() or text != raw.lstrip()
-        parts.append((spaced, text.strip()))
+    parts = list(_continuations(following))
     if not parts:
         return ()
     tight = line.rstrip("\r")

@@ -151,10 +151,10 @@ class Scanner:
         # the last line of a message a benign signature read across a wrap: the lines it
         # joined are that message too, and no other signature reads them either
         self._benign_through = 0
-        self._benign_span: dict[bytes | tuple[bytes, tuple[bytes, ...]], int] = {}
+        # a remembered line's matches, and how many lines after it a benign reading joined
         self._memo: dict[
             bytes | tuple[bytes, tuple[bytes, ...]],
-            tuple[tuple[Signature, Pattern, LineMatch, str], ...],
+            tuple[tuple[tuple[Signature, Pattern, LineMatch, str], ...], int],
         ] = {}
         self._reads_on: set[bytes] = set()  # remembered lines whose matches read the next ones
         self._shortlists: dict[bytes, tuple[_Entry, ...]] = {}
@@ -339,9 +339,9 @@ class Scanner:
             key: bytes | tuple[bytes, tuple[bytes, ...]] = line
             if line in self._reads_on:
                 key = (line, _following(block, end, limit))
-            known = self._memo.get(key)
-            if known is not None:
-                span = self._benign_span.get(key, 0)
+            remembered = self._memo.get(key)
+            if remembered is not None:
+                known, span = remembered
                 for signature, pattern, m, matched_text in self._unreserved(known, line_no, span):
                     self._record(signature, pattern, m, line_no, matched_text, block, begin, start)
                 if span:
@@ -392,14 +392,11 @@ class Scanner:
             if len(self._memo) >= _MEMO_SIZE:
                 self._memo.clear()
                 self._reads_on.clear()
-                self._benign_span.clear()
-            stored: bytes | tuple[bytes, tuple[bytes, ...]] = line
             if following is not None:
                 self._reads_on.add(line)
-                stored = (line, following)
-            self._memo[stored] = tuple(found_here)
-            if span:
-                self._benign_span[stored] = span
+                self._memo[line, following] = (tuple(found_here), span)
+            else:
+                self._memo[line] = (tuple(found_here), span)
 
     def _unreserved(
         self,
@@ -550,9 +547,7 @@ class _Continuation:
             self._variants = ()
             if len(self._text) <= LONG_LINE and decor.looks_cut(self._text):
                 following = self.following = _following(self._block, self._end, self._limit)
-                self._variants = decor.continued(
-                    self._text, (line.decode("utf-8", errors="replace") for line in following)
-                )
+                self._variants = decor.continued(self._text, _decoded(following))
         return self._variants
 
 
