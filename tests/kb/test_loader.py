@@ -147,7 +147,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # "cudaGetDeviceCount failed in … error code : 35".
 # Two for world round 28's misses: Horovod's "CPU/GPU device selection" and MXNet's
 # "->ctx() == default_ctx".
-MAX_TRIGGERS = 155
+# One for world round 29's misses: TensorFlow's collective resolver, "is joining a group with"
+# (the size it prints next has no space before it in older releases).
+MAX_TRIGGERS = 156
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

@@ -167,3 +167,23 @@ def test_torchs_capability_warning_for_a_newer_minor_is_harmless_and_for_a_newer
     assert [c.id for c in harmless.harmless] == ["torch.gpu-newer-minor-than-build"]
     refused = run(_capability_warning("NVIDIA H100 PCIe", "9.0"))
     assert refused.status == "explained" and not refused.harmless
+
+
+# ldconfig under WSL2 on every package install (microsoft/WSL#5548, #11229): its line verbatim
+# from mahbub-aumi/tensorflow-cuda-wsl-ubuntu24.04#2, after the trigger line apt prints first
+_WSL_LDCONFIG = (
+    "Processing triggers for libc-bin (2.35-0ubuntu3.8) ...\n"
+    "/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a symbolic link\n"
+)
+
+
+def test_wsls_libcuda_copies_are_harmless_and_do_not_hide_a_real_failure() -> None:
+    alone = run(_WSL_LDCONFIG)
+    assert alone.causes == ()
+    assert [c.id for c in alone.harmless] == ["wsl.libcuda-copies-not-symlinks"]
+    failed = run(
+        _WSL_LDCONFIG + "OSError: libcudart.so.12: cannot open shared object file: "
+        "No such file or directory\n"
+    )
+    assert failed.status == "explained"
+    assert [c.id for c in failed.harmless] == ["wsl.libcuda-copies-not-symlinks"]
