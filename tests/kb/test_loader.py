@@ -149,7 +149,13 @@ DOCS = Path(__file__).parents[2] / "docs"
 # "->ctx() == default_ctx".
 # One for world round 29's misses: TensorFlow's collective resolver, "is joining a group with"
 # (the size it prints next has no space before it in older releases).
-MAX_TRIGGERS = 156
+# Three for world round 30's misses, pasted without the words before them that carry a trigger:
+# mmdet's "is used but incompatible. Please install mmcv" without its AssertionError, vLLM's
+# "You can use float16 instead" (the end of its bfloat16 refusal), and "no such volume" for
+# nvidia-docker 1.x's driver volume. A fourth, "0000:", is the PCI domain of nvidia-smi's table
+# rows, whose ECC column is read (those rows hold no other trigger). A fifth, "Using gpu
+# device", is Theano's device line, on which its cuDNN notices are a run that goes on (benign).
+MAX_TRIGGERS = 161
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

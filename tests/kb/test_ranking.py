@@ -187,3 +187,37 @@ def test_wsls_libcuda_copies_are_harmless_and_do_not_hide_a_real_failure() -> No
     )
     assert failed.status == "explained"
     assert [c.id for c in failed.harmless] == ["wsl.libcuda-copies-not-symlinks"]
+
+
+# Theano/Theano#5972's device line (a run the thread judged fine), and the message alone as
+# keras-team/keras#720 pasted it
+_THEANO_DEVICE_LINE = (
+    "Using gpu device 0: GeForce GTX 1060 (CNMeM is enabled with initial size: 100 MB, cuDNN "
+    "Mixed dnn version. The header is from one version, but we link with a different version "
+    "(6021, 5005))\n"
+)
+
+
+def test_theanos_cudnn_notice_on_its_device_line_is_harmless_and_alone_a_cause() -> None:
+    notice = run(_THEANO_DEVICE_LINE)
+    assert notice.causes == ()
+    assert [c.id for c in notice.harmless] == ["theano.runs-without-cudnn"]
+    raised = run(
+        "Mixed dnn version. The header is from one version, but we link with a different "
+        "version (2000, 20)\n"
+    )
+    assert raised.status == "explained"
+    assert raised.top is not None and raised.top.id == "cudnn.header-library-mismatch"
+
+
+def _smi_row(ecc: str) -> str:
+    """nvidia-smi's first row of a GPU, as ORNL-CEES/mfmg#55 pasted it, with its ECC column."""
+    return f"|   1  Tesla K40m          Off  | 00000000:82:00.0 Off |{ecc:>21} |\n"
+
+
+def test_nvidia_smis_table_is_read_for_uncorrectable_ecc_only_when_the_count_is_not_zero() -> None:
+    for quiet in ("0", "N/A"):
+        assert run(_smi_row(quiet)).causes == (), quiet
+    faulty = run(_smi_row("3"))
+    assert faulty.status == "explained"
+    assert faulty.top is not None and faulty.top.id == "cuda.ecc-error"
