@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import pytest
+
 from tests.kb.helpers import ids, run
 
 TARGET_ASSERT = (
@@ -175,22 +177,7 @@ _WSL_LDCONFIG = (
     "Processing triggers for libc-bin (2.35-0ubuntu3.8) ...\n"
     "/sbin/ldconfig.real: /usr/lib/wsl/lib/libcuda.so.1 is not a symbolic link\n"
 )
-
-
-def test_wsls_libcuda_copies_are_harmless_and_do_not_hide_a_real_failure() -> None:
-    alone = run(_WSL_LDCONFIG)
-    assert alone.causes == ()
-    assert [c.id for c in alone.harmless] == ["wsl.libcuda-copies-not-symlinks"]
-    failed = run(
-        _WSL_LDCONFIG + "OSError: libcudart.so.12: cannot open shared object file: "
-        "No such file or directory\n"
-    )
-    assert failed.status == "explained"
-    assert [c.id for c in failed.harmless] == ["wsl.libcuda-copies-not-symlinks"]
-
-
-# Theano/Theano#5972's device line (a run the thread judged fine), and the message alone as
-# keras-team/keras#720 pasted it
+# Theano/Theano#5972's device line (a run the thread judged fine)
 _THEANO_DEVICE_LINE = (
     "Using gpu device 0: GeForce GTX 1060 (CNMeM is enabled with initial size: 100 MB, cuDNN "
     "Mixed dnn version. The header is from one version, but we link with a different version "
@@ -198,16 +185,37 @@ _THEANO_DEVICE_LINE = (
 )
 
 
-def test_theanos_cudnn_notice_on_its_device_line_is_harmless_and_alone_a_cause() -> None:
-    notice = run(_THEANO_DEVICE_LINE)
-    assert notice.causes == ()
-    assert [c.id for c in notice.harmless] == ["theano.runs-without-cudnn"]
-    raised = run(
-        "Mixed dnn version. The header is from one version, but we link with a different "
-        "version (2000, 20)\n"
-    )
-    assert raised.status == "explained"
-    assert raised.top is not None and raised.top.id == "cudnn.header-library-mismatch"
+@pytest.mark.parametrize(
+    ("notice", "benign", "failure", "cause"),
+    [
+        # the WSL notice does not hide a real failure after it
+        (
+            _WSL_LDCONFIG,
+            "wsl.libcuda-copies-not-symlinks",
+            _WSL_LDCONFIG + "OSError: libcudart.so.12: cannot open shared object file: "
+            "No such file or directory\n",
+            "libs.missing-library",
+        ),
+        # Theano's message alone (raised where cuDNN is required), as keras-team/keras#720
+        # pasted it, is a cause
+        (
+            _THEANO_DEVICE_LINE,
+            "theano.runs-without-cudnn",
+            "Mixed dnn version. The header is from one version, but we link with a different "
+            "version (2000, 20)\n",
+            "cudnn.header-library-mismatch",
+        ),
+    ],
+)
+def test_a_notice_the_program_survives_is_harmless_and_the_failure_beside_it_is_not(
+    notice: str, benign: str, failure: str, cause: str
+) -> None:
+    alone = run(notice)
+    assert alone.causes == ()
+    assert [c.id for c in alone.harmless] == [benign]
+    failed = run(failure)
+    assert failed.status == "explained"
+    assert failed.top is not None and failed.top.id == cause
 
 
 def _smi_row(ecc: str) -> str:
