@@ -298,7 +298,31 @@ def _environment_report(captures: Mapping[str, str]) -> Analysis:
     )
 
 
+def _release(text: str | None) -> tuple[int, ...] | None:
+    """``"384.111.0"`` → (384, 111): trailing zero fields dropped, as TensorFlow pads them."""
+    if not text or not re.fullmatch(r"\d{1,6}(?:\.\d{1,6}){0,3}", text):
+        return None
+    fields = [int(f) for f in text.split(".")]
+    while len(fields) > 1 and fields[-1] == 0:
+        fields.pop()
+    return tuple(fields)
+
+
+def analyze_module_against_library(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
+    """TensorFlow's CUDA diagnostics print libcuda's version, then the kernel module's: two
+    lines that say nothing wrong when they agree, and the mismatch when they do not."""
+    del kb
+    library, module = captures.get("libcuda"), captures.get("kernel_module")
+    lib_release, module_release = _release(library), _release(module)
+    if lib_release is None or module_release is None or lib_release == module_release:
+        return Analysis(confidence=0.0)
+    return Analysis(
+        (f"libcuda (the user-space driver) is {library}, the loaded kernel module {module}.",)
+    )
+
+
 ANALYZERS: dict[str, Analyzer] = {
+    "module-against-library": analyze_module_against_library,
     "oom": analyze_oom,
     "xid": analyze_xid,
     "driver-too-old": analyze_driver_too_old,

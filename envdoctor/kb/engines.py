@@ -32,6 +32,7 @@ from types import ModuleType
 from typing import Any, Protocol
 
 from envdoctor.kb.anchor import leading_gap_literal
+from envdoctor.kb.model import REGEX_CACHE, compiled
 
 RE2 = "re2"
 PYTHON_RE = "re"
@@ -77,7 +78,7 @@ def line_search(source: str, engine: str) -> LineSearch:
     if engine == RE2:
         _need_re2()  # before the cache: RE2 may have been turned off since (ENVDOCTOR_RE2=0)
         return _re2_search(source)
-    regex = re.compile(source)
+    regex = compiled(source)
     lead = leading_gap_literal(source)
     if lead is None:
         return regex.search
@@ -94,13 +95,13 @@ def line_search(source: str, engine: str) -> LineSearch:
     return first_occurrence
 
 
-@functools.lru_cache(maxsize=1024)
+@functools.lru_cache(maxsize=REGEX_CACHE)
 def _re2_search(pattern: str) -> LineSearch:
-    """RE2's search for ``pattern``, compiled once per process: compiling the ~150 patterns of
-    the signatures takes ~10 ms, and a process that explains log after log (a library user, the
-    test suite: ~400 scanners) built every one of them again for each log. RE2's compiled
-    patterns are immutable and safe to share between threads; the few hundred kept (with
-    their automata's memory, a few MiB at most) stay for the life of the process."""
+    """RE2's search for ``pattern``, compiled once per process: a process that explains log
+    after log (a library user, the test suite: thousands of scanners) built every one of the
+    signatures' patterns again for each log. RE2's compiled patterns are immutable and safe to
+    share between threads; those kept (with their automata's memory) stay for the life of the
+    process."""
     search: LineSearch = _need_re2().compile(pattern).search
     return search
 

@@ -327,10 +327,12 @@ def _pattern(item: Node, default_confidence: float, prefer: tuple[str, ...]) -> 
 
 def _context(item: Node) -> ContextRule:
     ctx = _mapping(item, "context", _CONTEXT_KEYS)
+    regex = _compile(ctx)
     return ContextRule(
-        regex=_compile(ctx),
+        regex=regex,
         weight=_number(ctx, "weight", 0.0, -0.9, 0.9),
         note=_text(ctx, "note"),
+        groups=tuple(compiled(regex).groupindex),
     )
 
 

@@ -26,7 +26,7 @@ from __future__ import annotations
 
 import codecs
 from collections.abc import Iterable, Iterator
-from typing import Protocol
+from typing import NamedTuple, Protocol
 
 from envdoctor.kb import decor
 from envdoctor.kb.anchor import trigger_for
@@ -475,8 +475,7 @@ class Scanner:
         start: int,
     ) -> None:
         acc = self._acc.get(signature.id)
-        weight = 0.0
-        notes: tuple[str, ...] = ()
+        weighed: _Weighed = _UNWEIGHED
         if signature.needs_context and acc is None:
             # read only beside its context: occurrences are weighed (a few at most) until one
             # stands, and one whose lines before it say nothing more is not this cause
@@ -484,43 +483,50 @@ class Scanner:
             if tries >= CONTEXT_SAMPLES:
                 return
             self._context_tries[signature.id] = tries + 1
-            weight, notes, backed = self._weigh(signature, block, begin, start)
-            if not backed:
+            weighed = self._weigh(signature, block, begin, start)
+            if not weighed.backed:
                 return
+        elif (
+            signature.context
+            and not signature.needs_context
+            and (acc is None or acc.context_samples < CONTEXT_SAMPLES)
+        ):
+            weighed = self._weigh(signature, block, begin, start)
         if acc is None:
             acc = self._acc[signature.id] = _Acc(signature, line_no)
+        if weighed is not _UNWEIGHED and not signature.needs_context:
+            acc.context_samples += 1
         acc.count += 1
         acc.last_line = line_no
         if len(acc.occurrences) < self._max_occurrences:
             found = m.groupdict()  # RE2 orders it by name: keep the pattern's order
             captures = tuple((k, found[k]) for k in pattern.groups if found.get(k) is not None)
+            own = {k for k, _ in captures}
+            captures += tuple((k, v) for k, v in weighed.captures if k not in own)
             acc.occurrences.append(Occurrence(line_no, text[:LINE_TEXT], captures))
-        if (
-            signature.context
-            and not signature.needs_context
-            and acc.context_samples < CONTEXT_SAMPLES
-        ):
-            acc.context_samples += 1
-            weight, notes, _ = self._weigh(signature, block, begin, start)
+        weight, notes = weighed.weight, weighed.notes
         for note in notes:
             if note not in acc.notes:
                 acc.notes.append(note)
         confidence = pattern.confidence + weight
         acc.confidence = max(acc.confidence, min(0.99, max(0.0, confidence)))
 
-    def _weigh(
-        self, signature: Signature, block: bytes, begin: int, start: int
-    ) -> tuple[float, tuple[str, ...], bool]:
-        """The weight of the context rules the lines before ``start`` match, their notes, and
-        whether one with a positive weight matched."""
+    def _weigh(self, signature: Signature, block: bytes, begin: int, start: int) -> _Weighed:
+        """What the context rules the lines before ``start`` match say: their weight, notes,
+        captures, and whether one with a positive weight matched."""
         context = self._context(block, begin, start)
         weight, notes, backed = 0.0, [], False
+        captures: list[tuple[str, str]] = []
         for i, rule in enumerate(signature.context):
-            if self._context_search[signature.id, i](context):
+            found = self._context_search[signature.id, i](context)
+            if found:
                 weight += rule.weight
                 notes.append(rule.note)
                 backed = backed or rule.weight > 0
-        return weight, tuple(notes), backed
+                if rule.groups:
+                    values = found.groupdict()
+                    captures += ((k, values[k]) for k in rule.groups if values.get(k) is not None)
+        return _Weighed(weight, tuple(notes), backed, tuple(captures))
 
     def _context(self, block: bytes, begin: int, start: int) -> str:
         """The lines before ``start`` (bounded by bytes and by lines), decoded leniently; what
@@ -530,6 +536,18 @@ class Scanner:
             before = self._tail[-(CONTEXT_BYTES - len(before)) :] + before
         lines = before.split(b"\n")[-CONTEXT_LINES:]
         return b"\n".join(lines).decode("utf-8", errors="replace")
+
+
+class _Weighed(NamedTuple):
+    """What an occurrence's context rules said (``_Scanner._weigh``)."""
+
+    weight: float
+    notes: tuple[str, ...]
+    backed: bool
+    captures: tuple[tuple[str, str], ...]
+
+
+_UNWEIGHED = _Weighed(0.0, (), False, ())
 
 
 class _Continuation:

@@ -13,10 +13,17 @@ from dataclasses import dataclass
 
 from envdoctor import exitcodes
 
+REGEX_CACHE = 4096
+"""Compiled regexes kept per process (per engine): several times every regex of the shipped
+signatures (patterns and context rules, ~1030). A cache smaller than the knowledge base evicts
+on every scanner built, and each then compiles all of them again: at 1025 regexes in a cache of
+1024 the catalog tests went from minutes to hours (tests/kb/test_loader.py holds the margin)."""
 
-@functools.lru_cache(maxsize=1024)
+
+@functools.lru_cache(maxsize=REGEX_CACHE)
 def compiled(regex: str) -> re.Pattern[str]:
-    """A signature regex compiled by Python's ``re``, once per process."""
+    """A signature regex compiled by Python's ``re``, once per process (``re``'s own cache holds
+    512, fewer than the signatures have)."""
     return re.compile(regex)
 
 
@@ -80,6 +87,9 @@ class ContextRule:
     regex: str  # its source, as ``Pattern.regex``
     weight: float
     note: str
+    # its named groups: what it captures from the line before joins the occurrence's captures
+    # (an analyzer may set a value from an earlier line against one from the matched line)
+    groups: tuple[str, ...] = ()
 
 
 @dataclass(frozen=True, slots=True)
@@ -107,10 +117,13 @@ class Signature:
     source: str = ""  # "file:line" of the definition
 
     def captures_used(self) -> frozenset[str]:
-        """Named groups of all patterns (the placeholders ``summary`` may use)."""
+        """Named groups of all patterns and context rules (the placeholders ``summary`` may
+        use; a context rule's only in an optional ``[[…]]`` segment, as it may not match)."""
         names: set[str] = set()
         for pattern in self.patterns:
             names.update(pattern.groups)
+        for rule in self.context:
+            names.update(rule.groups)
         return frozenset(names)
 
 

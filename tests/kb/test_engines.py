@@ -12,7 +12,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from envdoctor.kb import engines, load_default_kb, scan_bytes
+from envdoctor.kb import Scanner, engines, load_default_kb, model, scan_bytes
 from envdoctor.kb.anchor import leading_gap_literal
 from envdoctor.kb.engines import PYTHON_RE, RE2, available_engines, line_search
 
@@ -120,3 +120,17 @@ def test_re2_and_re_capture_the_same_from_every_example() -> None:
                 assert a is not None
                 assert b is not None
                 assert a.groupdict() == b.groupdict(), (signature.id, example)
+
+
+@pytest.mark.parametrize("engine", available_engines())
+def test_a_second_scanner_compiles_no_regex_again(engine: str) -> None:
+    # a process that explains log after log (a library user, the catalog tests) must not pay
+    # the compilation of every signature again per log: the caches hold them all, with room
+    kb = load_default_kb()
+    regexes = {p.regex for s in kb.signatures for p in s.patterns}
+    regexes |= {c.regex for s in kb.signatures for c in s.context}
+    assert 2 * len(regexes) <= model.REGEX_CACHE, "raise model.REGEX_CACHE with the signatures"
+    Scanner(kb, engine=engine)
+    before = engines._re2_search.cache_info().misses, model.compiled.cache_info().misses
+    Scanner(kb, engine=engine)
+    assert (engines._re2_search.cache_info().misses, model.compiled.cache_info().misses) == before

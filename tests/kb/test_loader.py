@@ -155,7 +155,12 @@ DOCS = Path(__file__).parents[2] / "docs"
 # nvidia-docker 1.x's driver volume. A fourth, "0000:", is the PCI domain of nvidia-smi's table
 # rows, whose ECC column is read (those rows hold no other trigger). A fifth, "Using gpu
 # device", is Theano's device line, on which its cuDNN notices are a run that goes on (benign).
-MAX_TRIGGERS = 161
+# Three for world round 31's misses, alone on their lines: pip's "The conflict is caused by"
+# heading where a paste starts there, nvidia-docker-plugin's "invalid cross-device link" and
+# CMake's "Found cuDNN:" status line, whose library is read for a directory.
+# Two for world round 32's misses: gcc's "too few arguments to function" for a cuDNN function
+# whose arguments changed, and Ray's autoscaler's "No available node types" for a GPU request.
+MAX_TRIGGERS = 166
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

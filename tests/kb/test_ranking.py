@@ -229,3 +229,76 @@ def test_nvidia_smis_table_is_read_for_uncorrectable_ecc_only_when_the_count_is_
     faulty = run(_smi_row("3"))
     assert faulty.status == "explained"
     assert faulty.top is not None and faulty.top.id == "cuda.ecc-error"
+
+
+# tensorflow/tensorflow#4768, the reporter's log, verbatim: libcuda 361.93.2, the module 352.63
+TF_VERSIONS_DIFFER = """\
+E tensorflow/stream_executor/cuda/cuda_driver.cc:491] failed call to cuInit: CUDA_ERROR_INVALID_VALUE
+I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:153] retrieving CUDA diagnostic information for host: next-gpu1
+I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:160] hostname: next-gpu1
+I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:185] libcuda reported version is: 361.93.2
+I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:347] driver version file contents: \"\"\"NVRM version: NVIDIA UNIX x86_64 Kernel Module  352.63  Sat Nov  7 21:25:42 PST 2015
+GCC version:  gcc version 4.8.4 (Ubuntu 4.8.4-2ubuntu1~14.04.1)
+\"\"\"
+I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:189] kernel reported version is: 352.63.0
+E tensorflow/stream_executor/cuda/cuda_diagnostics.cc:296] kernel version 352.63.0 does not match DSO version 361.93.2 -- cannot find working devices in this configuration
+I tensorflow/core/common_runtime/gpu/gpu_init.cc:81] No GPU devices available on machine.
+"""
+# tensorflow/tensorflow#62494, the first lines of the reporter's log, verbatim: the same version
+TF_VERSIONS_AGREE = """\
+2023-11-28 16:42:02.582642: I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:169] retrieving CUDA diagnostic information for host: idun-06-18
+2023-11-28 16:42:02.582670: I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:176] hostname: idun-06-18
+2023-11-28 16:42:02.582809: I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:200] libcuda reported version is: 515.43.4
+2023-11-28 16:42:02.582869: I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:204] kernel reported version is: 515.43.4
+2023-11-28 16:42:02.582896: I tensorflow/stream_executor/cuda/cuda_diagnostics.cc:310] kernel version seems to match DSO: 515.43.4
+2023-11-28 16:42:02.591947: E tensorflow/stream_executor/cuda/cuda_driver.cc:328] failed call to cuInit: CUDA_ERROR_NO_DEVICE: no CUDA-capable device is detected
+"""
+
+
+def test_tensorflows_two_version_lines_name_the_mismatch_with_both_versions() -> None:
+    explanation = run(TF_VERSIONS_DIFFER)
+    top = explanation.top
+    assert top is not None and top.id == "driver.module-differs-from-libcuda"
+    assert "352.63.0" in top.summary and "361.93.2" in top.summary
+    nvml = next(c for c in explanation.causes if c.id == "nvml.driver-library-mismatch")
+    assert nvml.consequence_of == top.id
+    # without TensorFlow's own verdict line (releases before it, or a cut paste) the pair still
+    # names it; the cuInit failure is what follows from it
+    lines = TF_VERSIONS_DIFFER.splitlines(keepends=True)
+    assert "does not match DSO" in lines[8]
+    cut = run("".join(lines[:8] + lines[9:]))
+    assert cut.top is not None and cut.top.id == "driver.module-differs-from-libcuda"
+
+
+def test_tensorflows_version_lines_that_agree_or_stand_alone_say_nothing() -> None:
+    agree = run(TF_VERSIONS_AGREE)
+    assert "driver.module-differs-from-libcuda" not in ids(agree)
+    assert ids(agree) == ["cuda.no-device"]
+    lines = TF_VERSIONS_DIFFER.splitlines(keepends=True)
+    module_first = "".join([lines[7], lines[3]])  # the module's line before libcuda's
+    assert run(module_first).causes == ()
+
+
+# facebookarchive/caffe2#549, the reporter's CMake status line, verbatim (a directory)
+CUDNN_FOUND_DIRECTORY = (
+    "-- Found cuDNN: v6.0.21  (include: /export/mlrg/hma02/cudnn/include, library: "
+    "/export/mlrg/hma02/cudnn/lib64)"
+)
+
+
+def test_cmakes_cudnn_line_is_a_cause_only_where_the_library_is_a_directory() -> None:
+    found = run(CUDNN_FOUND_DIRECTORY)
+    assert found.top is not None and found.top.id == "build.cudnn-library-is-directory"
+    assert "/export/mlrg/hma02/cudnn/lib64" in found.top.summary
+    a_file = CUDNN_FOUND_DIRECTORY.replace("/lib64)", "/lib64/libcudnn.so)")
+    assert run(a_file).causes == ()
+
+
+def test_a_missing_nvjitlink_symbol_under_a_toolkit_is_read_as_nvjitlink_too_old() -> None:
+    # both readings fit a toolkit's libcusparse missing nvJitLink's versioned function: the
+    # one that names the release it needs comes first
+    line = (
+        "ImportError: /usr/local/cuda-12.1/lib64/libcusparse.so.12: undefined symbol: "
+        "__nvJitLinkAddData_12_1, version libnvJitLink.so.12"
+    )
+    assert ids(run(line))[:2] == ["libs.nvjitlink-too-old", "libs.cuda-libraries-mixed"]
