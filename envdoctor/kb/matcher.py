@@ -539,7 +539,7 @@ class Scanner:
 
 
 class _Weighed(NamedTuple):
-    """What an occurrence's context rules said (``_Scanner._weigh``)."""
+    """What an occurrence's context rules said (``Scanner._weigh``)."""
 
     weight: float
     notes: tuple[str, ...]

@@ -17,7 +17,7 @@ REGEX_CACHE = 4096
 """Compiled regexes kept per process (per engine): several times every regex of the shipped
 signatures (patterns and context rules, ~1030). A cache smaller than the knowledge base evicts
 on every scanner built, and each then compiles all of them again: at 1025 regexes in a cache of
-1024 the catalog tests went from minutes to hours (tests/kb/test_loader.py holds the margin)."""
+1024 the catalog tests went from minutes to hours (tests/kb/test_engines.py holds the margin)."""
 
 
 @functools.lru_cache(maxsize=REGEX_CACHE)
