@@ -94,6 +94,7 @@ CATALOGS = (
     "onnxruntime",
     "cupy",
     "numba",
+    "ray",
     "tensorrt",
     "k8s-device-plugin",
     "gpu-operator",

@@ -160,7 +160,8 @@ DOCS = Path(__file__).parents[2] / "docs"
 # CMake's "Found cuDNN:" status line, whose library is read for a directory.
 # Two for world round 32's misses: gcc's "too few arguments to function" for a cuDNN function
 # whose arguments changed, and Ray's autoscaler's "No available node types" for a GPU request.
-MAX_TRIGGERS = 166
+# One for the Ray catalog: vLLM's "does not allocate any GPUs" on the Ray driver's node.
+MAX_TRIGGERS = 167
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
