@@ -95,6 +95,8 @@ CATALOGS = (
     "cupy",
     "numba",
     "ray",
+    "paddle",
+    "lightning",
     "tensorrt",
     "k8s-device-plugin",
     "gpu-operator",

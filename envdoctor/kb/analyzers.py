@@ -321,7 +321,24 @@ def analyze_module_against_library(captures: Mapping[str, str], kb: KnowledgeBas
     )
 
 
+def analyze_build_against_driver(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
+    """A program built with CUDA X.Y on a driver for CUDA X.Z (Z < Y) runs, by CUDA's minor
+    version compatibility, and the warning says nothing wrong; a driver of an older major
+    release cannot run it at all."""
+    del kb
+    built, driver = _release(captures.get("built")), _release(captures.get("driver"))
+    if built is None or driver is None or built[0] <= driver[0]:
+        return Analysis(confidence=0.0)
+    return Analysis(
+        (
+            f"Built with CUDA {captures['built']}; the driver supports CUDA {captures['driver']}, "
+            "an older major release: upgrade the driver, or install the build for that CUDA.",
+        )
+    )
+
+
 ANALYZERS: dict[str, Analyzer] = {
+    "build-against-driver": analyze_build_against_driver,
     "module-against-library": analyze_module_against_library,
     "oom": analyze_oom,
     "xid": analyze_xid,

@@ -302,3 +302,21 @@ def test_a_missing_nvjitlink_symbol_under_a_toolkit_is_read_as_nvjitlink_too_old
         "__nvJitLinkAddData_12_1, version libnvJitLink.so.12"
     )
     assert ids(run(line))[:2] == ["libs.nvjitlink-too-old", "libs.cuda-libraries-mixed"]
+
+
+# Lightning's GPU check, the exception's two lines as device_parser.py's f-string forms them
+# and as a training project's docs quote them (a config asking for two GPUs on a one-GPU machine)
+LIGHTNING_REQUEST = (
+    "lightning.fabric.utilities.exceptions.MisconfigurationException: You requested gpu: [0, 1]"
+)
+LIGHTNING_VISIBLE = " But your machine only has: [0]"
+
+
+def test_lightnings_two_lines_read_alone_and_together() -> None:
+    together = run(f"{LIGHTNING_REQUEST}\n{LIGHTNING_VISIBLE}\n")
+    top = together.top
+    assert top is not None and top.id == "lightning.gpus-not-visible"
+    assert "[0, 1]" in top.summary and "only [0]" in top.summary
+    for alone in (LIGHTNING_REQUEST, LIGHTNING_VISIBLE):
+        explanation = run(alone + "\n")
+        assert explanation.top is not None and explanation.top.id == "lightning.gpus-not-visible"
