@@ -10,6 +10,7 @@ import re
 from collections.abc import Callable, Mapping
 from dataclasses import dataclass
 
+from envdoctor.compat.versions import parse_cuda, parse_driver
 from envdoctor.kb.model import KnowledgeBase
 from envdoctor.model.units import scaled, whole
 
@@ -298,14 +299,12 @@ def _environment_report(captures: Mapping[str, str]) -> Analysis:
     )
 
 
-def _release(text: str | None) -> tuple[int, ...] | None:
+def _driver_release(text: str | None) -> tuple[int, ...] | None:
     """``"384.111.0"`` → (384, 111): trailing zero fields dropped, as TensorFlow pads them."""
-    if not text or not re.fullmatch(r"\d{1,6}(?:\.\d{1,6}){0,3}", text):
-        return None
-    fields = [int(f) for f in text.split(".")]
+    fields = list(parse_driver(text or "") or ())
     while len(fields) > 1 and fields[-1] == 0:
         fields.pop()
-    return tuple(fields)
+    return tuple(fields) or None
 
 
 def analyze_module_against_library(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
@@ -313,7 +312,7 @@ def analyze_module_against_library(captures: Mapping[str, str], kb: KnowledgeBas
     lines that say nothing wrong when they agree, and the mismatch when they do not."""
     del kb
     library, module = captures.get("libcuda"), captures.get("kernel_module")
-    lib_release, module_release = _release(library), _release(module)
+    lib_release, module_release = _driver_release(library), _driver_release(module)
     if lib_release is None or module_release is None or lib_release == module_release:
         return Analysis(confidence=0.0)
     return Analysis(
@@ -326,7 +325,7 @@ def analyze_build_against_driver(captures: Mapping[str, str], kb: KnowledgeBase)
     version compatibility, and the warning says nothing wrong; a driver of an older major
     release cannot run it at all."""
     del kb
-    built, driver = _release(captures.get("built")), _release(captures.get("driver"))
+    built, driver = parse_cuda(captures.get("built", "")), parse_cuda(captures.get("driver", ""))
     if built is None or driver is None or built[0] <= driver[0]:
         return Analysis(confidence=0.0)
     return Analysis(

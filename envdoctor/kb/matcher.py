@@ -475,7 +475,7 @@ class Scanner:
         start: int,
     ) -> None:
         acc = self._acc.get(signature.id)
-        weighed: _Weighed = _UNWEIGHED
+        weighed, sampled = _UNWEIGHED, False
         if signature.needs_context and acc is None:
             # read only beside its context: occurrences are weighed (a few at most) until one
             # stands, and one whose lines before it say nothing more is not this cause
@@ -491,11 +491,11 @@ class Scanner:
             and not signature.needs_context
             and (acc is None or acc.context_samples < CONTEXT_SAMPLES)
         ):
-            weighed = self._weigh(signature, block, begin, start)
+            # the first few occurrences are weighed; later ones add no new notes
+            weighed, sampled = self._weigh(signature, block, begin, start), True
         if acc is None:
             acc = self._acc[signature.id] = _Acc(signature, line_no)
-        if weighed is not _UNWEIGHED and not signature.needs_context:
-            acc.context_samples += 1
+        acc.context_samples += sampled
         acc.count += 1
         acc.last_line = line_no
         if len(acc.occurrences) < self._max_occurrences:
