@@ -97,6 +97,7 @@ CATALOGS = (
     "ray",
     "paddle",
     "lightning",
+    "ffmpeg",
     "tensorrt",
     "k8s-device-plugin",
     "gpu-operator",

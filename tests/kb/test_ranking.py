@@ -320,3 +320,33 @@ def test_lightnings_two_lines_read_alone_and_together() -> None:
     for alone in (LIGHTNING_REQUEST, LIGHTNING_VISIBLE):
         explanation = run(alone + "\n")
         assert explanation.top is not None and explanation.top.id == "lightning.gpus-not-visible"
+
+
+# FFmpeg's NVENC refusing a fourth session on GeForce cards, verbatim from
+# joinhive-ai/transcoder#4 (fixed there by lifting the consumer cards' session limit); the
+# transcoder's own lines after it say only "Cannot allocate memory"
+NVENC_SESSION_LIMIT = """\
+[mpegts @ 0x347e840] Format mpegts detected only with low score of 2, misdetection possible!
+[h264_nvenc @ 0x46d8300] OpenEncodeSessionEx failed: out of memory (10): (no details)
+ERROR: encoder.c:199] Error opening video encoder : Cannot allocate memory
+ERROR: transcoder.c:173] Unable to open output : Cannot allocate memory
+"""
+
+
+def test_nvencs_out_of_memory_is_its_session_limit_not_the_gpus_memory() -> None:
+    found = run(NVENC_SESSION_LIMIT)
+    assert found.top is not None and found.top.id == "nvenc.session-limit"
+    assert "cuda.out-of-memory" not in ids(found)
+
+
+def test_ffmpegs_follow_up_lines_defer_to_the_line_that_names_the_cause() -> None:
+    # the loader's line, then hwcontext_cuda's and fftools' results of it: one cause
+    log = (
+        "[AVHWDeviceContext @ 0x59162cd23d40] Cannot load libcuda.so.1\n"
+        "[AVHWDeviceContext @ 0x59162cd23d40] Could not dynamically load CUDA\n"
+        "Device creation failed: -1.\n"
+    )
+    assert ids(run(log)) == ["driver.libcuda-missing"]
+    # HandBrake's start banner on a Windows machine without an NVIDIA driver says this on
+    # every run, encoding or not: alone, it is no cause
+    assert run("Cannot load nvEncodeAPI64.dll\n").causes == ()
