@@ -98,6 +98,7 @@ CATALOGS = (
     "paddle",
     "lightning",
     "ffmpeg",
+    "slurm",
     "tensorrt",
     "k8s-device-plugin",
     "gpu-operator",

@@ -336,7 +336,23 @@ def analyze_build_against_driver(captures: Mapping[str, str], kb: KnowledgeBase)
     )
 
 
+def analyze_gres_count(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
+    """slurmctld's drain reason compares the GPUs slurmd found with slurm.conf's count; its
+    "Count changed" notice compares them with what the node reported before, in either
+    direction: only a count that fell is a GPU lost."""
+    del kb
+    before, found = captures.get("before"), captures.get("found", "")
+    if before is None:
+        return Analysis()
+    if not (before.isdigit() and found.isdigit()) or int(found) >= int(before):
+        return Analysis(confidence=0.0)
+    node = captures.get("node")
+    where = f" on {node}" if node else ""
+    return Analysis(summary=f"slurmd now counts {found} GPUs{where}, where it counted {before}")
+
+
 ANALYZERS: dict[str, Analyzer] = {
+    "gres-count": analyze_gres_count,
     "build-against-driver": analyze_build_against_driver,
     "module-against-library": analyze_module_against_library,
     "oom": analyze_oom,

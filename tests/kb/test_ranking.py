@@ -350,3 +350,19 @@ def test_ffmpegs_follow_up_lines_defer_to_the_line_that_names_the_cause() -> Non
     # HandBrake's start banner on a Windows machine without an NVIDIA driver says this on
     # every run, encoding or not: alone, it is no cause
     assert run("Cannot load nvEncodeAPI64.dll\n").causes == ()
+
+
+# slurmctld's notice when a node reports another GPU count than before, verbatim from
+# ComputeCanada/puppet-magic_castle#361 (a MIG layout cut from four parts to three)
+GRES_COUNT_CHANGED = (
+    "May 23 12:49:52 mgmt1.int.p2-ecole.calculquebec.cloud slurmctld[80708]: slurmctld: "
+    "_node_config_validate: gres/gpu: Count changed on node nodegpu1 (4 != 3)"
+)
+
+
+def test_slurms_gpu_count_change_is_a_cause_only_when_it_fell() -> None:
+    fell = run(GRES_COUNT_CHANGED + "\n")
+    assert fell.top is not None and fell.top.id == "slurm.gres-count-low"
+    assert "now counts 3 GPUs on nodegpu1, where it counted 4" in fell.top.summary
+    rose = GRES_COUNT_CHANGED.replace("(4 != 3)", "(3 != 4)")
+    assert run(rose + "\n").causes == ()
