@@ -344,7 +344,8 @@ def analyze_gres_count(captures: Mapping[str, str], kb: KnowledgeBase) -> Analys
     before, found = captures.get("before"), captures.get("found", "")
     if before is None:
         return Analysis()
-    if not (before.isdigit() and found.isdigit()) or int(found) >= int(before):
+    # isdecimal, not isdigit: the re engine's \d takes "²", which int() refuses
+    if not (before.isdecimal() and found.isdecimal()) or int(found) >= int(before):
         return Analysis(confidence=0.0)
     node = captures.get("node")
     where = f" on {node}" if node else ""

@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from envdoctor.kb.analyzers import analyze_gres_count
+from envdoctor.kb.loader import load_default_kb
 from tests.kb.helpers import ids, run
 
 TARGET_ASSERT = (
@@ -366,3 +368,11 @@ def test_slurms_gpu_count_change_is_a_cause_only_when_it_fell() -> None:
     assert "now counts 3 GPUs on nodegpu1, where it counted 4" in fell.top.summary
     rose = GRES_COUNT_CHANGED.replace("(4 != 3)", "(3 != 4)")
     assert run(rose + "\n").causes == ()
+
+
+def test_slurms_count_analyzer_takes_any_digits_the_regex_engines_take() -> None:
+    # the re engine's \d matches "²" and "٣" (int() takes the second only); RE2's does not
+    kb = load_default_kb()
+    assert analyze_gres_count({"before": "4", "found": "²"}, kb).confidence == 0.0
+    fell = analyze_gres_count({"before": "٤", "found": "٣", "node": "n1"}, kb)
+    assert "now counts ٣ GPUs on n1" in fell.summary
