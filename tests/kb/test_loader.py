@@ -170,7 +170,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # CuPy's import error and no other literal.
 # One for DeepSpeed's launcher: "] exits with return code = -9", the end of a line whose command
 # list, before it, has no bound (a pattern from the line's "[ERROR]" grew quadratically).
-MAX_TRIGGERS = 174
+# One for world round 34's misses: systemd's "killed by the OOM killer" for a service the
+# kernel's OOM killer ended (its journal line holds no other literal).
+MAX_TRIGGERS = 175
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

@@ -376,3 +376,13 @@ def test_slurms_count_analyzer_takes_any_digits_the_regex_engines_take() -> None
     assert analyze_gres_count({"before": "4", "found": "²"}, kb).confidence == 0.0
     fell = analyze_gres_count({"before": "٤", "found": "٣", "node": "n1"}, kb)
     assert "now counts ٣ GPUs on n1" in fell.summary
+
+
+def test_glibc_and_libstdcxx_versions_are_told_apart() -> None:
+    # glibc is the distribution's and cannot be upgraded alone; libstdc++ comes with compilers
+    # and conda environments (the first line is pytorch/pytorch#6607's with its path cut; the
+    # second is the loader's same message for libstdc++)
+    glibc = "ImportError: /lib64/libc.so.6: version `GLIBC_2.17' not found (required by _C.so)"
+    cxx = "ImportError: /usr/lib64/libstdc++.so.6: version `GLIBCXX_3.4.30' not found"
+    assert ids(run(glibc + "\n"))[:1] == ["libs.glibc-too-old"]
+    assert ids(run(cxx + "\n"))[:1] == ["libs.libstdcxx-too-old"]
