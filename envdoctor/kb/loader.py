@@ -32,6 +32,9 @@ from envdoctor.kb.template import fields
 from envdoctor.model.finding import is_valid_code
 from envdoctor.yamlsource import Map, Node, Reader, Seq, load
 
+# a ``{name}`` placeholder (not a shell ``${name}``)
+_PLACEHOLDER = re.compile(r"(?<![$\{])\{(\w+)\}")
+
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable
 else:  # pragma: no cover (Python 3.10)
@@ -355,4 +358,17 @@ def _check_placeholders(signature: Signature, sig: Map) -> None:
                 f" {', '.join('{' + n + '}' for n in lacking)} on all its examples: put what"
                 " uses it in an optional [[…]] segment",
                 where=sig.at("summary"),
+            )
+    # the other texts are printed as written: a capture's placeholder there reaches the user
+    # as "{name}" (a fix once told people to set "{variable}")
+    for key, text in (
+        ("title", signature.title),
+        ("explanation", signature.explanation),
+        ("fix", "\n".join(signature.fix)),
+    ):
+        for name in sorted(set(_PLACEHOLDER.findall(text)) & available):
+            raise EnvdoctorError(
+                f"{key}: {{{name}}} is printed as written (only the summary is filled from"
+                f" the captures): write <{name}> or name the value in words",
+                where=sig.at(key),
             )

@@ -390,6 +390,13 @@ def test_a_good_minimal_kb_loads(tmp_path: Path) -> None:
     assert kb.triggers == ("Something",) or kb.triggers
 
 
+def test_shell_braces_in_a_fix_are_not_placeholders(tmp_path: Path) -> None:
+    """`${what}` is the shell's and `{other}` names no capture: both are fix text, kept."""
+    body = GOOD.replace("      - Fix it.", "      - 'Run `echo ${what}` and `awk {other}`.'")
+    kb = load_kb(_kb(tmp_path, body))
+    assert kb.get("test.good").fix == ("Run `echo ${what}` and `awk {other}`.",)
+
+
 BAD = [
     (
         "unknown key",
@@ -427,6 +434,18 @@ BAD = [
         GOOD.replace("{what}", "[[{what}||{who}]]"),
         11,
         "{who}",
+    ),
+    (
+        "a capture's placeholder in a fix, which is printed as written",
+        GOOD.replace("      - Fix it.", "      - Set {what} again."),
+        13,
+        "{what} is printed as written",
+    ),
+    (
+        "a capture's placeholder in the explanation",
+        GOOD.replace("It failed.", "The {what} failed."),
+        12,
+        "{what} is printed as written",
     ),
     ("bad id", GOOD.replace("test.good", "Test_Good"), 3, "kebab-case"),
     ("bad role", GOOD.replace("role: error", "role: fatal"), 5, "unknown role"),
