@@ -102,6 +102,7 @@ CATALOGS = (
     "tensorrt",
     "k8s-device-plugin",
     "gpu-operator",
+    "deepspeed",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")

@@ -172,7 +172,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # list, before it, has no bound (a pattern from the line's "[ERROR]" grew quadratically).
 # One for world round 34's misses: systemd's "killed by the OOM killer" for a service the
 # kernel's OOM killer ended (its journal line holds no other literal).
-MAX_TRIGGERS = 175
+# One for the DeepSpeed catalog: "DeepSpeed JIT builder for", its op builder's refusal to build
+# with no GPU to take the architectures from (the rest of the line is an alternation).
+MAX_TRIGGERS = 176
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
