@@ -174,7 +174,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # kernel's OOM killer ended (its journal line holds no other literal).
 # One for the DeepSpeed catalog: "DeepSpeed JIT builder for", its op builder's refusal to build
 # with no GPU to take the architectures from (the rest of the line is an alternation).
-MAX_TRIGGERS = 176
+# Three for world round 35's misses: Paddle 3.x's "your current GPU is " (the end of its
+# architecture refusal, which a paste holds alone), "0000135" (Windows' STATUS_DLL_NOT_FOUND
+# as an exit status, 0xC0000135 or 0xc0000135) and conda's "pytorch-mutex" plan line.
+MAX_TRIGGERS = 179
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

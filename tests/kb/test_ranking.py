@@ -386,3 +386,56 @@ def test_glibc_and_libstdcxx_versions_are_told_apart() -> None:
     cxx = "ImportError: /usr/lib64/libstdc++.so.6: version `GLIBCXX_3.4.30' not found"
     assert ids(run(glibc + "\n"))[:1] == ["libs.glibc-too-old"]
     assert ids(run(cxx + "\n"))[:1] == ["libs.libstdcxx-too-old"]
+
+
+def test_condas_cpu_build_strings_are_read_and_its_cuda_ones_are_not() -> None:
+    # `conda list` rows: conda-forge's CPU libtorch beside pip's CUDA torch (the first two lines
+    # are nv-morpheus/Morpheus#1943's); the same packages as CUDA builds say nothing
+    cpu = (
+        "libtorch                  2.4.0           cpu_generic_h4a3044c_1    conda-forge\n"
+        "torch                     2.4.0+cu124              pypi_0    pypi\n"
+    )
+    top = run(cpu).top
+    assert top is not None and top.id == "conda.cpu-build-installed"
+    assert top.summary.startswith("conda's libtorch 2.4.0 is the CPU-only build")
+    cuda = "libtorch                  2.4.0           cuda126_generic_h0a1b2c3_200    conda-forge\n"
+    assert run(cuda).causes == ()
+    plan = "  jaxlib             conda-forge/linux-64::jaxlib-0.4.4-cuda12py311h1234567_201\n"
+    assert run(plan).causes == ()
+
+
+def test_nvccs_killed_stage_is_memory_and_its_crashed_stage_is_the_toolchain() -> None:
+    killed = "nvcc error   : 'cicc' died due to signal 9 (Kill signal)\n"
+    crashed = "nvcc error : 'cudafe++' died with status 0xC0000005 (ACCESS_VIOLATION)\n"
+    assert ids(run(killed))[:1] == ["host.oom-killed"]
+    assert ids(run(crashed)) == ["build.nvcc-stage-crashed"]
+
+
+def test_deepspeeds_skipped_cuda_check_is_no_cause_and_its_refusal_is() -> None:
+    # op_builder/builder.py: the same words, as the exception (a build that stops) and as the
+    # warning under DS_SKIP_CUDA_CHECK=1 (a build that goes on)
+    refusal = (
+        "deepspeed.ops.op_builder.builder.CUDAMismatchException: >- DeepSpeed Op Builder: "
+        "Installed CUDA version 11.8 does not match the version torch was compiled with 12.1"
+    )
+    skipped = (
+        " [WARNING]  DeepSpeed Op Builder: Installed CUDA version 11.8 does not match the version"
+        " torch was compiled with 12.1.Detected `DS_SKIP_CUDA_CHECK=1`: Allowing this"
+        " combination of CUDA, but it may result in unexpected behavior."
+    )
+    assert ids(run(refusal + "\n"))[:1] == ["build.cuda-version-mismatch"]
+    assert run(skipped + "\n").causes == ()
+
+
+def test_an_extension_build_with_no_gpu_names_the_arch_list_not_a_generic_index_error() -> None:
+    # torch.utils.cpp_extension with no visible GPU and no TORCH_CUDA_ARCH_LIST (the traceback's
+    # last lines as mchong6/JoJoGAN#2 shows them, on a Colab runtime without a GPU)
+    log = (
+        "No CUDA runtime is found, using CUDA_HOME='/usr/local/cuda'\n"
+        "-> 1606         arch_list[-1] += '+PTX'\n"
+        "IndexError: list index out of range\n"
+    )
+    top = run(log).top
+    assert top is not None and top.id == "build.gpu-arch-undetected"
+    assert "set TORCH_CUDA_ARCH_LIST" in top.summary
+    assert any("No CUDA runtime is found" in note for note in top.notes)
