@@ -177,7 +177,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Three for world round 35's misses: Paddle 3.x's "your current GPU is " (the end of its
 # architecture refusal, which a paste holds alone), "0000135" (Windows' STATUS_DLL_NOT_FOUND
 # as an exit status, 0xC0000135 or 0xc0000135) and conda's "pytorch-mutex" plan line.
-MAX_TRIGGERS = 179
+# Two for world round 36's misses: Caffe's CMake "Automatic GPU detection failed" (a line of
+# its own) and Omniverse's "driver range" (its refused range on a line of its own).
+MAX_TRIGGERS = 181
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

@@ -439,3 +439,19 @@ def test_an_extension_build_with_no_gpu_names_the_arch_list_not_a_generic_index_
     assert top is not None and top.id == "build.gpu-arch-undetected"
     assert "set TORCH_CUDA_ARCH_LIST" in top.summary
     assert any("No CUDA runtime is found" in note for note in top.notes)
+
+
+def test_omniverses_refused_driver_range_is_too_old_only_when_it_starts_at_zero() -> None:
+    # isaac-sim/IsaacLab#4244's line, and the same check refusing a range of newer drivers
+    # (a known-bad release, not an old driver)
+    old = "The unsupported driver range: [0.0, 535.129)\n"
+    newer = "The unsupported driver range: [565.0, 565.77)\n"
+    assert ids(run(old))[:1] == ["fallback.driver-too-old"]
+    assert run(newer).causes == ()
+
+
+def test_a_removed_device_property_names_the_member_and_cuda_13() -> None:
+    line = 'Environment.tpp(293): error: class "cudaDeviceProp" has no member "computeMode"\n'
+    top = run(line).top
+    assert top is not None and top.id == "build.cuda-device-prop-removed"
+    assert "has no computeMode" in top.summary
