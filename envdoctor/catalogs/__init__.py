@@ -103,6 +103,7 @@ CATALOGS = (
     "k8s-device-plugin",
     "gpu-operator",
     "deepspeed",
+    "ultralytics",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
