@@ -104,6 +104,7 @@ CATALOGS = (
     "gpu-operator",
     "deepspeed",
     "ultralytics",
+    "accelerate",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
