@@ -341,7 +341,8 @@ def _context(item: Node) -> ContextRule:
 
 def _check_placeholders(signature: Signature, sig: Map) -> None:
     """Every placeholder is captured by some pattern; one outside a ``[[…]]`` segment by every
-    example of every pattern, so no summary a user reads prints "?" for it."""
+    example of every pattern, so no summary a user reads prints "?" for it. The title, the
+    explanation and the fix are not filled, so a capture's placeholder there is refused."""
     required, optional = fields(signature.summary)
     available = signature.captures_used()
     for name in sorted(required | optional):
@@ -366,9 +367,10 @@ def _check_placeholders(signature: Signature, sig: Map) -> None:
         ("explanation", signature.explanation),
         ("fix", "\n".join(signature.fix)),
     ):
-        for name in sorted(set(_PLACEHOLDER.findall(text)) & available):
+        written = sorted(set(_PLACEHOLDER.findall(text)) & available)
+        if written:
             raise EnvdoctorError(
-                f"{key}: {{{name}}} is printed as written (only the summary is filled from"
-                f" the captures): write <{name}> or name the value in words",
+                f"{key}: {{{written[0]}}} is printed as written (only the summary is filled"
+                f" from the captures): write <{written[0]}> or name the value in words",
                 where=sig.at(key),
             )
