@@ -455,3 +455,17 @@ def test_a_removed_device_property_names_the_member_and_cuda_13() -> None:
     top = run(line).top
     assert top is not None and top.id == "build.cuda-device-prop-removed"
     assert "has no computeMode" in top.summary
+
+
+def test_tgis_sharding_refusal_names_the_import_error_it_warned_about() -> None:
+    # server/text_generation_server/models/__init__.py: the warning at start, then the refusal
+    log = (
+        "WARNING text_generation_launcher: Could not import Flash Attention enabled models: "
+        "GPU with CUDA capability 7 0 is not supported\n"
+        "NotImplementedError: Sharded Llama requires Flash Attention enabled models.\n"
+    )
+    top = run(log).top
+    assert top is not None and top.id == "tgi.flash-models-unavailable"
+    assert top.summary.endswith(": GPU with CUDA capability 7 0 is not supported")
+    alone = run("NotImplementedError: Sharded Llama requires Flash Attention enabled models.\n")
+    assert alone.top is not None and alone.top.summary.endswith("for sharded Llama here")
