@@ -6,6 +6,7 @@ import pytest
 
 from envdoctor.kb.analyzers import analyze_gres_count
 from envdoctor.kb.loader import load_default_kb
+from envdoctor.kb.model import Cause
 from tests.kb.helpers import ids, run
 
 TARGET_ASSERT = (
@@ -388,6 +389,13 @@ def test_glibc_and_libstdcxx_versions_are_told_apart() -> None:
     assert ids(run(cxx + "\n"))[:1] == ["libs.libstdcxx-too-old"]
 
 
+def _first_cause(log: str, signature: str) -> Cause:
+    """The log's first cause, which must be ``signature``'s."""
+    top = run(log).top
+    assert top is not None and top.id == signature, ids(run(log))
+    return top
+
+
 def test_condas_cpu_build_strings_are_read_and_its_cuda_ones_are_not() -> None:
     # `conda list` rows: conda-forge's CPU libtorch beside pip's CUDA torch (the first two lines
     # are nv-morpheus/Morpheus#1943's); the same packages as CUDA builds say nothing
@@ -395,8 +403,7 @@ def test_condas_cpu_build_strings_are_read_and_its_cuda_ones_are_not() -> None:
         "libtorch                  2.4.0           cpu_generic_h4a3044c_1    conda-forge\n"
         "torch                     2.4.0+cu124              pypi_0    pypi\n"
     )
-    top = run(cpu).top
-    assert top is not None and top.id == "conda.cpu-build-installed"
+    top = _first_cause(cpu, "conda.cpu-build-installed")
     assert top.summary.startswith("conda's libtorch 2.4.0 is the CPU-only build")
     cuda = "libtorch                  2.4.0           cuda126_generic_h0a1b2c3_200    conda-forge\n"
     assert run(cuda).causes == ()
@@ -435,8 +442,7 @@ def test_an_extension_build_with_no_gpu_names_the_arch_list_not_a_generic_index_
         "-> 1606         arch_list[-1] += '+PTX'\n"
         "IndexError: list index out of range\n"
     )
-    top = run(log).top
-    assert top is not None and top.id == "build.gpu-arch-undetected"
+    top = _first_cause(log, "build.gpu-arch-undetected")
     assert "set TORCH_CUDA_ARCH_LIST" in top.summary
     assert any("No CUDA runtime is found" in note for note in top.notes)
 
@@ -452,8 +458,7 @@ def test_omniverses_refused_driver_range_is_too_old_only_when_it_starts_at_zero(
 
 def test_a_removed_device_property_names_the_member_and_cuda_13() -> None:
     line = 'Environment.tpp(293): error: class "cudaDeviceProp" has no member "computeMode"\n'
-    top = run(line).top
-    assert top is not None and top.id == "build.cuda-device-prop-removed"
+    top = _first_cause(line, "build.cuda-device-prop-removed")
     assert "has no computeMode" in top.summary
 
 
@@ -464,8 +469,8 @@ def test_tgis_sharding_refusal_names_the_import_error_it_warned_about() -> None:
         "GPU with CUDA capability 7 0 is not supported\n"
         "NotImplementedError: Sharded Llama requires Flash Attention enabled models.\n"
     )
-    top = run(log).top
-    assert top is not None and top.id == "tgi.flash-models-unavailable"
+    top = _first_cause(log, "tgi.flash-models-unavailable")
     assert top.summary.endswith(": GPU with CUDA capability 7 0 is not supported")
-    alone = run("NotImplementedError: Sharded Llama requires Flash Attention enabled models.\n")
-    assert alone.top is not None and alone.top.summary.endswith("for sharded Llama here")
+    refusal = log.splitlines(keepends=True)[1]
+    alone = _first_cause(refusal, "tgi.flash-models-unavailable")
+    assert alone.summary.endswith("for sharded Llama here")
