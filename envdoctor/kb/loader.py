@@ -28,12 +28,9 @@ from envdoctor.kb.model import (
     Signature,
     compiled,
 )
-from envdoctor.kb.template import fields
+from envdoctor.kb.template import fields, written
 from envdoctor.model.finding import is_valid_code
 from envdoctor.yamlsource import Map, Node, Reader, Seq, load
-
-# a ``{name}`` placeholder (not a shell ``${name}``)
-_PLACEHOLDER = re.compile(r"(?<![$\{])\{(\w+)\}")
 
 if sys.version_info >= (3, 11):
     from importlib.resources.abc import Traversable
@@ -367,10 +364,10 @@ def _check_placeholders(signature: Signature, sig: Map) -> None:
         ("explanation", signature.explanation),
         ("fix", "\n".join(signature.fix)),
     ):
-        written = sorted(set(_PLACEHOLDER.findall(text)) & available)
-        if written:
+        literal = sorted(written(text) & available)
+        if literal:
             raise EnvdoctorError(
-                f"{key}: {{{written[0]}}} is printed as written (only the summary is filled"
-                f" from the captures): write <{written[0]}> or name the value in words",
+                f"{key}: {{{literal[0]}}} is printed as written (only the summary is filled"
+                f" from the captures): write <{literal[0]}> or name the value in words",
                 where=sig.at(key),
             )

@@ -15,6 +15,9 @@ import string
 from collections.abc import Iterator, Mapping
 
 _SEGMENT = re.compile(r"\[\[(.*?)\]\]", re.DOTALL)
+# a ``{name}`` in free text (not a shell ``${name}``); free text may hold braces that are no
+# format field at all (awk's ``{print $1}``, a lone brace), which string.Formatter refuses
+_WRITTEN = re.compile(r"(?<![$\{])\{(\w+)\}")
 
 
 def _fields(text: str) -> Iterator[str]:
@@ -34,6 +37,12 @@ def fields(template: str) -> tuple[frozenset[str], frozenset[str]]:
         optional.update(_fields(present))
         required.update(_fields(otherwise))
     return frozenset(required), frozenset(optional - required)
+
+
+def written(text: str) -> frozenset[str]:
+    """The ``{name}`` placeholders a text that is printed as written holds (a title, an
+    explanation, a fix step): where one names a capture, the user would read it literally."""
+    return frozenset(_WRITTEN.findall(text))
 
 
 class _Missing(dict[str, str]):
