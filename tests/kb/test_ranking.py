@@ -474,3 +474,15 @@ def test_tgis_sharding_refusal_names_the_import_error_it_warned_about() -> None:
     refusal = log.splitlines(keepends=True)[1]
     alone = _first_cause(refusal, "tgi.flash-models-unavailable")
     assert alone.summary.endswith("for sharded Llama here")
+
+
+def test_an_error_inside_libstdcxx_headers_names_the_host_compiler_and_one_in_the_project_not() -> (
+    None
+):
+    # ggml-org/llama.cpp#22714's line (nvcc's front end, "file(line)"), and the same error in
+    # the project's own source: a bug of the project's, not the toolchain's
+    headers = "  /usr/include/c++/16.1.1/type_traits(3427): error: type name is not allowed\n"
+    own = "  ggml/src/ggml-cuda/common.cuh(3427): error: type name is not allowed\n"
+    top = _first_cause(headers, "build.host-headers-rejected")
+    assert "(libstdc++ 16.1.1)" in top.summary
+    assert "build.host-headers-rejected" not in ids(run(own))
