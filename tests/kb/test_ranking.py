@@ -486,3 +486,28 @@ def test_an_error_inside_libstdcxx_headers_names_the_host_compiler_and_one_in_th
     top = _first_cause(headers, "build.host-headers-rejected")
     assert "(libstdc++ 16.1.1)" in top.summary
     assert "build.host-headers-rejected" not in ids(run(own))
+
+
+def test_cmakes_own_test_target_without_architectures_is_the_compiler_identification() -> None:
+    # NVlabs/instant-ngp#1320 (CMake's try_compile target) and EXP-code/EXP#63 (a project's)
+    ours = '  CUDA_ARCHITECTURES is empty for target "cmTC_4f57c".\n'
+    projects = '  CUDA_ARCHITECTURES is empty for target "exputil".\n'
+    _first_cause(ours, "build.cmake-cuda-compiler-unidentified")
+    top = _first_cause(projects, "build.cmake-cuda-architectures-unset")
+    assert "target exputil" in top.summary
+
+
+def test_cmakes_failed_test_program_yields_to_the_nvcc_error_under_it() -> None:
+    # NVIDIA/cccl#5276's lines: the test program failed on an architecture a newer CUDA removed
+    log = (
+        "CMake Error at /usr/share/cmake-3.31/Modules/CMakeTestCUDACompiler.cmake:59 (message):\n"
+        "  The CUDA compiler\n"
+        "\n"
+        '    "/usr/local/cuda/bin/nvcc"\n'
+        "\n"
+        "  is not able to compile a simple test program.\n"
+        "    nvcc fatal   : Unsupported gpu architecture 'compute_60'\n"
+    )
+    assert ids(run(log))[:2] == ["build.nvcc-unsupported-arch", "build.cmake-cuda-compiler-broken"]
+    alone = log.splitlines(keepends=True)[0]
+    _first_cause(alone, "build.cmake-cuda-compiler-broken")
