@@ -511,3 +511,24 @@ def test_cmakes_failed_test_program_yields_to_the_nvcc_error_under_it() -> None:
     assert ids(run(log))[:2] == ["build.nvcc-unsupported-arch", "build.cmake-cuda-compiler-broken"]
     alone = log.splitlines(keepends=True)[0]
     _first_cause(alone, "build.cmake-cuda-compiler-broken")
+
+
+def test_bitsandbytes_cpu_library_is_a_failure_only_where_its_setup_found_a_gpu() -> None:
+    # bmaltais/kohya_ss#331's setup lines (bitsandbytes 0.37-0.41)
+    loading = (
+        "CUDA SETUP: Loading binary /home/stable-diffusion/kohya_ss/venv/lib/python3.10/"
+        "site-packages/bitsandbytes/libbitsandbytes_cpu.so...\n"
+    )
+    gpu = "CUDA SETUP: Highest compute capability among GPUs detected: 7.5\n"
+    _first_cause(gpu + loading, "bnb.cpu-library-on-gpu")
+    assert "bnb.cpu-library-on-gpu" not in ids(run(loading))
+
+
+def test_pip_uninstalling_a_cuda_torch_is_read_and_a_plain_one_is_not() -> None:
+    # chflame163/ComfyUI_LayerStyle#305's line, and the same step for a PyPI build (the usual
+    # replacement of a CPU torch by a CUDA one)
+    cuda = "      Successfully uninstalled torch-2.4.1+cu121\n"
+    plain = "      Successfully uninstalled torch-2.4.1\n"
+    top = _first_cause(cuda, "pip.cuda-torch-uninstalled")
+    assert "2.4.1+cu121" in top.summary
+    assert run(plain).causes == ()
