@@ -88,6 +88,7 @@ CATALOGS = (
     "nvidia-installer",
     "linux-packages",
     "cuda-toolchain",
+    "cmake-cuda",
     "windows-dlls",
     "tensorflow",
     "jax",
@@ -105,6 +106,7 @@ CATALOGS = (
     "deepspeed",
     "ultralytics",
     "accelerate",
+    "ctranslate2",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")

@@ -126,6 +126,14 @@ def test_a_line_the_emitter_survives_is_never_a_cause() -> None:
             assert not run(line + "\n").causes, line
 
 
+def test_every_catalog_file_is_shipped() -> None:
+    """A catalog file left out of the shipped list would never be checked: two were, for a
+    while (cmake-cuda and ctranslate2, before this test)."""
+    folder = Path(__file__).parents[2] / "envdoctor" / "catalogs"
+    files = {p.stem for p in folder.glob("*.yaml")}
+    assert files == {c.name for c in CATALOGS}
+
+
 def test_the_coverage_docs_states_is_the_measured_one() -> None:
     """docs/explain.md's coverage table is what the catalogs say now (a row per catalog)."""
     docs = (Path(__file__).parents[2] / "docs" / "explain.md").read_text(encoding="utf-8")

@@ -532,3 +532,20 @@ def test_pip_uninstalling_a_cuda_torch_is_read_and_a_plain_one_is_not() -> None:
     top = _first_cause(cuda, "pip.cuda-torch-uninstalled")
     assert "2.4.1+cu121" in top.summary
     assert run(plain).causes == ()
+
+
+def test_ctranslate2s_compute_type_refusal_names_the_type_and_a_torch_device_name_is_named() -> (
+    None
+):
+    # OpenNMT/CTranslate2 src/types.cc and src/devices.cc, as Python raises them
+    refusal = (
+        "ValueError: Requested int8_float16 compute type, but the target device or backend do "
+        "not support efficient int8_float16 computation.\n"
+    )
+    top = _first_cause(refusal, "ct2.compute-type-unsupported")
+    assert "int8_float16" in top.summary
+    torch_name = _first_cause(
+        "ValueError: unsupported device cuda:0\n", "ct2.device-name-unsupported"
+    )
+    assert '"cuda:0"' in torch_name.summary
+    assert "ct2.device-name-unsupported" not in ids(run("ValueError: unsupported device foo\n"))
