@@ -549,3 +549,12 @@ def test_ctranslate2s_compute_type_refusal_names_the_type_and_a_torch_device_nam
     )
     assert '"cuda:0"' in torch_name.summary
     assert "ct2.device-name-unsupported" not in ids(run("ValueError: unsupported device foo\n"))
+
+
+def test_operation_not_supported_is_the_async_allocator_only_beside_it() -> None:
+    # Comfy-Org/ComfyUI#1845's error, after ComfyUI's start-up line naming the backend, and alone
+    error = "RuntimeError: CUDA error: operation not supported\n"
+    banner = "Device: cuda:0 NVIDIA GeForce GTX 960M : cudaMallocAsync\n"
+    top = _first_cause(banner + error, "torch.cuda-malloc-async-unsupported")
+    assert "--disable-cuda-malloc" in top.summary
+    assert "torch.cuda-malloc-async-unsupported" not in ids(run(error))
