@@ -352,7 +352,39 @@ def analyze_gres_count(captures: Mapping[str, str], kb: KnowledgeBase) -> Analys
     return Analysis(summary=f"slurmd now counts {found} GPUs{where}, where it counted {before}")
 
 
+def analyze_runtime_against_gpu(captures: Mapping[str, str], kb: KnowledgeBase) -> Analysis:
+    """A device notice names the GPU's compute capability and the CUDA runtime the program
+    runs with; a runtime older than the first CUDA release that knows the GPU cannot have
+    code built for it. Anything else (the runtime knows it, a capability the tables lack) drops
+    the hit: the notice is then the start-up line of a working GPU.
+
+    The tables load only here, as for torch's environment report."""
+    del kb
+    from envdoctor.compat.loader import load_tables
+    from envdoctor.compat.versions import cuda_text, parse_cc
+
+    text = captures.get("cc", "")
+    if "." not in text and len(text) == 2:
+        text = f"{text[0]}.{text[1]}"  # Paddle 1.x prints "CUDA Capability: 70"
+    cc, runtime = parse_cc(text), parse_cuda(captures.get("runtime", ""))
+    arch = load_tables().architecture(cc) if cc is not None else None
+    first = parse_cuda(arch.first_cuda) if arch is not None and arch.first_cuda else None
+    if runtime is None or first is None or runtime >= first:
+        return Analysis(confidence=0.0)
+    assert arch is not None  # first is only set from a row
+    return Analysis(
+        (
+            f"Compute capability {text} ({arch.arch}) first appears in CUDA {cuda_text(first)}; "
+            f"the runtime here is CUDA {cuda_text(runtime)}.",
+        ),
+        f"The CUDA {cuda_text(runtime)} runtime this program runs with predates this GPU "
+        f"(compute capability {text} needs CUDA {cuda_text(first)} or newer): install its build "
+        "for a newer CUDA",
+    )
+
+
 ANALYZERS: dict[str, Analyzer] = {
+    "runtime-against-gpu": analyze_runtime_against_gpu,
     "gres-count": analyze_gres_count,
     "build-against-driver": analyze_build_against_driver,
     "module-against-library": analyze_module_against_library,

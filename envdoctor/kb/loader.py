@@ -54,6 +54,7 @@ _SIGNATURE_KEYS = {
     "docs": False,
     "explains": False,
     "needs_context": False,
+    "cleared_by": False,
 }
 _PATTERN_KEYS = {"regex": True, "examples": True, "anchor": False, "confidence": False}
 _CONTEXT_KEYS = {"regex": True, "weight": True, "note": True}
@@ -94,6 +95,14 @@ def load_kb(root: Traversable | Path) -> KnowledgeBase:
             if other not in seen or other == signature.id:
                 raise EnvdoctorError(
                     f"`explains` names {other!r}, which is not another signature",
+                    where=signature.source,
+                )
+    benign = {s.id for s in signatures if s.role is Role.BENIGN}
+    for signature in signatures:
+        for other in signature.cleared_by:
+            if other not in benign:
+                raise EnvdoctorError(
+                    f"`cleared_by` names {other!r}, which is not a benign signature",
                     where=signature.source,
                 )
     return KnowledgeBase(
@@ -263,6 +272,7 @@ def _signature(item: Node, prefer: tuple[str, ...] = ()) -> Signature:
         analyzer=analyzer,
         docs=_texts(sig, "docs"),
         explains=_texts(sig, "explains"),
+        cleared_by=_texts(sig, "cleared_by"),
         needs_context=needs_context,
         source=sig.at(),
     )

@@ -114,6 +114,9 @@ class Signature:
     # CUDA *runtime* image's name): it stands only where a context rule with a positive weight
     # matched the lines before it, and is not read at all elsewhere
     needs_context: bool = False
+    # benign signatures whose line after this one's last says the run went on fine (the
+    # program's own check reporting success after its warning): then this one is harmless too
+    cleared_by: tuple[str, ...] = ()
     source: str = ""  # "file:line" of the definition
 
     def captures_used(self) -> frozenset[str]:

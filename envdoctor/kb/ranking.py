@@ -22,6 +22,8 @@ The rules, in order:
 7. An analyzer may weigh a hit by its numbers (torch's environment report: CUDA unavailable
    with a driver too old for torch's CUDA); numbers that show nothing wrong drop the hit
    before any of the above.
+8. A warning whose signature is ``cleared_by`` a benign one is harmless when that benign line
+   (the program's own check reporting success) comes after the warning's last line.
 """
 
 from __future__ import annotations
@@ -58,6 +60,7 @@ def _stands(hit: Hit, analysis: Analysis) -> bool:
 def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explanation:
     """Rank the hits of ``scan`` into causes (no live facts)."""
     benign = {s.id for s in kb.signatures if s.role is Role.BENIGN}
+    cleared = _cleared(scan.hits, kb, benign)
     harmless = tuple(
         Cause(
             signature=kb.get(hit.signature_id),
@@ -66,10 +69,26 @@ def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explan
             summary=fill(kb.get(hit.signature_id).summary, _captures(hit)),
         )
         for hit in scan.hits
-        if hit.signature_id in benign
+        if hit.signature_id in benign or hit.signature_id in cleared
     )
-    causes = rank([hit for hit in scan.hits if hit.signature_id not in benign], kb)
+    causes = rank(
+        [h for h in scan.hits if h.signature_id not in benign and h.signature_id not in cleared], kb
+    )
     return Explanation(causes=causes, scan=scan, source=source, harmless=harmless)
+
+
+def _cleared(hits: Sequence[Hit], kb: KnowledgeBase, benign: set[str]) -> set[str]:
+    """Warnings the same program later reported as harmless: a benign line the signature is
+    ``cleared_by`` (its own check passing) after the warning's last line."""
+    last_success = {h.signature_id: h.last_line for h in hits if h.signature_id in benign}
+    return {
+        hit.signature_id
+        for hit in hits
+        if any(
+            last_success.get(other, -1) > hit.last_line
+            for other in kb.get(hit.signature_id).cleared_by
+        )
+    }
 
 
 def rank(hits: Sequence[Hit], kb: KnowledgeBase) -> tuple[Cause, ...]:

@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import replace
 
 from envdoctor.kb import assess, load_default_kb
-from envdoctor.kb.analyzers import analyze_oom, parse_size
+from envdoctor.kb.analyzers import analyze_oom, analyze_runtime_against_gpu, parse_size
 from envdoctor.kb.hostcheck import (
     check_container,
     check_driver_library_match,
@@ -127,6 +127,16 @@ def test_driver_too_old_note_converts_the_version() -> None:
         "RuntimeError: The NVIDIA driver on your system is too old (found version 11040)."
     )
     assert any("CUDA up to 11.4" in n for n in explanation.causes[0].notes)
+
+
+def test_a_runtime_older_than_the_gpu_is_kept_and_any_other_dropped() -> None:
+    kb = load_default_kb()
+    older = analyze_runtime_against_gpu({"cc": "8.6", "runtime": "10.2"}, kb)
+    assert older.confidence is None and older.summary and "needs CUDA 11.1" in older.summary
+    # Paddle 1.x's "70" is 7.0, which CUDA 9.0 knows; a capability the tables lack says nothing
+    assert analyze_runtime_against_gpu({"cc": "70", "runtime": "9.0"}, kb).confidence == 0.0
+    assert analyze_runtime_against_gpu({"cc": "8.6", "runtime": "11.2"}, kb).confidence == 0.0
+    assert analyze_runtime_against_gpu({"cc": "4.2", "runtime": "9.0"}, kb).confidence == 0.0
 
 
 def _facts_with_memory(free: int, processes: tuple[GpuProcess, ...] = ()) -> object:

@@ -558,3 +558,23 @@ def test_operation_not_supported_is_the_async_allocator_only_beside_it() -> None
     top = _first_cause(banner + error, "torch.cuda-malloc-async-unsupported")
     assert "--disable-cuda-malloc" in top.summary
     assert "torch.cuda-malloc-async-unsupported" not in ids(run(error))
+
+
+def test_a_warning_the_programs_own_check_passed_after_is_harmless() -> None:
+    # PaddlePaddle/Paddle#17217: a maintainer's run_check on a working machine
+    warning = (
+        "W0511 23:02:20.692178 24883 device_context.cc:293] WARNING: device: 0. The installed "
+        "Paddle is compiled with CUDNN 7.3, but CUDNN version in your machine is 7.1, which may "
+        "cause serious incompatible bug. Please recompile or reinstall Paddle with compatible "
+        "CUDNN version.\n"
+    )
+    passed = "Your Paddle Fluid is installed successfully! Let's start deep Learning with Paddle Fluid now\n"
+    after = run(warning + passed)
+    assert after.causes == ()
+    assert {c.id for c in after.harmless} == {
+        "paddle.cudnn-older-than-build",
+        "paddle.install-check-passed",
+    }
+    # the warning alone, or printed again after the check, stays a cause
+    _first_cause(warning, "paddle.cudnn-older-than-build")
+    _first_cause(passed + warning, "paddle.cudnn-older-than-build")
