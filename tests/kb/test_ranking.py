@@ -499,18 +499,17 @@ def test_cmakes_own_test_target_without_architectures_is_the_compiler_identifica
 
 def test_cmakes_failed_test_program_yields_to_the_nvcc_error_under_it() -> None:
     # NVIDIA/cccl#5276's lines: the test program failed on an architecture a newer CUDA removed
-    log = (
+    header = (
         "CMake Error at /usr/share/cmake-3.31/Modules/CMakeTestCUDACompiler.cmake:59 (message):\n"
-        "  The CUDA compiler\n"
-        "\n"
-        '    "/usr/local/cuda/bin/nvcc"\n'
-        "\n"
-        "  is not able to compile a simple test program.\n"
-        "    nvcc fatal   : Unsupported gpu architecture 'compute_60'\n"
     )
-    assert ids(run(log))[:2] == ["build.nvcc-unsupported-arch", "build.cmake-cuda-compiler-broken"]
-    alone = log.splitlines(keepends=True)[0]
-    _first_cause(alone, "build.cmake-cuda-compiler-broken")
+    nvcc = "    nvcc fatal   : Unsupported gpu architecture 'compute_60'\n"
+    compiler = '  The CUDA compiler\n\n    "/usr/local/cuda/bin/nvcc"\n\n'
+    failed = "  is not able to compile a simple test program.\n"
+    assert ids(run(header + compiler + failed + nvcc))[:2] == [
+        "build.nvcc-unsupported-arch",
+        "build.cmake-cuda-compiler-broken",
+    ]
+    _first_cause(header, "build.cmake-cuda-compiler-broken")
 
 
 def test_bitsandbytes_cpu_library_is_a_failure_only_where_its_setup_found_a_gpu() -> None:
