@@ -67,6 +67,7 @@ def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explan
             hit=hit,
             confidence=hit.confidence,
             summary=fill(kb.get(hit.signature_id).summary, _captures(hit)),
+            notes=(cleared[hit.signature_id],) if hit.signature_id in cleared else (),
         )
         for hit in scan.hits
         if hit.signature_id in benign or hit.signature_id in cleared
@@ -77,18 +78,23 @@ def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explan
     return Explanation(causes=causes, scan=scan, source=source, harmless=harmless)
 
 
-def _cleared(hits: Sequence[Hit], kb: KnowledgeBase, benign: set[str]) -> set[str]:
-    """Warnings the same program later reported as harmless: a benign line the signature is
-    ``cleared_by`` (its own check passing) after the warning's last line."""
+def _cleared(hits: Sequence[Hit], kb: KnowledgeBase, benign: set[str]) -> dict[str, str]:
+    """Warnings the same program later reported as harmless, each with the line that says so:
+    a benign line the signature is ``cleared_by`` (its own check passing) after the warning's
+    last line."""
     last_success = {h.signature_id: h.last_line for h in hits if h.signature_id in benign}
-    return {
-        hit.signature_id
-        for hit in hits
-        if any(
-            last_success.get(other, -1) > hit.last_line
+    cleared: dict[str, str] = {}
+    for hit in hits:
+        after = [
+            last_success[other]
             for other in kb.get(hit.signature_id).cleared_by
-        )
-    }
+            if last_success.get(other, -1) > hit.last_line
+        ]
+        if after:
+            cleared[hit.signature_id] = (
+                f"Harmless here: the program reported its own check passed after it (line {max(after)})."
+            )
+    return cleared
 
 
 def rank(hits: Sequence[Hit], kb: KnowledgeBase) -> tuple[Cause, ...]:

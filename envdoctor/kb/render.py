@@ -193,6 +193,8 @@ def _harmless_text(explanation: Explanation) -> list[str]:
         out.extend(_wrap(f"· {cause.summary} ({_where(cause)})", "  ", hang=2))
         if cause.hit.occurrences:
             out.extend(_wrap(f"│ {cause.hit.occurrences[0].text}", "    ", hang=2))
+        for note in cause.notes:
+            out.extend(_wrap(note, "    ", hang=0))
         for step in cause.signature.fix[:1]:
             out.extend(_wrap(step, "    ", hang=0))
     return out
@@ -393,6 +395,7 @@ def _harmless_data(cause: Cause) -> dict[str, Any]:
     return {
         "id": cause.id,
         "summary": cause.summary,
+        "notes": list(cause.notes),
         "count": cause.hit.count,
         "first_line": cause.hit.first_line,
         "occurrences": [{"line": o.line, "text": o.text} for o in cause.hit.occurrences],

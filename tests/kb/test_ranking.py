@@ -574,6 +574,10 @@ def test_a_warning_the_programs_own_check_passed_after_is_harmless() -> None:
         "paddle.cudnn-older-than-build",
         "paddle.install-check-passed",
     }
+    warned = next(c for c in after.harmless if c.id == "paddle.cudnn-older-than-build")
+    assert warned.notes == (
+        "Harmless here: the program reported its own check passed after it (line 2).",
+    )
     # the warning alone, or printed again after the check, stays a cause
     _first_cause(warning, "paddle.cudnn-older-than-build")
     _first_cause(passed + warning, "paddle.cudnn-older-than-build")
