@@ -581,3 +581,14 @@ def test_a_warning_the_programs_own_check_passed_after_is_harmless() -> None:
     # the warning alone, or printed again after the check, stays a cause
     _first_cause(warning, "paddle.cudnn-older-than-build")
     _first_cause(passed + warning, "paddle.cudnn-older-than-build")
+
+
+def test_a_missing_torch_submodule_is_an_older_torch_and_torch_c_is_not() -> None:
+    # meta-pytorch/attention-gym#36's line; torch._C missing is a broken or shadowed install
+    top = _first_cause(
+        "ModuleNotFoundError: No module named 'torch.nn.attention.flex_attention'\n",
+        "torch.submodule-missing",
+    )
+    assert "torch.nn.attention.flex_attention" in top.summary
+    shadowed = run("ModuleNotFoundError: No module named 'torch._C'\n")
+    assert "torch.submodule-missing" not in ids(shadowed)
