@@ -592,3 +592,12 @@ def test_a_missing_torch_submodule_is_an_older_torch_and_torch_c_is_not() -> Non
     assert "torch.nn.attention.flex_attention" in top.summary
     shadowed = run("ModuleNotFoundError: No module named 'torch._C'\n")
     assert "torch.submodule-missing" not in ids(shadowed)
+
+
+def test_detectron2s_own_cpu_only_error_is_its_build_not_mmcvs() -> None:
+    # facebookresearch/detectron2's layers/csrc message, which mmcv's op pattern also matches
+    top = _first_cause(
+        "RuntimeError: Detectron2 is not compiled with GPU support!\n",
+        "extension.built-without-cuda",
+    )
+    assert "mmcv.ops-missing" in top.alternatives
