@@ -361,24 +361,27 @@ def analyze_runtime_against_gpu(captures: Mapping[str, str], kb: KnowledgeBase) 
     The tables load only here, as for torch's environment report."""
     del kb
     from envdoctor.compat.loader import load_tables
-    from envdoctor.compat.versions import cuda_text, parse_cc
+    from envdoctor.compat.versions import cuda_text, parse_arch, parse_cc
 
     text = captures.get("cc", "")
-    if "." not in text and len(text) == 2:
-        text = f"{text[0]}.{text[1]}"  # Paddle 1.x prints "CUDA Capability: 70"
-    cc, runtime = parse_cc(text), parse_cuda(captures.get("runtime", ""))
+    # Paddle 1.x prints "CUDA Capability: 70", the digits of an sm_ name
+    target = parse_arch(f"sm_{text}")
+    cc = parse_cc(text) or (target.cc if target is not None else None)
+    runtime = parse_cuda(captures.get("runtime", ""))
     arch = load_tables().architecture(cc) if cc is not None else None
-    first = parse_cuda(arch.first_cuda) if arch is not None and arch.first_cuda else None
-    if runtime is None or first is None or runtime >= first:
+    if cc is None or runtime is None or arch is None or not arch.first_cuda:
         return Analysis(confidence=0.0)
-    assert arch is not None  # first is only set from a row
+    first = parse_cuda(arch.first_cuda)
+    if first is None or runtime >= first:
+        return Analysis(confidence=0.0)
+    shown = f"{cc[0]}.{cc[1]}"
     return Analysis(
         (
-            f"Compute capability {text} ({arch.arch}) first appears in CUDA {cuda_text(first)}; "
+            f"Compute capability {shown} ({arch.arch}) first appears in CUDA {cuda_text(first)}; "
             f"the runtime here is CUDA {cuda_text(runtime)}.",
         ),
         f"The CUDA {cuda_text(runtime)} runtime this program runs with predates this GPU "
-        f"(compute capability {text} needs CUDA {cuda_text(first)} or newer): install its build "
+        f"(compute capability {shown} needs CUDA {cuda_text(first)} or newer): install its build "
         "for a newer CUDA",
     )
 

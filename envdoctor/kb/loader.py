@@ -90,6 +90,7 @@ def load_kb(root: Traversable | Path) -> KnowledgeBase:
                 )
             seen[signature.id] = signature.source
             signatures.append(signature)
+    benign = {s.id for s in signatures if s.role is Role.BENIGN}
     for signature in signatures:
         for other in signature.explains:
             if other not in seen or other == signature.id:
@@ -97,8 +98,6 @@ def load_kb(root: Traversable | Path) -> KnowledgeBase:
                     f"`explains` names {other!r}, which is not another signature",
                     where=signature.source,
                 )
-    benign = {s.id for s in signatures if s.role is Role.BENIGN}
-    for signature in signatures:
         for other in signature.cleared_by:
             if other not in benign:
                 raise EnvdoctorError(

@@ -61,6 +61,7 @@ def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explan
     """Rank the hits of ``scan`` into causes (no live facts)."""
     benign = {s.id for s in kb.signatures if s.role is Role.BENIGN}
     cleared = _cleared(scan.hits, kb, benign)
+    quiet = benign | cleared.keys()
     harmless = tuple(
         Cause(
             signature=kb.get(hit.signature_id),
@@ -70,11 +71,9 @@ def explain(scan: ScanResult, kb: KnowledgeBase, *, source: str = "-") -> Explan
             notes=(cleared[hit.signature_id],) if hit.signature_id in cleared else (),
         )
         for hit in scan.hits
-        if hit.signature_id in benign or hit.signature_id in cleared
+        if hit.signature_id in quiet
     )
-    causes = rank(
-        [h for h in scan.hits if h.signature_id not in benign and h.signature_id not in cleared], kb
-    )
+    causes = rank([hit for hit in scan.hits if hit.signature_id not in quiet], kb)
     return Explanation(causes=causes, scan=scan, source=source, harmless=harmless)
 
 
