@@ -601,3 +601,24 @@ def test_detectron2s_own_cpu_only_error_is_its_build_not_mmcvs() -> None:
         "extension.built-without-cuda",
     )
     assert "mmcv.ops-missing" in top.alternatives
+
+
+def test_a_success_line_clears_only_the_warnings_that_name_it() -> None:
+    # a log that also failed for its own reason: the install check's success line, printed
+    # after both, does not hide the failure (only paddle.cudnn-older-than-build is cleared_by it)
+    warning = (
+        "WARNING: device: 0. The installed Paddle is compiled with CUDNN 8.2, but CUDNN version "
+        "in your machine is 8.1\n"
+    )
+    failure = (
+        "torch.cuda.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB (GPU 0; "
+        "4.00 GiB total capacity; 3.45 GiB already allocated; 0 bytes free; 3.50 GiB reserved "
+        "in total by PyTorch)\n"
+    )
+    passed = (
+        "PaddlePaddle is installed successfully! Let's start deep learning with PaddlePaddle now.\n"
+    )
+    explanation = run(warning + failure + passed * 1000)
+    assert explanation.top is not None and explanation.top.id == "cuda.out-of-memory"
+    assert "paddle.cudnn-older-than-build" not in ids(explanation)
+    assert "paddle.cudnn-older-than-build" in {c.id for c in explanation.harmless}
