@@ -185,7 +185,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # removed while other packages install; no trigger above is inside that line).
 # One for round 41: Paddle's "is installed successfully!" (its install check passing, which
 # clears the version warnings before it).
-MAX_TRIGGERS = 185
+# One for round 42: an application's own "cuda is not available" in lower case (no trigger
+# above is inside it).
+MAX_TRIGGERS = 186
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
