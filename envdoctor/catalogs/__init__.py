@@ -107,6 +107,7 @@ CATALOGS = (
     "ultralytics",
     "accelerate",
     "ctranslate2",
+    "sglang",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")

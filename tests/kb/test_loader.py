@@ -187,7 +187,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # clears the version warnings before it).
 # One for round 42: an application's own "cuda is not available" in lower case (no trigger
 # above is inside it).
-MAX_TRIGGERS = 186
+# One for SGLang's catalog: "The memory capacity is unbalanced" (tensor-parallel GPUs with unequal
+# free memory), raised or, in later releases, only logged, so no "rror" is always before it.
+MAX_TRIGGERS = 187
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
