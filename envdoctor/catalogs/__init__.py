@@ -108,6 +108,7 @@ CATALOGS = (
     "accelerate",
     "ctranslate2",
     "sglang",
+    "dcgm",
 )
 
 _TOP_REQUIRED = ("schema", "emitter", "source", "lines", "entries")
