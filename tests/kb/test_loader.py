@@ -191,7 +191,12 @@ DOCS = Path(__file__).parents[2] / "docs"
 # free memory), raised or, in later releases, only logged, so no "rror" is always before it.
 # Two for DCGM's catalog: "ost engine" (the host engine unreachable or not root, in dcgmi's and
 # dcgm-exporter's words) and "rofiling" (the profiling module's two refusals).
-MAX_TRIGGERS = 189
+# Two from torch's own distributed messages: torchrun's summary "Signal 9 (SIGKILL)" (a rank the
+# kernel's OOM killer ended) and DDP's "DDP expects same model" (often inside another
+# program's wrapper, with no "rror: " before it).
+# One for load_state_dict's 'in state_dict: "module.' (a DataParallel checkpoint's prefix), on a
+# line of its own under the RuntimeError.
+MAX_TRIGGERS = 192
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
