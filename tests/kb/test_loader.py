@@ -196,7 +196,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # program's wrapper, with no "rror: " before it).
 # One for load_state_dict's 'in state_dict: "module.' (a DataParallel checkpoint's prefix), on a
 # line of its own under the RuntimeError.
-MAX_TRIGGERS = 192
+# One for round 44: Caffe SSD's "Check failed: label < num_classes" (glog's CHECK, no trigger
+# above inside it).
+MAX_TRIGGERS = 193
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:

@@ -622,3 +622,47 @@ def test_a_success_line_clears_only_the_warnings_that_name_it() -> None:
     assert explanation.top is not None and explanation.top.id == "cuda.out-of-memory"
     assert "paddle.cudnn-older-than-build" not in ids(explanation)
     assert "paddle.cudnn-older-than-build" in {c.id for c in explanation.harmless}
+
+
+# NCCL's INFO lines as a multi-node job prints them (src/transport/net_ib.cc, init.cc)
+IB_NOT_FOUND = "node1:1234:1234 [0] NCCL INFO NET/IB : No device found."
+IB_ASKED = "node1:1234:1234 [0] NCCL INFO NCCL_IB_HCA set to mlx5_0:1,mlx5_1:1"
+SOCKETS = "node1:1234:1234 [0] NCCL INFO NET/Socket : Using [0]eth0:10.47.14.218<0>"
+
+
+def test_no_ib_device_is_silent_where_nobody_asked_for_infiniband() -> None:
+    """Every NCCL run on a machine without IB prints the line and works."""
+    assert run("\n".join([IB_NOT_FOUND, SOCKETS])).causes == ()
+
+
+def test_no_ib_device_after_the_job_asked_for_infiniband_is_the_cause() -> None:
+    explanation = run("\n".join([IB_ASKED, IB_NOT_FOUND, SOCKETS]))
+    assert ids(explanation)[:1] == ["nccl.ib-configured-not-found"]
+    assert explanation.status == "explained"
+
+
+VERSION_ASSERT = '----> 3 assert torch.__version__.startswith("1.5")'
+
+
+def test_a_torch_version_assert_is_read_only_where_it_failed() -> None:
+    """The same line pasted as code (no AssertionError before it) names nothing."""
+    assert run("import torch\n" + VERSION_ASSERT).causes == ()
+    failed = run(
+        "AssertionError                            Traceback (most recent call last)\n"
+        + VERSION_ASSERT
+    )
+    assert ids(failed)[:1] == ["notebook.torch-version-assert"]
+
+
+def test_an_old_abi_string_in_a_missing_framework_symbol_is_the_abi_not_the_version() -> None:
+    old_abi = (
+        "tensorflow.python.framework.errors_impl.NotFoundError: /x/libtf_grouping.so: "
+        "undefined symbol: _ZN10tensorflow12OpDefBuilder4AttrESs"
+    )
+    assert ids(run(old_abi))[:1] == ["build.cxx11-abi-mismatch"]
+    # a torch function without a string argument stays a version mismatch
+    other = (
+        "ImportError: /x/_C.cpython-37m-x86_64-linux-gnu.so: undefined symbol: "
+        "_ZNK2at6Tensor7is_cudaEv"
+    )
+    assert ids(run(other))[:1] == ["libs.undefined-symbol"]
