@@ -198,7 +198,10 @@ DOCS = Path(__file__).parents[2] / "docs"
 # line of its own under the RuntimeError.
 # One for round 44: Caffe SSD's "Check failed: label < num_classes" (glog's CHECK, no trigger
 # above inside it).
-MAX_TRIGGERS = 193
+# Three for round 45: Compose's "Additional property gpus" (the service-level gpus key), the CUDA
+# front end's "cannot open source file" (a run-time compiler without the toolkit's headers), and
+# torch's own source line "incompatible_device_warn" under its GPU-too-new warning.
+MAX_TRIGGERS = 196
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
