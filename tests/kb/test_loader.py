@@ -201,7 +201,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # Three for round 45: Compose's "Additional property gpus" (the service-level gpus key), the CUDA
 # front end's "cannot open source file" (a run-time compiler without the toolkit's headers), and
 # torch's own source line "incompatible_device_warn" under its GPU-too-new warning.
-MAX_TRIGGERS = 196
+# Two from torch's source, after round 45: "monitoredBarrier" (the rank a monitored barrier
+# names) and load_state_dict's "size mismatch for" (tab-indented lines with no "rror" before).
+MAX_TRIGGERS = 198
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
