@@ -203,7 +203,9 @@ DOCS = Path(__file__).parents[2] / "docs"
 # torch's own source line "incompatible_device_warn" under its GPU-too-new warning.
 # Two from torch's source, after round 45: "monitoredBarrier" (the rank a monitored barrier
 # names) and load_state_dict's "size mismatch for" (tab-indented lines with no "rror" before).
-MAX_TRIGGERS = 198
+# One for Ollama's and vLLM's own refusals (its memory estimate, a CPU without AVX, an unknown
+# architecture), whose JSON and log forms carry no "rror: " before them.
+MAX_TRIGGERS = 199
 
 
 def test_shipped_kb_loads_and_is_broad() -> None:
