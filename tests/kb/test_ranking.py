@@ -666,3 +666,31 @@ def test_an_old_abi_string_in_a_missing_framework_symbol_is_the_abi_not_the_vers
         "_ZNK2at6Tensor7is_cudaEv"
     )
     assert ids(run(other))[:1] == ["libs.undefined-symbol"]
+
+
+@pytest.mark.parametrize(
+    ("message", "cause"),
+    [
+        (
+            "Input type (torch.cuda.FloatTensor) and weight type (torch.FloatTensor)",
+            "tensor.device-mismatch",
+        ),
+        (
+            "Input type (torch.FloatTensor) and weight type (torch.cuda.FloatTensor)",
+            "tensor.device-mismatch",
+        ),
+        (
+            "Input type (torch.cuda.HalfTensor) and weight type (torch.cuda.FloatTensor)",
+            "tensor.dtype-mismatch",
+        ),
+        (
+            "Input type (torch.HalfTensor) and weight type (torch.FloatTensor)",
+            "tensor.dtype-mismatch",
+        ),
+    ],
+)
+def test_the_convolution_check_names_device_or_dtype_by_the_two_types(
+    message: str, cause: str
+) -> None:
+    """aten's check_input_same_type_as_parameters prints one sentence for both mistakes."""
+    assert ids(run(f"RuntimeError: {message} should be the same"))[:1] == [cause]
